@@ -1,0 +1,119 @@
+// swift-tools-version:6.1
+//
+// apns-relay: Kafka → JSON Schema validation → APNs (HTTP/2) → results, at least once.
+// Targets and their single jobs are described in README.md ("Code map").
+import PackageDescription
+
+let package = Package(
+    name: "apns-relay",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "apns-relay", targets: ["apns-relay"]),
+        .executable(name: "apns-mock", targets: ["apns-mock"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+    ],
+    targets: [
+        // MARK: System libraries (Debian -dev packages; see Makefile `deps`)
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // C++ (simdjson fast path + valijson reference) behind a C API.
+        .target(
+            name: "CEventJSON",
+            cxxSettings: [.unsafeFlags(["-std=c++17"])],
+            linkerSettings: [.linkedLibrary("simdjson"), .linkedLibrary("stdc++"), .linkedLibrary("m")]
+        ),
+
+        // MARK: Libraries
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "APNsCore"),
+        .target(
+            name: "APNsClient",
+            dependencies: [
+                "APNsCore", "CNGHTTP2", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        .target(
+            name: "APNsMock",
+            dependencies: [
+                "APNsCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "Relay",
+            dependencies: [
+                "Kafka", "APNsCore", "APNsClient", "CEventJSON",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // MARK: Executables
+        .executableTarget(
+            name: "apns-relay",
+            dependencies: [
+                "Relay", "Kafka", "APNsMock",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        .executableTarget(
+            name: "apns-mock",
+            dependencies: [
+                "APNsMock",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"]),
+        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
+        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
+        .testTarget(name: "APNsMockTests", dependencies: ["APNsMock"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "APNsMock", "Kafka"]),
+    ]
+)

@@ -1,0 +1,2 @@
+import APNsMock
+@main struct Main { static func main() { print("apns-mock") } }

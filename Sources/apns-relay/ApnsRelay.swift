@@ -1,0 +1,2 @@
+import Kafka
+@main struct Main { static func main() { print("apns-relay") } }

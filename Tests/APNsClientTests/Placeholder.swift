@@ -1,0 +1,4 @@
+import Testing
+@testable import APNsClient
+
+@Test func moduleBuilds() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import APNsCore
+
+@Test func moduleBuilds() {}

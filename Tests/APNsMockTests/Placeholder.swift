@@ -1,0 +1,4 @@
+import Testing
+@testable import APNsMock
+
+@Test func moduleBuilds() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import Kafka
+
+@Test func moduleBuilds() {}
