@@ -1,0 +1,76 @@
+/// Why a request got no APNs response.
+public enum TransportFailure: Hashable, Sendable {
+    /// GOAWAY named a last-stream-id below this request's stream: APNs never processed it.
+    case notProcessed
+    /// RST_STREAM REFUSED_STREAM: not processed, safe to resend.
+    case streamRefused
+    /// No response before the request's deadline. APNs may have delivered it.
+    case timedOut
+    /// TCP, TLS or HTTP/2 set-up failed.
+    case connectFailed
+    /// The connection closed with the request in flight. APNs may have delivered it.
+    case connectionLost
+}
+
+/// What to do next with a notification, from APNs' answer or the lack of one.
+public enum DeliveryDecision: Hashable, Sendable {
+    /// APNs accepted it (200).
+    case delivered
+    /// The token is gone for this topic (410); producers should stop sending to it.
+    /// `invalidatedAt` is APNs' timestamp in milliseconds, when it sent one.
+    case unregistered(invalidatedAt: Int64?)
+    /// Final refusal. `removesToken` is set when the token itself is bad (BadDeviceToken), which producers
+    /// should also clean up, usually a token from the other environment.
+    case rejected(removesToken: Bool)
+    /// Try again, as `RetryStrategy` says. Attempts are bounded by the caller.
+    case retry(RetryStrategy)
+}
+
+/// How to try again.
+public enum RetryStrategy: Hashable, Sendable {
+    /// Not processed by APNs: resend at once on another connection; does not count as an APNs refusal.
+    case resendNow
+    /// Wait a jittered, growing delay, then resend.
+    case backoff
+    /// The connection is unusable for this credential (token churn, key binding, idle): resend on another.
+    case replaceConnection
+    /// The provider token was stale: refresh the connection's token and resend once.
+    case refreshToken
+}
+
+extension DeliveryDecision {
+    /// The decision table for an APNs response (apns-reference.md §6).
+    public init(response: APNsResponse) {
+        switch (response.status, response.reason) {
+        case (200, _):
+            self = .delivered
+        case (410, _):
+            self = .unregistered(invalidatedAt: response.timestamp)
+        case (400, .badDeviceToken?):
+            self = .rejected(removesToken: true)
+        case (400, .idleTimeout?):
+            self = .retry(.replaceConnection)
+        case (403, .expiredProviderToken?):
+            self = .retry(.refreshToken)
+        case (403, .unrelatedKeyIdInToken?):
+            self = .retry(.replaceConnection)
+        case (429, .tooManyProviderTokenUpdates?):
+            self = .retry(.replaceConnection)
+        case (429, _), (500, _), (502, _), (503, _), (504, _):
+            self = .retry(.backoff)
+        default:
+            // Any other 4xx (and statuses APNs does not document) is final: resending would get the same.
+            self = .rejected(removesToken: false)
+        }
+    }
+
+    /// The decision when no response arrived.
+    public init(failure: TransportFailure) {
+        switch failure {
+        case .notProcessed, .streamRefused:
+            self = .retry(.resendNow)
+        case .timedOut, .connectFailed, .connectionLost:
+            self = .retry(.backoff)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+/// How a connection authenticates, which decides some push-type rules.
+public enum AuthenticationKind: String, Hashable, Sendable {
+    case token
+    case certificate
+}
+
+/// A notification that APNs would refuse, found before sending it.
+///
+/// `reason` is what APNs would answer, so results read the same whether the relay or APNs refused.
+public struct NotificationRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
+    public let reason: APNsReason
+    public let message: String
+
+    public init(_ reason: APNsReason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
+
+    public var description: String { "\(reason): \(message)" }
+}
+
+extension APNsNotification {
+    /// Checks the rules APNs enforces on a device push (apns-reference.md §2–§5).
+    ///
+    /// - Parameters:
+    ///   - authentication: the credential kind the push will use, or `nil` to skip credential rules.
+    ///   - now: current time in UNIX seconds, to refuse an already-passed non-zero expiration.
+    /// - Throws: the first `NotificationRuleViolation` found.
+    public func validate(authentication: AuthenticationKind? = nil, now: Int64? = nil) throws(NotificationRuleViolation) {
+        if let apnsID, !Self.isCanonicalUUID(apnsID) {
+            throw .init(.badMessageId, "apns-id must be a canonical UUID (8-4-4-4-12 hex digits)")
+        }
+        if topic.isEmpty {
+            throw .init(.missingTopic, "apns-topic is empty")
+        }
+        if let collapseID, collapseID.utf8.count > 64 {
+            throw .init(.badCollapseId, "apns-collapse-id is \(collapseID.utf8.count) bytes; at most 64 allowed")
+        }
+        if pushType == .background, priority != .powerConsiderate {
+            throw .init(.badPriority, "background pushes must have priority 5")
+        }
+        let suffix = pushType.topicSuffix
+        if !suffix.isEmpty, !topic.hasSuffix(suffix) {
+            throw .init(.badTopic, "apns-topic for push type \(pushType.rawValue) must end with \"\(suffix)\"")
+        }
+        if let expiration {
+            if expiration < 0 {
+                throw .init(.badExpirationDate, "apns-expiration must be 0 or UNIX seconds")
+            }
+            if let now, expiration != 0, expiration < now {
+                throw .init(.badExpirationDate, "apns-expiration \(expiration) has already passed")
+            }
+        }
+        switch authentication {
+        case .token where !pushType.allowedWithToken:
+            throw .init(.invalidPushType, "push type \(pushType.rawValue) needs certificate authentication")
+        case .certificate where !pushType.allowedWithCertificate:
+            throw .init(.invalidPushType, "push type \(pushType.rawValue) needs token authentication")
+        default:
+            break
+        }
+        if payload.isEmpty {
+            throw .init(.payloadEmpty, "payload is empty")
+        }
+        if payload.count > pushType.maxPayloadBytes {
+            throw .init(
+                .payloadTooLarge,
+                "payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.maxPayloadBytes)"
+            )
+        }
+    }
+
+    /// `true` for `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` in hex digits of either case.
+    public static func isCanonicalUUID(_ string: String) -> Bool {
+        var count = 0
+        for (index, byte) in string.utf8.enumerated() {
+            count += 1
+            switch index {
+            case 8, 13, 18, 23:
+                guard byte == UInt8(ascii: "-") else { return false }
+            default:
+                guard byte.isHexDigit else { return false }
+            }
+        }
+        return count == 36
+    }
+}
+
+extension UInt8 {
+    @inlinable
+    var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+            || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
+    }
+}

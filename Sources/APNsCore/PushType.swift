@@ -1,0 +1,75 @@
+/// The `apns-push-type` header: what kind of notification this is.
+///
+/// Each type has a required topic suffix (apns-reference.md §3) and a payload limit (§4).
+public enum PushType: String, CaseIterable, Hashable, Sendable {
+    case alert
+    case background
+    case voip
+    case complication
+    case fileprovider
+    case mdm
+    case location
+    case liveactivity
+    case pushtotalk
+    case widgets
+    case controls
+
+    /// What APNs expects after the bundle id in `apns-topic` for this push type.
+    ///
+    /// `mdm` topics are the UID from the MDM push certificate, not a bundle id, so no suffix applies.
+    public var topicSuffix: String {
+        switch self {
+        case .alert, .background, .mdm: ""
+        case .voip: ".voip"
+        case .complication: ".complication"
+        case .fileprovider: ".pushkit.fileprovider"
+        case .location: ".location-query"
+        case .liveactivity: ".push-type.liveactivity"
+        case .pushtotalk: ".voip-ptt"
+        case .widgets: ".push-type.widgets"
+        case .controls: ".push-type.controls"
+        }
+    }
+
+    /// The largest payload APNs accepts for this push type, in bytes of the JSON body.
+    public var maxPayloadBytes: Int {
+        switch self {
+        case .voip: 5120
+        default: 4096
+        }
+    }
+
+    /// Whether APNs accepts this push type on a token-authenticated connection.
+    public var allowedWithToken: Bool { self != .mdm }
+
+    /// Whether APNs accepts this push type on a certificate connection (unconfirmed cases allowed).
+    public var allowedWithCertificate: Bool { self != .location }
+
+    /// `apns-topic` for `bundleID` and this push type: the bundle id with the suffix appended if missing.
+    public func topic(forBundleID bundleID: String) -> String {
+        let suffix = topicSuffix
+        if suffix.isEmpty || bundleID.hasSuffix(suffix) { return bundleID }
+        return bundleID + suffix
+    }
+}
+
+/// `apns-priority`: 10 sends now, 5 is power-aware, 1 never wakes the device.
+public enum Priority: Int, CaseIterable, Hashable, Sendable {
+    case immediate = 10
+    case powerConsiderate = 5
+    case low = 1
+}
+
+/// Which APNs environment a device token belongs to.
+public enum APNsEnvironment: String, CaseIterable, Hashable, Sendable {
+    case production
+    case development
+
+    /// The push host for device pushes.
+    public var host: String {
+        switch self {
+        case .production: "api.push.apple.com"
+        case .development: "api.sandbox.push.apple.com"
+        }
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import APNsCore
-
-@Test func moduleBuilds() {}
