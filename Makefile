@@ -1,0 +1,65 @@
+# apns-relay — the two commands a new user needs are `make demo` and `make test`.
+# Each installs what it needs (Debian packages, a Python venv for test tooling) when missing.
+
+SHELL := /bin/bash
+SWIFT ?= swift
+VENV := .venv
+PY := $(VENV)/bin/python
+
+# Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools).
+APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
+APT_TEST := kcat nghttp2-client nghttp2-server python3-venv
+
+.PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults clean help
+
+all: build
+
+help:
+	@echo "make demo   run the whole pipeline on an embedded mock Kafka cluster + mock APNs"
+	@echo "make test   build and run every test (Swift, schemas, chart)"
+	@echo "make bench  release benchmarks, each beside a floor measured in the same run"
+
+# Installs missing Debian packages; explains itself when it cannot.
+define apt_ensure
+	@missing=""; for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null; then echo "error: missing packages:$$missing, and apt-get is not available. Install them with your package manager." >&2; exit 1; fi; \
+		if [ "$$(id -u)" != 0 ]; then SUDO=sudo; command -v sudo >/dev/null || { echo "error: missing packages:$$missing; run as root or install them: apt-get install$$missing" >&2; exit 1; }; fi; \
+		echo "Installing Debian packages:$$missing"; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || { echo "error: apt-get install$$missing failed" >&2; exit 1; }; \
+	fi
+endef
+
+deps:
+	$(call apt_ensure,$(APT_BUILD))
+
+deps-test: deps
+	$(call apt_ensure,$(APT_TEST))
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product apns-relay
+
+demo: release
+	.build/release/apns-relay demo
+
+venv: deps-test
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -c 'import jsonschema' 2>/dev/null || $(VENV)/bin/pip install -q -r Tests/requirements.txt
+
+test: deps-test venv test-swift test-python
+
+test-swift:
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --parallel
+
+test-python: venv
+	@for t in Tests/schema/*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
+
+bench: deps-test
+	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; bash $$b || exit 1; done
+
+clean:
+	rm -rf .build .build-* $(VENV)

@@ -1,0 +1,74 @@
+import APNsCore
+
+/// The end of delivering one notification: its outcome and what APNs said last.
+public struct DeliveryReport: Sendable, Hashable {
+    public var outcome: DeliveryOutcome
+    /// APNs' last response, when the last attempt got one.
+    public var response: APNsResponse?
+    /// Why the last attempt got no response, when it did not.
+    public var failure: TransportFailure?
+    public var attempts: Int
+    /// The decision behind the outcome (e.g. whether a rejection also removes the token).
+    public var decision: DeliveryDecision?
+}
+
+/// Sends one notification until it is delivered, finally refused, expired or out of attempts.
+///
+/// Retries follow `RetryPolicy`; delays are real sleeps on the caller's task, which is one of many
+/// concurrent deliveries, so one slow event never holds up the others.
+public struct DeliveryAttempts: Sendable {
+    public var policy: RetryPolicy
+    /// How long one request may wait for its response.
+    public var requestTimeout: Duration
+    /// UNIX seconds now; injectable for tests.
+    public var wallClock: @Sendable () -> Double
+
+    public init(policy: RetryPolicy, requestTimeout: Duration, wallClock: @escaping @Sendable () -> Double) {
+        self.policy = policy
+        self.requestTimeout = requestTimeout
+        self.wallClock = wallClock
+    }
+
+    /// Delivers `notification` through `sender`. Cancellation ends the loop with the last known state as
+    /// `.failed` (the caller does not publish results of cancelled work: the event is redone later).
+    public func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        var tokenRefreshes = 0
+        while true {
+            attempt += 1
+            let decision: DeliveryDecision
+            var response: APNsResponse?
+            var failure: TransportFailure?
+            do {
+                let answer = try await sender.send(notification, deadline: .now + requestTimeout)
+                response = answer
+                decision = DeliveryDecision(response: answer)
+            } catch {
+                let cause = (error as? TransportFailureError)?.transportFailure ?? .connectionLost
+                failure = cause
+                decision = DeliveryDecision(failure: cause)
+            }
+            let step = policy.nextStep(
+                after: decision, attempt: attempt, tokenRefreshes: tokenRefreshes,
+                now: wallClock(), expiration: notification.expiration, using: &generator
+            )
+            switch step {
+            case .finish(let outcome):
+                return DeliveryReport(outcome: outcome, response: response, failure: failure, attempts: attempt, decision: decision)
+            case .retry(let delay, let strategy):
+                if strategy == .refreshToken { tokenRefreshes += 1 }
+                if delay > .zero {
+                    do {
+                        try await Task.sleep(for: delay)
+                    } catch {
+                        return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision)
+                    }
+                }
+                if Task.isCancelled {
+                    return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision)
+                }
+            }
+        }
+    }
+}

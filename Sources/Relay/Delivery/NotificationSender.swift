@@ -1,0 +1,16 @@
+import APNsCore
+
+/// The one call the relay makes to APNs. `APNsClient` conforms; the seam lets the delivery loop be read
+/// (and reasoned about) without the transport.
+public protocol NotificationSender: Sendable {
+    /// Sends one notification and returns APNs' answer.
+    ///
+    /// - Throws: an error whose `transportFailure` says why no answer came (see `TransportFailureError`).
+    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+}
+
+/// An error that carries why a request got no APNs response. Errors that do not conform are treated as
+/// `.connectionLost` (a retriable failure whose delivery state is unknown).
+public protocol TransportFailureError: Error {
+    var transportFailure: TransportFailure { get }
+}

@@ -1,0 +1,110 @@
+/// Decides which Kafka offsets may be stored, so that a commit never passes an event without a result.
+///
+/// Events of one partition start in offset order but finish in any order (APNs answers out of order,
+/// retries take longer). The ledger keeps, per partition, the offsets that have started and whether each
+/// has finished (its result acknowledged by Kafka). The *frontier* is the offset just above the longest
+/// finished prefix: the next offset a restarted consumer must read. Only the frontier is ever stored —
+/// that is the whole at-least-once argument.
+///
+/// Offsets need not be contiguous (compaction and transaction markers leave gaps); only their order
+/// matters. Not thread-safe: the relay keeps it behind its own lock.
+public struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
+    private var partitions: [Partition: PartitionLedger] = [:]
+
+    public init() {}
+
+    /// Records that the event at `offset` has started.
+    ///
+    /// - Returns: `false` when the offset is not above every offset already begun on the partition (a
+    ///   redelivery after a rebalance or a librdkafka duplicate); the caller should skip that event.
+    @discardableResult
+    public mutating func begin(_ partition: Partition, offset: Int64) -> Bool {
+        partitions[partition, default: PartitionLedger()].begin(offset)
+    }
+
+    /// Records that the event at `offset` has finished for good (its result is durable in Kafka).
+    ///
+    /// - Returns: the new frontier (the offset to store: one past the last finished prefix) when it
+    ///   advanced, else `nil`.
+    public mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
+        partitions[partition]?.finish(offset)
+    }
+
+    /// Events begun but not finished on `partition`.
+    public func inFlight(_ partition: Partition) -> Int {
+        partitions[partition]?.inFlight ?? 0
+    }
+
+    /// Events begun but not finished on all partitions.
+    public var totalInFlight: Int {
+        partitions.values.reduce(0) { $0 + $1.inFlight }
+    }
+
+    /// The offset to store for `partition` now, if any event there has finished.
+    public func frontier(_ partition: Partition) -> Int64? {
+        partitions[partition]?.frontier
+    }
+
+    /// Forgets `partition` (after a revoke): unfinished events are abandoned, never stored; the next owner
+    /// of the partition reads them again.
+    ///
+    /// - Returns: the number of events abandoned.
+    @discardableResult
+    public mutating func release(_ partition: Partition) -> Int {
+        partitions.removeValue(forKey: partition)?.inFlight ?? 0
+    }
+
+    /// Partitions currently tracked.
+    public var trackedPartitions: [Partition] { Array(partitions.keys) }
+}
+
+/// One partition's started offsets, in order, with a finished flag each.
+///
+/// Stored as an array with a moving head so `begin` and advancing the frontier are amortised O(1) and
+/// `finish` is a binary search.
+struct PartitionLedger: Sendable {
+    private var offsets: [Int64] = []
+    private var finished: [Bool] = []
+    private var head = 0
+    private(set) var frontier: Int64?
+    private(set) var inFlight = 0
+
+    mutating func begin(_ offset: Int64) -> Bool {
+        if let last = offsets.last, offset <= last { return false }
+        if let frontier, offset < frontier { return false }
+        offsets.append(offset)
+        finished.append(false)
+        inFlight += 1
+        return true
+    }
+
+    mutating func finish(_ offset: Int64) -> Int64? {
+        guard let index = indexOf(offset), !finished[index] else { return nil }
+        finished[index] = true
+        inFlight -= 1
+        guard index == head else { return nil }
+        while head < offsets.count, finished[head] {
+            frontier = offsets[head] + 1
+            head += 1
+        }
+        compactIfWorthIt()
+        return frontier
+    }
+
+    private func indexOf(_ offset: Int64) -> Int? {
+        var low = head
+        var high = offsets.count
+        while low < high {
+            let mid = (low + high) / 2
+            if offsets[mid] < offset { low = mid + 1 } else { high = mid }
+        }
+        return low < offsets.count && offsets[low] == offset ? low : nil
+    }
+
+    private mutating func compactIfWorthIt() {
+        guard head > 1024, head * 2 > offsets.count else { return }
+        offsets.removeFirst(head)
+        finished.removeFirst(head)
+        head = 0
+    }
+}

@@ -1,0 +1,112 @@
+import APNsCore
+
+/// Where an event came from: echoed in its result and dead-letter records.
+public struct SourcePosition: Hashable, Sendable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+
+    public init(topic: String, partition: Int32, offset: Int64) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+    }
+}
+
+/// The one result record published per consumed event (`Schemas/delivery-result.schema.json`).
+public struct DeliveryResult: Sendable, Hashable {
+    /// The event's `id`, or `nil` when the event was too broken to read one.
+    public var eventID: String?
+    /// The event's `metadata`, verbatim JSON.
+    public var metadata: [UInt8]?
+    public var outcome: DeliveryOutcome
+    /// APNs' HTTP status of the last attempt, if APNs answered.
+    public var status: Int?
+    /// APNs' reason, or the validation error code for `invalid`.
+    public var reason: String?
+    /// Human-readable detail (validation message, transport error).
+    public var message: String?
+    public var apnsID: String?
+    public var apnsUniqueID: String?
+    public var attempts: Int
+    public var source: SourcePosition
+    /// When the relay read the event, milliseconds since the epoch.
+    public var receivedAt: Int64
+    /// When the outcome was known, milliseconds since the epoch.
+    public var completedAt: Int64
+
+    public init(
+        eventID: String?, metadata: [UInt8]?, outcome: DeliveryOutcome, status: Int? = nil, reason: String? = nil,
+        message: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int,
+        source: SourcePosition, receivedAt: Int64, completedAt: Int64
+    ) {
+        self.eventID = eventID
+        self.metadata = metadata
+        self.outcome = outcome
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.attempts = attempts
+        self.source = source
+        self.receivedAt = receivedAt
+        self.completedAt = completedAt
+    }
+
+    /// The record's JSON value.
+    public func jsonBytes() -> [UInt8] {
+        var writer = JSONWriter()
+        writer.field("id", eventID)
+        writer.rawField("metadata", metadata)
+        writer.field("outcome", outcome.rawValue)
+        writer.field("status", status)
+        writer.field("reason", reason)
+        if let message { writer.field("message", message) }
+        writer.field("apnsId", apnsID)
+        writer.field("apnsUniqueId", apnsUniqueID)
+        writer.field("attempts", attempts)
+        writer.field("sourceTopic", source.topic)
+        writer.field("sourcePartition", Int(source.partition))
+        writer.field("sourceOffset", source.offset)
+        writer.field("receivedAt", receivedAt)
+        writer.field("completedAt", completedAt)
+        writer.field("latencyMs", completedAt - receivedAt)
+        return writer.finish()
+    }
+}
+
+/// Published when APNs says a device token is gone, so producers can delete it
+/// (`Schemas/token-removed.schema.json`). Keyed by device token so a compacted topic keeps the latest.
+public struct TokenRemoved: Sendable, Hashable {
+    public var deviceToken: DeviceToken
+    /// The `apns-topic` the token is gone for.
+    public var topic: String
+    public var environment: APNsEnvironment
+    public var reason: String
+    /// APNs' 410 timestamp (milliseconds since the epoch): the token is invalid unless re-registered after.
+    public var invalidatedAt: Int64?
+    public var eventID: String?
+
+    public init(deviceToken: DeviceToken, topic: String, environment: APNsEnvironment, reason: String, invalidatedAt: Int64?, eventID: String?) {
+        self.deviceToken = deviceToken
+        self.topic = topic
+        self.environment = environment
+        self.reason = reason
+        self.invalidatedAt = invalidatedAt
+        self.eventID = eventID
+    }
+
+    public var key: [UInt8] { Array(deviceToken.hex.utf8) }
+
+    public func jsonBytes() -> [UInt8] {
+        var writer = JSONWriter(capacity: 192)
+        writer.field("deviceToken", deviceToken.hex)
+        writer.field("topic", topic)
+        writer.field("environment", environment.rawValue)
+        writer.field("reason", reason)
+        writer.field("invalidatedAt", invalidatedAt)
+        writer.field("id", eventID)
+        return writer.finish()
+    }
+}

@@ -1,0 +1,74 @@
+import APNsCore
+import Synchronization
+import Testing
+@testable import Relay
+
+/// Answers from a fixed script, one per call: the retry loop's logic without a network.
+/// (End-to-end behaviour against the real mock APNs is covered by the relay's end-to-end tests.)
+private final class ScriptedSender: NotificationSender {
+    enum Answer: Sendable { case response(APNsResponse), failure(TransportFailure) }
+    struct Failure: TransportFailureError { let transportFailure: TransportFailure }
+    private let script: Mutex<[Answer]>
+    let calls = Atomic<Int>(0)
+
+    init(_ answers: [Answer]) { script = Mutex(answers) }
+
+    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        calls.add(1, ordering: .relaxed)
+        let next = script.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        switch next {
+        case .response(let r)?: return r
+        case .failure(let f)?: throw Failure(transportFailure: f)
+        case nil: throw Failure(transportFailure: .connectionLost)
+        }
+    }
+}
+
+@Suite struct DeliveryAttemptsTests {
+    private let notification = APNsNotification(
+        deviceToken: try! DeviceToken(hex: "abcd"), topic: "com.example", pushType: .alert, payload: Array("{}".utf8)
+    )
+    private func attempts(maxAttempts: Int = 5, now: Double = 0) -> DeliveryAttempts {
+        DeliveryAttempts(
+            policy: RetryPolicy(maxAttempts: maxAttempts, initialBackoff: .milliseconds(1), maxBackoff: .milliseconds(4)),
+            requestTimeout: .seconds(1), wallClock: { now }
+        )
+    }
+
+    @Test func retries503AndGoawayUntilDelivered() async {
+        let sender = ScriptedSender([
+            .response(APNsResponse(status: 503, reason: .serviceUnavailable)),
+            .failure(.notProcessed),
+            .response(APNsResponse(status: 200, apnsID: "x")),
+        ])
+        let report = await attempts().deliver(notification, with: sender)
+        #expect(report.outcome == .delivered)
+        #expect(report.attempts == 3)
+        #expect(report.response?.apnsID == "x")
+    }
+
+    @Test func exhaustedRetriesFailWithLastReason() async {
+        let sender = ScriptedSender(Array(repeating: .response(APNsResponse(status: 500, reason: .internalServerError)), count: 10))
+        let report = await attempts(maxAttempts: 3).deliver(notification, with: sender)
+        #expect(report.outcome == .failed)
+        #expect(report.attempts == 3)
+        #expect(report.response?.reason == .internalServerError)
+        #expect(sender.calls.load(ordering: .relaxed) == 3)
+    }
+
+    @Test func expiredBeforeRetryIsNotResent() async {
+        var expiring = notification
+        expiring.expiration = 100
+        let sender = ScriptedSender([.response(APNsResponse(status: 429, reason: .tooManyRequests))])
+        let report = await attempts(now: 99.9999).deliver(expiring, with: sender)
+        #expect(report.outcome == .expired)
+        #expect(sender.calls.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func goneTokenIsFinal() async {
+        let sender = ScriptedSender([.response(APNsResponse(status: 410, reason: .unregistered, timestamp: 7))])
+        let report = await attempts().deliver(notification, with: sender)
+        #expect(report.outcome == .unregistered)
+        #expect(report.decision == .unregistered(invalidatedAt: 7))
+    }
+}

@@ -1,0 +1,95 @@
+import Testing
+@testable import Relay
+
+@Suite struct OffsetLedgerTests {
+    @Test func storesOffsetOnlyAfterEarlierOffsetsComplete() {
+        var ledger = OffsetLedger<Int>()
+        for offset in 10...14 { let begun = ledger.begin(0, offset: Int64(offset)); #expect(begun) }
+        do { let result = ledger.finish(0, offset: 12); #expect(result == nil) }
+        do { let result = ledger.finish(0, offset: 11); #expect(result == nil) }
+        #expect(ledger.frontier(0) == nil)
+        do { let result = ledger.finish(0, offset: 10); #expect(result == 13) }
+        #expect(ledger.inFlight(0) == 2)
+        do { let result = ledger.finish(0, offset: 14); #expect(result == nil) }
+        do { let result = ledger.finish(0, offset: 13); #expect(result == 15) }
+        #expect(ledger.inFlight(0) == 0)
+    }
+
+    @Test func toleratesGapsBetweenOffsets() {
+        var ledger = OffsetLedger<Int>()
+        ledger.begin(0, offset: 5)
+        ledger.begin(0, offset: 9)
+        do { let result = ledger.finish(0, offset: 9); #expect(result == nil) }
+        do { let result = ledger.finish(0, offset: 5); #expect(result == 10) }
+    }
+
+    @Test func partitionsAreIndependent() {
+        var ledger = OffsetLedger<String>()
+        ledger.begin("a", offset: 0)
+        ledger.begin("b", offset: 0)
+        do { let result = ledger.finish("b", offset: 0); #expect(result == 1) }
+        #expect(ledger.frontier("a") == nil)
+        #expect(ledger.totalInFlight == 1)
+    }
+
+    @Test func refusesRedeliveredOrStaleOffsetsAndDoubleFinish() {
+        var ledger = OffsetLedger<Int>()
+        do { let result = ledger.begin(0, offset: 3); #expect(result) }
+        do { let result = ledger.begin(0, offset: 3); #expect(!result) }
+        do { let result = ledger.begin(0, offset: 2); #expect(!result) }
+        do { let result = ledger.finish(0, offset: 3); #expect(result == 4) }
+        do { let result = ledger.finish(0, offset: 3); #expect(result == nil) }
+        do { let result = ledger.begin(0, offset: 3); #expect(!result) }
+        do { let result = ledger.finish(0, offset: 99); #expect(result == nil) }
+        do { let result = ledger.finish(7, offset: 0); #expect(result == nil) }
+    }
+
+    @Test func releaseAbandonsUnfinishedWork() {
+        var ledger = OffsetLedger<Int>()
+        ledger.begin(0, offset: 0)
+        ledger.begin(0, offset: 1)
+        _ = ledger.finish(0, offset: 1)
+        do { let result = ledger.release(0); #expect(result == 1) }
+        #expect(ledger.frontier(0) == nil)
+        do { let result = ledger.begin(0, offset: 0); #expect(result) }
+    }
+
+    @Test func randomCompletionOrderMatchesAReferenceModel() {
+        var generator = SplitMix64(seed: 42)
+        for _ in 0..<50 {
+            var ledger = OffsetLedger<Int>()
+            let count = Int.random(in: 1...3000, using: &generator)
+            for offset in 0..<count { ledger.begin(0, offset: Int64(offset * 2)) }
+            var order = Array(0..<count)
+            order.shuffle(using: &generator)
+            var done = Set<Int>()
+            var stored: Int64 = 0
+            var prefix = 0
+            for index in order {
+                done.insert(index)
+                if let frontier = ledger.finish(0, offset: Int64(index * 2)) {
+                    #expect(frontier > stored)
+                    stored = frontier
+                }
+                // Reference: the frontier is one past the end of the longest finished prefix.
+                while done.contains(prefix) { prefix += 1 }
+                let expected: Int64? = prefix == 0 ? nil : Int64((prefix - 1) * 2 + 1)
+                #expect(ledger.frontier(0) == expected)
+            }
+            #expect(stored == Int64((count - 1) * 2 + 1))
+        }
+    }
+}
+
+/// Deterministic generator so randomised tests replay.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,48 @@
+import APNsCore
+import Foundation
+import Testing
+@testable import Relay
+
+@Suite struct RecordTests {
+    private func object(_ bytes: [UInt8]) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+    }
+
+    @Test func resultEchoesMetadataVerbatimAndEscapesStrings() throws {
+        let result = DeliveryResult(
+            eventID: "id \"1\"\n\u{01}", metadata: Array(#"{"user": [1, 2, {"x": "é"}]}"#.utf8), outcome: .rejected,
+            status: 400, reason: "BadTopic", message: "tab\there", apnsID: "A", attempts: 2,
+            source: SourcePosition(topic: "events", partition: 3, offset: 42), receivedAt: 1000, completedAt: 1250
+        )
+        let bytes = result.jsonBytes()
+        #expect(String(decoding: bytes, as: UTF8.self).contains(#""metadata":{"user": [1, 2, {"x": "é"}]}"#))
+        let json = try object(bytes)
+        #expect(json["id"] as? String == "id \"1\"\n\u{01}")
+        #expect(json["outcome"] as? String == "rejected")
+        #expect(json["status"] as? Int == 400)
+        #expect(json["message"] as? String == "tab\there")
+        #expect(json["apnsUniqueId"] is NSNull)
+        #expect(json["sourceOffset"] as? Int == 42)
+        #expect(json["latencyMs"] as? Int == 250)
+    }
+
+    @Test func missingIdAndMetadataAreNull() throws {
+        let result = DeliveryResult(
+            eventID: nil, metadata: nil, outcome: .invalid, reason: "invalid_json", attempts: 0,
+            source: SourcePosition(topic: "t", partition: 0, offset: 0), receivedAt: 1, completedAt: 1
+        )
+        let json = try object(result.jsonBytes())
+        #expect(json["id"] is NSNull)
+        #expect(json["metadata"] is NSNull)
+        #expect(json["status"] is NSNull)
+    }
+
+    @Test func tokenRemovedIsKeyedByToken() throws {
+        let token = try DeviceToken(hex: "ABCDEF01")
+        let record = TokenRemoved(deviceToken: token, topic: "com.example", environment: .development, reason: "Unregistered", invalidatedAt: 1_700_000_000_123, eventID: "e1")
+        #expect(record.key == Array("abcdef01".utf8))
+        let json = try object(record.jsonBytes())
+        #expect(json["invalidatedAt"] as? Int == 1_700_000_000_123)
+        #expect(json["environment"] as? String == "development")
+    }
+}
