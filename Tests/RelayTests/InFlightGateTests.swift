@@ -17,8 +17,8 @@ import Testing
         _ = gate.release(bytes: 10)
         #expect(gate.events == 0 && gate.bytes == 0)
 
-        do { let result = gate.admit(bytes: 990); #expect(result == .pause, "bytes bound") }
-        do { let result = gate.admit(bytes: 10); #expect(result == .none) }
+        do { let result = gate.admit(bytes: 990); #expect(result == .none) }
+        do { let result = gate.admit(bytes: 10); #expect(result == .pause, "bytes bound") }
         do { let result = gate.release(bytes: 10); #expect(result == .none, "bytes still above low water") }
         do { let result = gate.release(bytes: 990); #expect(result == .resume) }
         #expect(gate.events == 0 && gate.bytes == 0)
