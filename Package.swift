@@ -109,8 +109,19 @@ let package = Package(
             ]
         ),
 
+        // MARK: Benchmarks (release builds; Benchmarks/*.sh run them beside a floor measured in the same run)
+        .executableTarget(
+            name: "KafkaConsumeBenchmark",
+            dependencies: [
+                "Kafka",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/KafkaConsume"
+        ),
+
         // MARK: Tests
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka"]),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
         .testTarget(name: "APNsMockTests", dependencies: ["APNsMock"]),

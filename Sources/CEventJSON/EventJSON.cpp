@@ -1,6 +1,388 @@
+// Fast notification-event decoder on simdjson ondemand.
+//
+// simdjson's stage 1 validates UTF-8 and finds the structure; ondemand then only looks at what it is
+// asked for. Skipped values are *not* fully validated (a bad number inside a skipped array passes), so
+// the decoder walks every value of `payload` and `metadata` and checks each token with the strict rules
+// below, which are the rules nlohmann (the reference parser) applies. The differential test holds the
+// two to the same verdicts.
 #include "CEventJSON.h"
+
 #include <simdjson.h>
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+
+using namespace simdjson;
 
 extern "C" const char *cej_simdjson_implementation(void) {
     return simdjson::get_active_implementation()->name().data();
+}
+
+namespace {
+
+inline bool isHex(uint8_t c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+inline unsigned hexValue(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c - 'A' + 10;
+}
+
+/// Reads `\uXXXX`'s four digits at p; false if they are not hex.
+inline bool readHex4(const uint8_t *p, unsigned &unit) {
+    if (!isHex(p[0]) || !isHex(p[1]) || !isHex(p[2]) || !isHex(p[3])) return false;
+    unit = (hexValue(p[0]) << 12) | (hexValue(p[1]) << 8) | (hexValue(p[2]) << 4) | hexValue(p[3]);
+    return true;
+}
+
+/// Checks the body of a JSON string starting just after its opening quote, as RFC 8259 and nlohmann
+/// do: no unescaped control characters, only the eight escapes, `\u` with four hex digits, and UTF-16
+/// surrogates only as a high-low pair. Stage 1 guarantees a closing quote and valid UTF-8.
+/// Stops at the closing quote. simdjson's own unescaping is more lenient about control characters.
+bool validStringBody(const uint8_t *p) {
+    for (;;) {
+        uint8_t c = *p;
+        if (c == '"') return true;
+        if (c < 0x20) return false;
+        if (c != '\\') {
+            ++p;
+            continue;
+        }
+        uint8_t e = p[1];
+        switch (e) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            break;
+        case 'u': {
+            unsigned unit;
+            if (!readHex4(p + 2, unit)) return false;
+            p += 6;
+            if (unit >= 0xDC00 && unit <= 0xDFFF) return false;
+            if (unit >= 0xD800 && unit <= 0xDBFF) {
+                unsigned low;
+                if (p[0] != '\\' || p[1] != 'u' || !readHex4(p + 2, low)) return false;
+                if (low < 0xDC00 || low > 0xDFFF) return false;
+                p += 6;
+            }
+            break;
+        }
+        default:
+            return false;
+        }
+    }
+}
+
+inline bool isJSONWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/// Checks a number token against the JSON grammar (`-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`),
+/// allowing the trailing whitespace that ondemand's raw tokens include. Sets `integral` when the token has
+/// neither fraction nor exponent.
+bool validNumberToken(std::string_view token, bool &integral) {
+    size_t i = 0, n = token.size();
+    integral = true;
+    if (i < n && token[i] == '-') ++i;
+    if (i >= n) return false;
+    if (token[i] == '0') {
+        ++i;
+    } else if (token[i] >= '1' && token[i] <= '9') {
+        while (i < n && token[i] >= '0' && token[i] <= '9') ++i;
+    } else {
+        return false;
+    }
+    if (i < n && token[i] == '.') {
+        integral = false;
+        ++i;
+        size_t start = i;
+        while (i < n && token[i] >= '0' && token[i] <= '9') ++i;
+        if (i == start) return false;
+    }
+    if (i < n && (token[i] == 'e' || token[i] == 'E')) {
+        integral = false;
+        ++i;
+        if (i < n && (token[i] == '+' || token[i] == '-')) ++i;
+        size_t start = i;
+        while (i < n && token[i] >= '0' && token[i] <= '9') ++i;
+        if (i == start) return false;
+    }
+    while (i < n && isJSONWhitespace(token[i])) ++i;
+    return i == n;
+}
+
+/// Walks one value fully, validating every token. `level` is the nesting level a container at this
+/// position would have. Returns CEJ_OK or an error status.
+int32_t walk(ondemand::value value, int level) {
+    ondemand::json_type type;
+    if (value.type().get(type) != SUCCESS) return CEJ_INVALID_JSON;
+    switch (type) {
+    case ondemand::json_type::object: {
+        if (level > CEJ_MAX_DEPTH) return CEJ_TOO_DEEP;
+        ondemand::object object;
+        if (value.get_object().get(object) != SUCCESS) return CEJ_INVALID_JSON;
+        for (auto entry : object) {
+            ondemand::field field;
+            if (std::move(entry).get(field) != SUCCESS) return CEJ_INVALID_JSON;
+            if (!validStringBody(reinterpret_cast<const uint8_t *>(field.key().raw()))) return CEJ_INVALID_JSON;
+            int32_t status = walk(field.value(), level + 1);
+            if (status != CEJ_OK) return status;
+        }
+        return CEJ_OK;
+    }
+    case ondemand::json_type::array: {
+        if (level > CEJ_MAX_DEPTH) return CEJ_TOO_DEEP;
+        ondemand::array array;
+        if (value.get_array().get(array) != SUCCESS) return CEJ_INVALID_JSON;
+        for (auto element : array) {
+            ondemand::value child;
+            if (element.get(child) != SUCCESS) return CEJ_INVALID_JSON;
+            int32_t status = walk(child, level + 1);
+            if (status != CEJ_OK) return status;
+        }
+        return CEJ_OK;
+    }
+    case ondemand::json_type::string: {
+        ondemand::raw_json_string raw;
+        if (value.get_raw_json_string().get(raw) != SUCCESS) return CEJ_INVALID_JSON;
+        return validStringBody(reinterpret_cast<const uint8_t *>(raw.raw())) ? CEJ_OK : CEJ_INVALID_JSON;
+    }
+    case ondemand::json_type::number: {
+        bool integral;
+        if (!validNumberToken(value.raw_json_token(), integral)) return CEJ_INVALID_JSON;
+        // nlohmann refuses a number that overflows a double (1e400); so do we. Integers too large for
+        // 64 bits are fine as doubles, as nlohmann stores them.
+        double ignored;
+        return value.get_double().get(ignored) == SUCCESS ? CEJ_OK : CEJ_INVALID_JSON;
+    }
+    case ondemand::json_type::boolean: {
+        bool ignored;
+        return value.get_bool().get(ignored) == SUCCESS ? CEJ_OK : CEJ_INVALID_JSON;
+    }
+    case ondemand::json_type::null: {
+        bool isNull = false;
+        if (value.is_null().get(isNull) != SUCCESS || !isNull) return CEJ_INVALID_JSON;
+        return CEJ_OK;
+    }
+    }
+    return CEJ_INVALID_JSON;
+}
+
+/// The schema's top-level members.
+struct KnownKey {
+    std::string_view name;
+    uint32_t field;
+};
+constexpr KnownKey knownKeys[] = {
+    {"id", CEJ_FIELD_ID},
+    {"deviceToken", CEJ_FIELD_DEVICE_TOKEN},
+    {"topic", CEJ_FIELD_TOPIC},
+    {"pushType", CEJ_FIELD_PUSH_TYPE},
+    {"priority", CEJ_FIELD_PRIORITY},
+    {"expiration", CEJ_FIELD_EXPIRATION},
+    {"collapseId", CEJ_FIELD_COLLAPSE_ID},
+    {"apnsId", CEJ_FIELD_APNS_ID},
+    {"environment", CEJ_FIELD_ENVIRONMENT},
+    {"payload", CEJ_FIELD_PAYLOAD},
+    {"metadata", CEJ_FIELD_METADATA},
+};
+
+inline uint32_t fieldFor(std::string_view key) {
+    for (const auto &known : knownKeys) {
+        if (known.name == key) return known.field;
+    }
+    return 0;
+}
+
+inline int32_t statusFor(error_code error) {
+    switch (error) {
+    case SUCCESS: return CEJ_OK;
+    case UTF8_ERROR: return CEJ_INVALID_UTF8;
+    case DEPTH_ERROR: return CEJ_TOO_DEEP;
+    case MEMALLOC: return CEJ_INTERNAL;
+    default: return CEJ_INVALID_JSON;
+    }
+}
+
+} // namespace
+
+struct cej_decoder {
+    ondemand::parser parser;
+    std::unique_ptr<uint8_t[]> buffer;
+    /// The document being decoded, for positions; only valid inside `decode`.
+    ondemand::document *document = nullptr;
+
+    cej_decoder()
+        // Depth is enforced by `walk`; simdjson's own limit only has to be above it.
+        : parser(CEJ_MAX_EVENT_BYTES),
+          buffer(new uint8_t[CEJ_MAX_EVENT_BYTES + SIMDJSON_PADDING]) {
+        if (parser.allocate(CEJ_MAX_EVENT_BYTES, 1024) != SUCCESS) throw std::bad_alloc();
+    }
+
+    /// True when nothing but whitespace follows the root object, whose iteration has just finished:
+    /// ondemand then stands at the end of the structural tokens and reports OUT_OF_BOUNDS; a trailing
+    /// token (whitespace is never one) gives its location instead.
+    bool atEndAfterRoot() {
+        const char *location;
+        return document->current_location().get(location) == OUT_OF_BOUNDS;
+    }
+
+    int32_t decode(const uint8_t *bytes, size_t len, cej_event *out);
+    int32_t readString(ondemand::value value, uint32_t field, cej_string &target, cej_event *out);
+    int32_t readInteger(ondemand::value value, uint32_t field, int64_t &target, cej_event *out);
+    int32_t readObject(ondemand::value value, uint32_t field, cej_range &target, cej_event *out);
+};
+
+int32_t cej_decoder::readString(ondemand::value value, uint32_t field, cej_string &target, cej_event *out) {
+    out->error_field = field;
+    ondemand::json_type type;
+    if (value.type().get(type) != SUCCESS) return CEJ_INVALID_JSON;
+    if (type != ondemand::json_type::string) {
+        // Still a syntax error if the wrong-typed value is not JSON; either way the event is refused.
+        int32_t status = walk(value, 2);
+        return status == CEJ_OK ? CEJ_WRONG_TYPE : status;
+    }
+    std::string_view token = value.raw_json_token();
+    if (!validStringBody(reinterpret_cast<const uint8_t *>(token.data()) + 1)) return CEJ_INVALID_JSON;
+    std::string_view text;
+    error_code error = value.get_string().get(text);
+    if (error != SUCCESS) return statusFor(error);
+    target.ptr = text.data();
+    target.len = text.size();
+    out->error_field = 0;
+    return CEJ_OK;
+}
+
+int32_t cej_decoder::readInteger(ondemand::value value, uint32_t field, int64_t &target, cej_event *out) {
+    out->error_field = field;
+    ondemand::json_type type;
+    if (value.type().get(type) != SUCCESS) return CEJ_INVALID_JSON;
+    if (type != ondemand::json_type::number) {
+        int32_t status = walk(value, 2);
+        return status == CEJ_OK ? CEJ_WRONG_TYPE : status;
+    }
+    std::string_view token = value.raw_json_token();
+    bool integral;
+    if (!validNumberToken(token, integral)) return CEJ_INVALID_JSON;
+    if (!integral) return CEJ_WRONG_TYPE;
+    int64_t number;
+    if (value.get_int64().get(number) != SUCCESS) return CEJ_INTEGER_OUT_OF_RANGE;
+    target = number;
+    out->error_field = 0;
+    return CEJ_OK;
+}
+
+int32_t cej_decoder::readObject(ondemand::value value, uint32_t field, cej_range &target, cej_event *out) {
+    out->error_field = field;
+    ondemand::json_type type;
+    if (value.type().get(type) != SUCCESS) return CEJ_INVALID_JSON;
+    const char *start;
+    if (value.current_location().get(start) != SUCCESS) return CEJ_INVALID_JSON;
+    int32_t status = walk(value, 2);
+    if (status != CEJ_OK) return status;
+    if (type != ondemand::json_type::object) return CEJ_WRONG_TYPE;
+    // After the walk the document's iterator stands on the token that follows the object (`,` or the
+    // event's `}`); the object's text ends at the last non-whitespace byte before it, its `}`.
+    const char *next;
+    if (document->current_location().get(next) != SUCCESS) return CEJ_INTERNAL;
+    const char *end = next;
+    while (end > start && isJSONWhitespace(end[-1])) --end;
+    const char *base = reinterpret_cast<const char *>(buffer.get());
+    target.offset = static_cast<size_t>(start - base);
+    target.len = static_cast<size_t>(end - start);
+    out->error_field = 0;
+    return CEJ_OK;
+}
+
+int32_t cej_decoder::decode(const uint8_t *bytes, size_t len, cej_event *out) {
+    std::memset(out, 0, sizeof(*out));
+    if (len > CEJ_MAX_EVENT_BYTES) return out->status = CEJ_TOO_LARGE;
+    // A UTF-8 byte order mark is refused (RFC 8259: senders must not add one); nlohmann would skip it.
+    if (len >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF) return out->status = CEJ_INVALID_JSON;
+    std::memcpy(buffer.get(), bytes, len);
+    std::memset(buffer.get() + len, 0, SIMDJSON_PADDING);
+
+    ondemand::document document;
+    this->document = &document;
+    error_code error = parser.iterate(buffer.get(), len, len + SIMDJSON_PADDING).get(document);
+    if (error != SUCCESS) return out->status = statusFor(error);
+
+    ondemand::json_type rootType;
+    error = document.type().get(rootType);
+    if (error != SUCCESS) return out->status = statusFor(error);
+    if (rootType != ondemand::json_type::object) {
+        // Refused either way; report a syntax error if there is one, because that is the real problem.
+        ondemand::value root;
+        if (document.get_value().get(root) == SUCCESS) {
+            int32_t status = walk(root, 1);
+            if (status != CEJ_OK) return out->status = status;
+            return out->status = CEJ_NOT_OBJECT;
+        }
+        return out->status = CEJ_NOT_OBJECT;
+    }
+
+    ondemand::object object;
+    error = document.get_object().get(object);
+    if (error != SUCCESS) return out->status = statusFor(error);
+    for (auto entry : object) {
+        ondemand::field field;
+        error = std::move(entry).get(field);
+        if (error != SUCCESS) return out->status = statusFor(error);
+        if (!validStringBody(reinterpret_cast<const uint8_t *>(field.key().raw()))) return out->status = CEJ_INVALID_JSON;
+        std::string_view key;
+        error = field.unescaped_key().get(key);
+        if (error != SUCCESS) return out->status = statusFor(error);
+        uint32_t which = fieldFor(key);
+        if (which == 0) {
+            out->error_key.ptr = key.data();
+            out->error_key.len = key.size();
+            // Reported as unknown even if the rest is not JSON: the event is refused either way.
+            return out->status = CEJ_UNKNOWN_KEY;
+        }
+        if (out->present & which) {
+            out->error_field = which;
+            return out->status = CEJ_DUPLICATE_KEY;
+        }
+        out->present |= which;
+        ondemand::value value = field.value();
+        int32_t status;
+        switch (which) {
+        case CEJ_FIELD_ID: status = readString(value, which, out->id, out); break;
+        case CEJ_FIELD_DEVICE_TOKEN: status = readString(value, which, out->device_token, out); break;
+        case CEJ_FIELD_TOPIC: status = readString(value, which, out->topic, out); break;
+        case CEJ_FIELD_PUSH_TYPE: status = readString(value, which, out->push_type, out); break;
+        case CEJ_FIELD_COLLAPSE_ID: status = readString(value, which, out->collapse_id, out); break;
+        case CEJ_FIELD_APNS_ID: status = readString(value, which, out->apns_id, out); break;
+        case CEJ_FIELD_ENVIRONMENT: status = readString(value, which, out->environment, out); break;
+        case CEJ_FIELD_PRIORITY: status = readInteger(value, which, out->priority, out); break;
+        case CEJ_FIELD_EXPIRATION: status = readInteger(value, which, out->expiration, out); break;
+        case CEJ_FIELD_PAYLOAD: status = readObject(value, which, out->payload, out); break;
+        case CEJ_FIELD_METADATA: status = readObject(value, which, out->metadata, out); break;
+        default: status = CEJ_INTERNAL; break;
+        }
+        if (status != CEJ_OK) return out->status = status;
+    }
+    if (!atEndAfterRoot()) return out->status = CEJ_INVALID_JSON;
+    return out->status = CEJ_OK;
+}
+
+extern "C" cej_decoder *cej_decoder_create(void) {
+    try {
+        return new cej_decoder();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+extern "C" void cej_decoder_destroy(cej_decoder *decoder) { delete decoder; }
+
+extern "C" int32_t cej_decode_event(cej_decoder *decoder, const uint8_t *bytes, size_t len, cej_event *out) {
+    if (decoder == nullptr || out == nullptr || (bytes == nullptr && len != 0)) return CEJ_INTERNAL;
+    try {
+        return decoder->decode(bytes == nullptr ? reinterpret_cast<const uint8_t *>("") : bytes, len, out);
+    } catch (...) {
+        std::memset(out, 0, sizeof(*out));
+        return out->status = CEJ_INTERNAL;
+    }
 }

@@ -1,2 +1,11 @@
-import Kafka
-@main struct Main { static func main() { print("apns-relay") } }
+import ArgumentParser
+
+/// `apns-relay`: the service and its tools.
+@main
+struct ApnsRelay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-relay",
+        abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
+        subcommands: [MockKafkaCommand.self]
+    )
+}

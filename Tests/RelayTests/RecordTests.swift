@@ -22,7 +22,10 @@ import Testing
         #expect(json["status"] as? Int == 400)
         #expect(json["message"] as? String == "tab\there")
         #expect(json["apnsUniqueId"] is NSNull)
-        #expect(json["sourceOffset"] as? Int == 42)
+        let source = try #require(json["source"] as? [String: Any])
+        #expect(source["offset"] as? Int == 42)
+        #expect(source["partition"] as? Int == 3)
+        #expect(source["topic"] as? String == "events")
         #expect(json["latencyMs"] as? Int == 250)
     }
 

@@ -66,12 +66,14 @@ public struct DeliveryResult: Sendable, Hashable {
         writer.field("apnsId", apnsID)
         writer.field("apnsUniqueId", apnsUniqueID)
         writer.field("attempts", attempts)
-        writer.field("sourceTopic", source.topic)
-        writer.field("sourcePartition", Int(source.partition))
-        writer.field("sourceOffset", source.offset)
         writer.field("receivedAt", receivedAt)
         writer.field("completedAt", completedAt)
-        writer.field("latencyMs", completedAt - receivedAt)
+        writer.field("latencyMs", max(0, completedAt - receivedAt))
+        writer.object("source") { source in
+            source.field("topic", self.source.topic)
+            source.field("partition", Int(self.source.partition))
+            source.field("offset", self.source.offset)
+        }
         return writer.finish()
     }
 }
@@ -86,15 +88,22 @@ public struct TokenRemoved: Sendable, Hashable {
     public var reason: String
     /// APNs' 410 timestamp (milliseconds since the epoch): the token is invalid unless re-registered after.
     public var invalidatedAt: Int64?
-    public var eventID: String?
+    /// The `id` of the event whose delivery found the token gone.
+    public var eventID: String
+    /// The event's `metadata`, verbatim JSON, so producers can find the token's owner.
+    public var metadata: [UInt8]?
 
-    public init(deviceToken: DeviceToken, topic: String, environment: APNsEnvironment, reason: String, invalidatedAt: Int64?, eventID: String?) {
+    public init(
+        deviceToken: DeviceToken, topic: String, environment: APNsEnvironment, reason: String,
+        invalidatedAt: Int64?, eventID: String, metadata: [UInt8]? = nil
+    ) {
         self.deviceToken = deviceToken
         self.topic = topic
         self.environment = environment
         self.reason = reason
         self.invalidatedAt = invalidatedAt
         self.eventID = eventID
+        self.metadata = metadata
     }
 
     public var key: [UInt8] { Array(deviceToken.hex.utf8) }
@@ -107,6 +116,7 @@ public struct TokenRemoved: Sendable, Hashable {
         writer.field("reason", reason)
         writer.field("invalidatedAt", invalidatedAt)
         writer.field("id", eventID)
+        if let metadata { writer.rawField("metadata", metadata) }
         return writer.finish()
     }
 }

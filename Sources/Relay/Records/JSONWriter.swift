@@ -38,6 +38,14 @@ struct JSONWriter {
         if let raw, !raw.isEmpty { bytes.append(contentsOf: raw) } else { writeNull() }
     }
 
+    /// Writes a nested object whose fields `body` writes.
+    mutating func object(_ key: String, _ body: (inout JSONWriter) -> Void) {
+        writeKey(key)
+        var nested = JSONWriter(capacity: 64)
+        body(&nested)
+        bytes.append(contentsOf: nested.finish())
+    }
+
     mutating func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         return bytes

@@ -1,0 +1,92 @@
+/// Settings of a ``KafkaConsumer``.
+///
+/// The typed fields cover what apns-relay uses; ``additionalProperties`` passes any other librdkafka
+/// property through (SASL, SSL, fetch tuning, …). A pass-through property that contradicts a typed field or
+/// a guarantee of this wrapper is rejected when the consumer is created (``KafkaError/Code/configuration``).
+public struct KafkaConsumerConfiguration: Sendable {
+    /// `bootstrap.servers`, as `host:port` entries.
+    public var bootstrapServers: [String]
+    /// `group.id`.
+    public var groupID: String
+    /// `client.id`.
+    public var clientID: String = "apns-relay"
+    /// `session.timeout.ms`: how long the group waits for a silent member before evicting it.
+    public var sessionTimeout: Duration = .seconds(45)
+    /// `heartbeat.interval.ms`; `nil` keeps librdkafka's default (3 s), which must stay below the session
+    /// timeout.
+    public var heartbeatInterval: Duration? = nil
+    /// `max.poll.interval.ms`. Our poll thread keeps polling while partitions are paused, so a slow
+    /// application is not evicted by this timer; it only fires if the poll thread itself is stuck.
+    public var maxPollInterval: Duration = .seconds(300)
+    /// `auto.offset.reset`.
+    public var autoOffsetReset: KafkaAutoOffsetReset = .earliest
+    /// `partition.assignment.strategy`.
+    public var partitionAssignmentStrategy: KafkaPartitionAssignmentStrategy = .cooperativeSticky
+    /// `auto.commit.interval.ms`. Auto commit is on, but it only commits offsets the application stored
+    /// (`enable.auto.offset.store` is always false).
+    public var autoCommitInterval: Duration = .seconds(5)
+    /// `statistics.interval.ms`; `nil` disables statistics.
+    public var statisticsInterval: Duration? = nil
+    /// Receives librdkafka's statistics JSON on the poll thread (keep it short).
+    public var statisticsHandler: (@Sendable (String) -> Void)? = nil
+    /// Receives errors librdkafka reports through its error callback (they are also logged).
+    public var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
+
+    /// How many received messages may wait in ``KafkaConsumer/events`` before the consumer pauses its
+    /// partitions (it resumes them once the buffer is half empty). A soft bound: messages librdkafka had
+    /// already fetched are still buffered, never dropped.
+    public var bufferCapacity: Int = 10_000
+    /// How long a revocation waits for the application's ``KafkaPartitionRevocation/acknowledge()``
+    /// before the partitions are released anyway.
+    public var revocationDrainTimeout: Duration = .seconds(15)
+    /// How long one blocking `rd_kafka_consumer_poll` on the poll thread may wait.
+    public var pollTimeout: Duration = .milliseconds(100)
+
+    /// Any other librdkafka property, passed through verbatim.
+    public var additionalProperties: [String: String] = [:]
+
+    public init(bootstrapServers: [String], groupID: String) {
+        self.bootstrapServers = bootstrapServers
+        self.groupID = groupID
+    }
+
+    /// The librdkafka properties this configuration stands for, after checking for contradictions.
+    func librdkafkaProperties() throws(KafkaError) -> [String: String] {
+        try partitionAssignmentStrategy.validate()
+        if bufferCapacity < 1 {
+            throw KafkaError(code: .configuration, message: "bufferCapacity must be at least 1")
+        }
+        if maxPollInterval < sessionTimeout {
+            throw KafkaError(code: .configuration,
+                             message: "maxPollInterval (\(maxPollInterval)) must not be below sessionTimeout (\(sessionTimeout))")
+        }
+        var owned: [String: String] = [
+            "bootstrap.servers": bootstrapServers.joined(separator: ","),
+            "group.id": groupID,
+            "client.id": clientID,
+            "session.timeout.ms": String(sessionTimeout.kafkaMilliseconds),
+            "max.poll.interval.ms": String(maxPollInterval.kafkaMilliseconds),
+            "auto.offset.reset": autoOffsetReset.rawValue,
+            "partition.assignment.strategy": partitionAssignmentStrategy.description,
+            "enable.auto.commit": "true",
+            "auto.commit.interval.ms": String(autoCommitInterval.kafkaMilliseconds),
+            // The application stores offsets itself once results are durable (at-least-once).
+            "enable.auto.offset.store": "false",
+            "enable.partition.eof": "false",
+        ]
+        if let heartbeatInterval {
+            owned["heartbeat.interval.ms"] = String(heartbeatInterval.kafkaMilliseconds)
+        }
+        if let statisticsInterval {
+            owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)
+        }
+        return try KafkaPropertyMerge.merge(
+            owned: owned, additional: additionalProperties,
+            // Properties whose change would break a guarantee of this wrapper, not just a typed field.
+            guarantees: [
+                "enable.auto.offset.store": "offsets are stored explicitly with storeOffset, never automatically",
+                "enable.auto.commit": "auto commit of explicitly stored offsets is how offsets get committed",
+                "enable.partition.eof": "partition EOF events are not surfaced",
+            ])
+    }
+}

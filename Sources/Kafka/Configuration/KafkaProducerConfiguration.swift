@@ -1,0 +1,100 @@
+/// Settings of a ``KafkaProducer``. Idempotent with `acks=all` unless told otherwise.
+public struct KafkaProducerConfiguration: Sendable {
+    /// `bootstrap.servers`, as `host:port` entries.
+    public var bootstrapServers: [String]
+    /// `client.id`.
+    public var clientID: String = "apns-relay"
+    /// `enable.idempotence`. When true, `acks` must be `all` and librdkafka keeps per-partition order and
+    /// no duplicates across its own retries.
+    public var idempotent: Bool = true
+    /// `acks`: `-1`/`all`, `0` or `1`. Must be all when ``idempotent``.
+    public var acks: String = "all"
+    /// `message.timeout.ms`: how long librdkafka may keep retrying a message before reporting it failed.
+    public var messageTimeout: Duration = .seconds(300)
+    /// `linger.ms`.
+    public var linger: Duration = .milliseconds(5)
+    /// `statistics.interval.ms`; `nil` disables statistics.
+    public var statisticsInterval: Duration? = nil
+    /// Receives librdkafka's statistics JSON on the poll thread (keep it short).
+    public var statisticsHandler: (@Sendable (String) -> Void)? = nil
+    /// Receives errors librdkafka reports through its error callback (they are also logged).
+    public var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
+    /// How long one blocking `rd_kafka_poll` on the delivery-report thread may wait.
+    public var pollTimeout: Duration = .milliseconds(100)
+    /// Any other librdkafka property, passed through verbatim.
+    public var additionalProperties: [String: String] = [:]
+
+    public init(bootstrapServers: [String]) {
+        self.bootstrapServers = bootstrapServers
+    }
+
+    func librdkafkaProperties() throws(KafkaError) -> [String: String] {
+        let normalizedAcks = acks == "-1" ? "all" : acks
+        guard ["all", "0", "1"].contains(normalizedAcks) else {
+            throw KafkaError(code: .configuration, message: "acks must be all, -1, 0 or 1, not '\(acks)'")
+        }
+        if idempotent && normalizedAcks != "all" {
+            throw KafkaError(code: .configuration,
+                             message: "an idempotent producer requires acks=all, not acks=\(acks)")
+        }
+        var owned: [String: String] = [
+            "bootstrap.servers": bootstrapServers.joined(separator: ","),
+            "client.id": clientID,
+            "enable.idempotence": idempotent ? "true" : "false",
+            "acks": normalizedAcks,
+            "message.timeout.ms": String(messageTimeout.kafkaMilliseconds),
+            "linger.ms": String(linger.kafkaMilliseconds),
+        ]
+        if let statisticsInterval {
+            owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)
+        }
+        var additional = additionalProperties
+        // librdkafka spells the same thing three ways; compare one spelling.
+        for key in ["acks", "request.required.acks"] {
+            if additional[key] == "-1" { additional[key] = "all" }
+        }
+        if let alias = additional.removeValue(forKey: "request.required.acks") {
+            if let acks = additional["acks"], acks != alias {
+                throw KafkaError(code: .configuration, message: "acks=\(acks) contradicts request.required.acks=\(alias)")
+            }
+            additional["acks"] = alias
+        }
+        return try KafkaPropertyMerge.merge(owned: owned, additional: additional, guarantees: [:])
+    }
+}
+
+/// Merges typed settings with pass-through properties, refusing contradictions.
+enum KafkaPropertyMerge {
+    /// Properties whose values must never appear in logs or error messages.
+    static let secretKeys: Set<String> = [
+        "sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
+        "sasl.oauthbearer.client.secret", "ssl_key",
+    ]
+
+    static func printable(_ key: String, _ value: String) -> String {
+        secretKeys.contains(key) ? "<secret>" : value
+    }
+
+    /// - Parameters:
+    ///   - owned: properties set by typed fields.
+    ///   - additional: the caller's pass-through properties; each may repeat an owned one with the same value.
+    ///   - guarantees: owned properties that exist to uphold a guarantee, with the reason, for the message.
+    static func merge(
+        owned: [String: String], additional: [String: String], guarantees: [String: String]
+    ) throws(KafkaError) -> [String: String] {
+        var merged = owned
+        for (key, value) in additional {
+            if let ours = owned[key] {
+                if ours != value {
+                    let reason = guarantees[key].map { " (\($0))" } ?? " (set it through the typed configuration field)"
+                    throw KafkaError(
+                        code: .configuration,
+                        message: "property \(key)=\(printable(key, value)) contradicts \(key)=\(printable(key, ours))\(reason)")
+                }
+            } else {
+                merged[key] = value
+            }
+        }
+        return merged
+    }
+}

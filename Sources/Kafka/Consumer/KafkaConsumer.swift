@@ -1,0 +1,278 @@
+import CRdKafka
+import Logging
+import Synchronization
+
+/// A consumer group member over librdkafka.
+///
+/// - A dedicated thread polls librdkafka continuously (``start()``) and feeds ``events``; it never runs
+///   on Swift's cooperative pool. Polling continues while partitions are paused, so a slow application is
+///   not evicted by `max.poll.interval.ms`.
+/// - ``events`` buffers at most about `bufferCapacity` messages; when full, the consumer pauses its
+///   partitions itself and resumes them once the application has consumed half.
+/// - Rebalances go through our callback: a revocation reaches the application as
+///   ``KafkaConsumerEvent/partitionsRevoked(_:)`` *before* librdkafka lets go of the partitions; it lets go
+///   once the application acknowledges (or after `revocationDrainTimeout`). Works with eager and
+///   cooperative-sticky assignors.
+/// - Offsets are never stored automatically. ``storeOffset(topic:partition:offset:)`` stores the offset
+///   of a *processed* message; auto commit and ``close(timeout:)`` commit what was stored.
+public final class KafkaConsumer: Sendable {
+    /// The consumer's events (messages and rebalances). Iterate it from one task at a time.
+    public let events: KafkaConsumerEvents
+
+    private let client: KafkaClient
+    private let shared: KafkaConsumerShared
+    private let logger: Logger
+    private let lifecycle = Mutex<Lifecycle>(.created)
+
+    private enum Lifecycle: Equatable {
+        case created, polling, closing, closed
+    }
+
+    /// Creates the librdkafka consumer. Nothing is fetched until ``subscribe(topics:)`` and ``start()``.
+    /// - Throws: ``KafkaError`` with code `configuration` for contradictory or rejected settings (carrying
+    ///   librdkafka's message), `clientCreation` if librdkafka refuses to create the handle.
+    public init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
+        let properties = try configuration.librdkafkaProperties()
+        let shared = KafkaConsumerShared(configuration: configuration, logger: logger)
+        let context = KafkaClientContext(
+            logger: logger, statisticsHandler: configuration.statisticsHandler,
+            errorHandler: configuration.errorHandler, rebalanceHandler: shared)
+        let client = try KafkaClient(kind: .consumer, properties: properties, context: context)
+        // Route the main queue to the consumer queue so rd_kafka_consumer_poll serves every callback
+        // (errors, statistics, rebalances) on the poll thread.
+        client.withHandle { _ = rd_kafka_poll_set_consumer($0) }
+        // Until start() runs the close sequence, destroying the handle must not run a consumer close.
+        client.destroyWithoutConsumerClose.store(true, ordering: .releasing)
+        self.client = client
+        self.shared = shared
+        self.logger = logger
+        self.events = KafkaConsumerEvents(client: client, shared: shared)
+    }
+
+    /// Subscribes to `topics` (replacing any previous subscription). The group join happens while polling.
+    public func subscribe(topics: [String]) throws {
+        let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: crdkafka_partition_unassigned()) })
+        let error = client.withHandle { handle in list.withList { rd_kafka_subscribe(handle, $0) } }
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(code: .subscription, rawResponse: error)
+        }
+    }
+
+    /// Starts the poll thread. Call once.
+    public func start() throws {
+        try lifecycle.withLock { state throws(KafkaError) in
+            guard case .created = state else { throw KafkaError.closed("KafkaConsumer.start() called twice or after close") }
+            state = .polling
+        }
+        client.destroyWithoutConsumerClose.store(false, ordering: .releasing)
+        let client = self.client
+        let shared = self.shared
+        DedicatedThread.start(name: "kafka-consumer-poll") { shared.runPollLoop(client: client) }
+    }
+
+    /// Stores the offset of a message the application has finished with; the group's committed offset
+    /// becomes `offset + 1` (the next message to read) at the next auto commit or at close.
+    ///
+    /// Store offsets in order per partition (the caller decides what "finished" means; apns-relay stores the
+    /// contiguous frontier). Safe from any thread.
+    /// - Parameter offset: the offset of the processed message, **not** the next one.
+    /// - Throws: ``KafkaError`` `offsetStore` if the partition is not assigned to this member (any more).
+    public func storeOffset(topic: String, partition: Int32, offset: Int64) throws {
+        let list = TopicPartitionList([KafkaTopicPartition(topic: topic, partition: partition)], offsets: [offset + 1])
+        try client.withHandle { handle throws(KafkaError) in
+            try list.withList { list throws(KafkaError) in
+                let error = rd_kafka_offsets_store(handle, list)
+                let entryError = TopicPartitionList.entries(in: list).first?.error ?? RD_KAFKA_RESP_ERR_NO_ERROR
+                let failure = error != RD_KAFKA_RESP_ERR_NO_ERROR ? error : entryError
+                if failure != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    throw KafkaError(code: .offsetStore, rawResponse: failure,
+                                     message: "\(topic)[\(partition)]@\(offset): \(KafkaResponseCode(failure).explanation)")
+                }
+            }
+        }
+    }
+
+    /// Stores `message`'s offset as processed (see ``storeOffset(topic:partition:offset:)``).
+    public func storeOffset(for message: KafkaConsumerMessage) throws {
+        try storeOffset(topic: message.topic, partition: message.partition, offset: message.offset)
+    }
+
+    /// Stops fetching `partitions` until ``resume(_:)``. Polling continues, so the member stays in the group.
+    public func pause(_ partitions: [KafkaTopicPartition]) throws {
+        let error = client.withHandle { handle in
+            shared.state.withLock { shared.setPaused(true, $0.pauseByApplication(partitions), handle: handle) }
+        }
+        if let error { throw error }
+    }
+
+    /// Resumes partitions paused with ``pause(_:)``; they stay paused while the event buffer is full.
+    public func resume(_ partitions: [KafkaTopicPartition]) throws {
+        // Under the lock, like the buffer's own pauses, so librdkafka sees them in decision order.
+        let error = client.withHandle { handle in
+            shared.state.withLock { state -> KafkaError? in
+                let toResume = state.resumeByApplication(partitions)
+                return toResume.isEmpty ? nil : shared.setPaused(false, toResume, handle: handle)
+            }
+        }
+        if let error { throw error }
+    }
+
+    /// The partitions currently assigned to this member, as librdkafka sees them.
+    public func assignment() throws -> [KafkaTopicPartition] {
+        try client.withHandle { handle throws(KafkaError) in
+            var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+            let error = rd_kafka_assignment(handle, &list)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+                throw KafkaError(code: .rebalance, rawResponse: error)
+            }
+            // Ownership: rd_kafka_assignment hands us a new list.
+            defer { rd_kafka_topic_partition_list_destroy(list) }
+            return TopicPartitionList.partitions(in: list).sorted()
+        }
+    }
+
+    /// The group's committed offsets (next offset to read; `nil` when none), asked of the coordinator
+    /// on a dedicated thread.
+    public func committedOffsets(
+        for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
+    ) async throws -> [KafkaTopicPartition: Int64?] {
+        let client = self.client
+        let result: Result<[KafkaTopicPartition: Int64?], KafkaError> = await DedicatedThread.run(name: "kafka-committed") {
+            let list = TopicPartitionList(partitions)
+            return client.withHandle { handle in
+                list.withList { list in
+                    let error = rd_kafka_committed(handle, list, Int32(clamping: timeout.kafkaMilliseconds))
+                    if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                        return .failure(KafkaError(code: .offsetCommit, rawResponse: error))
+                    }
+                    var offsets: [KafkaTopicPartition: Int64?] = [:]
+                    for entry in TopicPartitionList.entries(in: list) {
+                        offsets[entry.partition] = entry.offset < 0 ? nil : entry.offset
+                    }
+                    return .success(offsets)
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    /// Commits the stored offsets now (synchronously with the coordinator, on a dedicated thread).
+    /// Auto commit and close do this too; during a rebalance this fails with `REBALANCE_IN_PROGRESS`.
+    public func commitStoredOffsets() async throws {
+        let client = self.client
+        let error = await DedicatedThread.run(name: "kafka-commit") {
+            client.withHandle { rd_kafka_commit($0, nil, 0) }.rawValue
+        }
+        let code = rd_kafka_resp_err_t(rawValue: error)
+        // _NO_OFFSET: nothing stored since the last commit, which is success for us.
+        if code != RD_KAFKA_RESP_ERR_NO_ERROR && code != RD_KAFKA_RESP_ERR__NO_OFFSET {
+            throw KafkaError(code: .offsetCommit, rawResponse: code)
+        }
+    }
+
+    /// Commits stored offsets, leaves the group (revocations are delivered but not waited for) and stops
+    /// the poll thread; ``events`` then finishes. Buffered, unprocessed messages are dropped.
+    /// - Throws: ``KafkaError`` `timedOut` if librdkafka's close did not finish within `timeout` (it goes on
+    ///   in the background), or `closed` with librdkafka's code if the close reported an error.
+    public func close(timeout: Duration = .seconds(30)) async throws {
+        let previous = lifecycle.withLock { state -> Lifecycle in
+            let previous = state
+            if state == .created { state = .closed } else if state == .polling { state = .closing }
+            return previous
+        }
+        shared.isClosing.store(true, ordering: .releasing)
+        shared.pendingRevocation.withLock { $0 }?.acknowledge()
+        if previous == .created {
+            // Never started: no poll thread runs the close sequence and the handle never joined a group.
+            client.withHandle { handle in shared.update(handle: handle) { $0.finish() } }
+            shared.closed.complete()
+        }
+        guard await shared.closed.wait(timeout: timeout) else {
+            throw KafkaError(code: .timedOut, message: "consumer close did not finish within \(timeout)")
+        }
+        lifecycle.withLock { $0 = .closed }
+        if let error = shared.closeResult.withLock({ $0 }) { throw error }
+    }
+
+    deinit {
+        if lifecycle.withLock({ $0 == .polling }) {
+            logger.warning("KafkaConsumer released without close(); the group notices only after the session timeout")
+        }
+    }
+}
+
+/// The events of a ``KafkaConsumer``: one iterator at a time.
+public struct KafkaConsumerEvents: AsyncSequence, Sendable {
+    public typealias Element = KafkaConsumerEvent
+    let client: KafkaClient
+    let shared: KafkaConsumerShared
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(client: client, shared: shared)
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let client: KafkaClient
+        let shared: KafkaConsumerShared
+        private static let waitIDs = Atomic<Int>(0)
+
+        /// The next event, or `nil` once the consumer is closed or the task is cancelled.
+        public mutating func next() async -> KafkaConsumerEvent? {
+            switch await next(deadline: nil) {
+            case .event(let event): return event
+            case .finished, .timedOut: return nil
+            }
+        }
+
+        /// The next event, waiting at most `timeout`.
+        /// - Returns: `nil` once the consumer is closed or the task is cancelled.
+        /// - Throws: ``KafkaError`` `timedOut` if nothing arrived in time.
+        public mutating func next(within timeout: Duration) async throws -> KafkaConsumerEvent? {
+            switch await next(deadline: timeout) {
+            case .event(let event): return event
+            case .finished: return nil
+            case .timedOut: throw KafkaError(code: .timedOut, message: "no consumer event within \(timeout)", isRetriable: true)
+            }
+        }
+
+        private func next(deadline timeout: Duration?) async -> KafkaConsumerStateMachine.WaitOutcome {
+            // Fast path: no continuation while the buffer has something. A resume the buffer asks for is
+            // done under the lock, so it cannot be overtaken by an older pause (see KafkaConsumerShared.update).
+            let next = client.withHandle { handle in
+                self.shared.state.withLock { state -> KafkaConsumerStateMachine.Next in
+                    let next = state.next()
+                    if case .event(_, let resume) = next, !resume.isEmpty {
+                        self.shared.setPaused(false, resume, handle: handle)
+                    }
+                    return next
+                }
+            }
+            switch next {
+            case .event(let event, _):
+                return .event(event)
+            case .finished:
+                return .finished
+            case .empty:
+                break
+            }
+            let id = Self.waitIDs.wrappingAdd(1, ordering: .relaxed).newValue
+            let shared = self.shared
+            let client = self.client
+            let timer: Task<Void, Never>? = timeout.map { timeout in
+                Task {
+                    try? await Task.sleep(for: timeout)
+                    guard !Task.isCancelled else { return }
+                    shared.state.withLock { $0.cancelWait(id: id) }?.resume(returning: .timedOut)
+                }
+            }
+            defer { timer?.cancel() }
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    client.withHandle { handle in shared.update(handle: handle) { $0.wait(id: id, continuation) } }
+                }
+            } onCancel: {
+                shared.state.withLock { $0.cancelWait(id: id) }?.resume(returning: .finished)
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import CRdKafka
+
+/// One record received by a ``KafkaConsumer``. Key and value are copied out of librdkafka's buffers;
+/// either may be `nil` (a null key or a tombstone is data, not an error).
+public struct KafkaConsumerMessage: Sendable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [KafkaHeader]
+    /// Milliseconds since the epoch, when the broker or producer set one.
+    public var timestampMilliseconds: Int64?
+
+    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+
+    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+                headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    /// Copies a message librdkafka still owns (the caller destroys it).
+    init(copying message: UnsafePointer<rd_kafka_message_t>) {
+        let raw = message.pointee
+        topic = raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        partition = raw.partition
+        offset = raw.offset
+        key = raw.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
+        value = raw.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.len)) }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
+        timestampMilliseconds = timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
+        headers = []
+        var headerList: OpaquePointer?
+        // Ownership: the header list belongs to the message; we only read it.
+        if rd_kafka_message_headers(message, &headerList) == RD_KAFKA_RESP_ERR_NO_ERROR, let headerList {
+            var index = 0
+            var name: UnsafePointer<CChar>?
+            var value: UnsafeRawPointer?
+            var size = 0
+            while rd_kafka_header_get_all(headerList, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                headers.append(KafkaHeader(
+                    name: name.map { String(cString: $0) } ?? "",
+                    value: value.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) }))
+                index += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import CRdKafka
+import Logging
+import Synchronization
+
+/// State shared by the application side of a consumer, its poll thread and librdkafka's rebalance
+/// callback. Holds no reference to the `rd_kafka_t` (callers pass it in), so the client can own this object
+/// through its callback context without a retain cycle.
+final class KafkaConsumerShared: KafkaRebalanceHandling {
+    let logger: Logger
+    let isCooperative: Bool
+    let revocationDrainTimeout: Duration
+    let pollTimeoutMilliseconds: Int32
+    let errorHandler: (@Sendable (KafkaError) -> Void)?
+
+    let state: Mutex<KafkaConsumerStateMachine>
+    /// Set once close begins: the poll loop stops and revocations are no longer waited for.
+    let isClosing = Atomic<Bool>(false)
+    /// The revocation the poll thread is waiting on, so that close can release it.
+    let pendingRevocation = Mutex<KafkaPartitionRevocation?>(nil)
+    let closed = CompletionSignal()
+    let closeResult = Mutex<KafkaError?>(nil)
+
+    init(configuration: KafkaConsumerConfiguration, logger: Logger) {
+        self.logger = logger
+        self.isCooperative = configuration.partitionAssignmentStrategy.isCooperative
+        self.revocationDrainTimeout = configuration.revocationDrainTimeout
+        self.pollTimeoutMilliseconds = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
+        self.errorHandler = configuration.errorHandler
+        self.state = Mutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity))
+    }
+
+    /// Runs a state machine transition and, still under the lock, the pause/resume it asks for: librdkafka
+    /// must see pauses and resumes in the order the machine decided them (a resume overtaken by an older
+    /// pause would leave partitions paused for good). rd_kafka_pause/resume_partitions only enqueue
+    /// operations and never call back into us, so calling them under the lock cannot deadlock.
+    /// The iterator is resumed after the lock is released.
+    func update(
+        handle: OpaquePointer, _ transition: (inout KafkaConsumerStateMachine) -> KafkaConsumerStateMachine.Action
+    ) {
+        let action = state.withLock { machine in
+            let action = transition(&machine)
+            if !action.pause.isEmpty { setPaused(true, action.pause, handle: handle) }
+            if !action.resume.isEmpty { setPaused(false, action.resume, handle: handle) }
+            return action
+        }
+        if let (waiter, outcome) = action.resumeWaiter { waiter.resume(returning: outcome) }
+        if action.droppedMessages > 0 {
+            logger.debug("dropped unprocessed buffered messages", metadata: ["count": "\(action.droppedMessages)"])
+        }
+    }
+
+    /// Thread-safe in librdkafka; partitions no longer assigned are reported per entry and ignored here.
+    @discardableResult
+    func setPaused(_ paused: Bool, _ partitions: [KafkaTopicPartition], handle: OpaquePointer) -> KafkaError? {
+        let list = TopicPartitionList(partitions)
+        let error = list.withList { paused ? rd_kafka_pause_partitions(handle, $0) : rd_kafka_resume_partitions(handle, $0) }
+        logger.debug(paused ? "paused partitions" : "resumed partitions", metadata: ["partitions": "\(partitions)"])
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            let failure = KafkaError(code: .partitionControl, rawResponse: error)
+            logger.warning("pause/resume failed", metadata: ["error": "\(failure)"])
+            return failure
+        }
+        return nil
+    }
+
+    func report(_ error: KafkaError) {
+        logger.error("consumer error", metadata: ["error": "\(error)"])
+        errorHandler?(error)
+    }
+
+    // MARK: rebalance (runs on the thread serving rd_kafka_consumer_poll or rd_kafka_consumer_close)
+
+    func handleRebalance(
+        handle: OpaquePointer, error: rd_kafka_resp_err_t,
+        partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
+        let topicPartitions = TopicPartitionList.partitions(in: partitions)
+        switch error {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            logger.info("partitions assigned", metadata: ["partitions": "\(topicPartitions)"])
+            applyAssignment(handle: handle, partitions: partitions, assign: true)
+            update(handle: handle) { $0.partitionsAssigned(topicPartitions) }
+
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            if rd_kafka_assignment_lost(handle) != 0 {
+                // Already gone from the group: nothing to drain into, commits would fail.
+                logger.warning("partitions lost", metadata: ["partitions": "\(topicPartitions)"])
+                update(handle: handle) {
+                    $0.partitionsRemoved(topicPartitions, event: .partitionsLost(topicPartitions))
+                }
+            } else {
+                revoke(topicPartitions, handle: handle)
+            }
+            applyAssignment(handle: handle, partitions: partitions, assign: false)
+
+        default:
+            // librdkafka hands over an assignment error (e.g. all assignors failed): drop the assignment, as
+            // librdkafka's documentation prescribes, and tell the application.
+            let failure = KafkaError(code: .rebalance, rawResponse: error)
+            report(failure)
+            update(handle: handle) { state in
+                state.partitionsRemoved(Array(state.assigned), event: .partitionsLost(Array(state.assigned)))
+            }
+            applyAssignment(handle: handle, partitions: nil, assign: false)
+        }
+    }
+
+    /// Hands the revocation to the application and holds the partitions until it acknowledges or the
+    /// drain timeout passes. Blocking here is what keeps librdkafka from forgetting the partitions (it is
+    /// inside rd_kafka_consumer_poll, so max.poll.interval.ms is not running).
+    private func revoke(_ partitions: [KafkaTopicPartition], handle: OpaquePointer) {
+        let revocation = KafkaPartitionRevocation(partitions: partitions)
+        logger.info("partitions revoked, waiting for the application to drain",
+                    metadata: ["partitions": "\(partitions)"])
+        update(handle: handle) { $0.partitionsRemoved(partitions, event: .partitionsRevoked(revocation)) }
+        guard !isClosing.load(ordering: .acquiring) else {
+            // Closing: the application asked to leave and has drained already; don't hold the group up.
+            return
+        }
+        pendingRevocation.withLock { $0 = revocation }
+        defer { pendingRevocation.withLock { $0 = nil } }
+        if isClosing.load(ordering: .acquiring) { return }
+        if !revocation.waitForAcknowledgement(timeout: revocationDrainTimeout) {
+            logger.warning("revocation not acknowledged within the drain timeout; releasing the partitions",
+                           metadata: ["partitions": "\(partitions)", "timeout": "\(revocationDrainTimeout)"])
+        }
+    }
+
+    private func applyAssignment(
+        handle: OpaquePointer, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, assign: Bool
+    ) {
+        if isCooperative, let partitions {
+            let error = assign ? rd_kafka_incremental_assign(handle, partitions) : rd_kafka_incremental_unassign(handle, partitions)
+            if let error { report(KafkaError(code: .rebalance, consuming: error)) }
+        } else {
+            let code = rd_kafka_assign(handle, assign ? partitions : nil)
+            if code != RD_KAFKA_RESP_ERR_NO_ERROR { report(KafkaError(code: .rebalance, rawResponse: code)) }
+        }
+    }
+
+    // MARK: poll loop (dedicated thread)
+
+    func runPollLoop(client: KafkaClient) {
+        client.withHandle { handle in
+            while !isClosing.load(ordering: .acquiring) {
+                guard let message = rd_kafka_consumer_poll(handle, Int32(pollTimeoutMilliseconds)) else { continue }
+                defer { rd_kafka_message_destroy(message) }
+                if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    let detail = message.pointee.payload.map {
+                        String(decoding: UnsafeRawBufferPointer(start: $0, count: message.pointee.len), as: UTF8.self)
+                    }
+                    report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
+                    continue
+                }
+                let received = KafkaConsumerMessage(copying: message)
+                update(handle: handle) { $0.received(received) }
+            }
+            logger.debug("closing consumer: committing stored offsets and leaving the group")
+            // Serves the final revocation through our callback (not waited for: isClosing is set) and commits
+            // the stored offsets, since auto commit is on.
+            let error = rd_kafka_consumer_close(handle)
+            client.destroyWithoutConsumerClose.store(true, ordering: .releasing)
+            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                closeResult.withLock { $0 = KafkaError(code: .closed, rawResponse: error) }
+            }
+            update(handle: handle) { $0.finish() }
+        }
+        logger.debug("consumer closed")
+        closed.complete()
+    }
+}

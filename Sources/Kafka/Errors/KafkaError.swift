@@ -1,0 +1,117 @@
+import CRdKafka
+
+/// An error from the Kafka layer: what failed (``Code``), librdkafka's response code when there is one,
+/// librdkafka's own message, and whether retrying can help.
+public struct KafkaError: Error, Sendable, CustomStringConvertible {
+    /// What kind of operation failed. Extensible: new codes may be added, so `switch` with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Backing: String, Hashable, Sendable {
+            case configuration
+            case clientCreation
+            case subscription
+            case delivery
+            case enqueue
+            case offsetStore
+            case offsetCommit
+            case partitionControl
+            case rebalance
+            case broker
+            case fatal
+            case closed
+            case timedOut
+            case mockCluster
+        }
+
+        private let backing: Backing
+        private init(_ backing: Backing) { self.backing = backing }
+
+        /// A property was rejected by librdkafka, or our typed settings contradict each other.
+        public static let configuration = Code(.configuration)
+        /// `rd_kafka_new` failed.
+        public static let clientCreation = Code(.clientCreation)
+        /// Subscribing to topics failed.
+        public static let subscription = Code(.subscription)
+        /// The broker (or librdkafka) reported the message as not delivered.
+        public static let delivery = Code(.delivery)
+        /// The message could not even be queued for sending (queue full, unknown topic, too large, …).
+        public static let enqueue = Code(.enqueue)
+        /// Storing a consumed offset failed (e.g. the partition is no longer assigned).
+        public static let offsetStore = Code(.offsetStore)
+        /// Committing offsets failed.
+        public static let offsetCommit = Code(.offsetCommit)
+        /// Pausing or resuming partitions failed.
+        public static let partitionControl = Code(.partitionControl)
+        /// Applying a rebalance (assign / unassign) failed.
+        public static let rebalance = Code(.rebalance)
+        /// An error librdkafka raised through its error callback (connectivity, authentication, …).
+        public static let broker = Code(.broker)
+        /// The client hit a fatal error (e.g. the idempotent producer lost its guarantees); recreate it.
+        public static let fatal = Code(.fatal)
+        /// The client is closed or closing.
+        public static let closed = Code(.closed)
+        /// A deadline passed.
+        public static let timedOut = Code(.timedOut)
+        /// A mock cluster operation failed.
+        public static let mockCluster = Code(.mockCluster)
+
+        public var description: String { backing.rawValue }
+    }
+
+    /// What kind of operation failed.
+    public var code: Code
+    /// librdkafka's `rd_kafka_resp_err_t`, when the failure came with one.
+    public var responseCode: KafkaResponseCode?
+    /// Human-readable detail, normally librdkafka's own error string.
+    public var message: String
+    /// Whether the same operation may succeed if retried.
+    public var isRetriable: Bool
+    /// Whether the client instance is unusable from now on.
+    public var isFatal: Bool
+
+    public init(
+        code: Code,
+        responseCode: KafkaResponseCode? = nil,
+        message: String,
+        isRetriable: Bool? = nil,
+        isFatal: Bool = false
+    ) {
+        self.code = code
+        self.responseCode = responseCode
+        self.message = message
+        self.isRetriable = isRetriable ?? responseCode?.isRetriable ?? false
+        self.isFatal = isFatal
+    }
+
+    public var description: String {
+        var text = "KafkaError(\(code)"
+        if let responseCode { text += ", \(responseCode.name)" }
+        text += ": \(message)"
+        if isFatal { text += ", fatal" } else if isRetriable { text += ", retriable" }
+        return text + ")"
+    }
+}
+
+extension KafkaError {
+    /// Builds an error from a librdkafka response code, using librdkafka's description as the message
+    /// unless one is given.
+    init(code: Code, rawResponse: rd_kafka_resp_err_t, message: String? = nil) {
+        let response = KafkaResponseCode(rawValue: rawResponse.rawValue)
+        self.init(code: code, responseCode: response, message: message ?? response.explanation,
+                  isFatal: rawResponse == RD_KAFKA_RESP_ERR__FATAL)
+    }
+
+    /// Builds an error from an `rd_kafka_error_t`, taking its retriable/fatal flags, and destroys it.
+    /// Ownership: the caller hands `error` over; it must not be used afterwards.
+    init(code: Code, consuming error: OpaquePointer) {
+        defer { rd_kafka_error_destroy(error) }
+        let response = KafkaResponseCode(rawValue: rd_kafka_error_code(error).rawValue)
+        let message = rd_kafka_error_string(error).map { String(cString: $0) } ?? response.explanation
+        self.init(code: code, responseCode: response, message: message,
+                  isRetriable: rd_kafka_error_is_retriable(error) != 0,
+                  isFatal: rd_kafka_error_is_fatal(error) != 0)
+    }
+
+    static func closed(_ what: String) -> KafkaError {
+        KafkaError(code: .closed, message: what, isRetriable: false)
+    }
+}

@@ -1,0 +1,68 @@
+import CRdKafka
+
+/// librdkafka's `rd_kafka_resp_err_t`: Kafka protocol error codes (≥ 0) and librdkafka's local ones (< 0).
+///
+/// Wrapped so that code outside this module (tests, the relay) need not import the C module. Any raw value
+/// is representable; the named constants are the ones we use.
+public struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    public static let noError = Self(RD_KAFKA_RESP_ERR_NO_ERROR)
+    public static let unknownTopicOrPartition = Self(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    public static let leaderNotAvailable = Self(RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
+    public static let notLeaderForPartition = Self(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
+    public static let requestTimedOut = Self(RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT)
+    public static let messageSizeTooLarge = Self(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+    public static let notEnoughReplicas = Self(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
+    public static let notCoordinator = Self(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
+    public static let coordinatorNotAvailable = Self(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
+    public static let rebalanceInProgress = Self(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
+    public static let topicAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+    public static let invalidRecord = Self(RD_KAFKA_RESP_ERR_INVALID_RECORD)
+    public static let brokerTransport = Self(RD_KAFKA_RESP_ERR__TRANSPORT)
+    public static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+    public static let messageTimedOut = Self(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+    public static let queueFull = Self(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    public static let timedOut = Self(RD_KAFKA_RESP_ERR__TIMED_OUT)
+    public static let purgedInQueue = Self(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
+    public static let purgedInFlight = Self(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+    public static let fatal = Self(RD_KAFKA_RESP_ERR__FATAL)
+    public static let state = Self(RD_KAFKA_RESP_ERR__STATE)
+    public static let maxPollExceeded = Self(RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED)
+
+    init(_ raw: rd_kafka_resp_err_t) { self.rawValue = raw.rawValue }
+
+    var raw: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: rawValue) }
+
+    /// librdkafka's symbolic name, e.g. `NOT_LEADER_FOR_PARTITION` or `_TRANSPORT`.
+    public var name: String { String(cString: rd_kafka_err2name(raw)) }
+    /// librdkafka's human-readable description.
+    public var explanation: String { String(cString: rd_kafka_err2str(raw)) }
+    public var description: String { "\(name) (\(rawValue))" }
+
+    /// Whether an operation that failed with this code may succeed when retried.
+    ///
+    /// librdkafka exposes retriability only on `rd_kafka_error_t` (used where we get one); delivery reports
+    /// and callbacks carry a bare code, so this is the Kafka protocol's list of retriable errors plus
+    /// librdkafka's transient local ones.
+    public var isRetriable: Bool { Self.retriable.contains(rawValue) }
+
+    private static let retriable: Set<Int32> = [
+        RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+        RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+        RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
+        RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR, RD_KAFKA_RESP_ERR_FETCH_SESSION_ID_NOT_FOUND,
+        RD_KAFKA_RESP_ERR_INVALID_FETCH_SESSION_EPOCH, RD_KAFKA_RESP_ERR_LISTENER_NOT_FOUND,
+        RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH, RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH,
+        RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_ELECTION_NOT_NEEDED,
+        RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED, RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT,
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT,
+        RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR__QUEUE_FULL, RD_KAFKA_RESP_ERR__WAIT_COORD,
+        RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE, RD_KAFKA_RESP_ERR__RESOLVE,
+    ].reduce(into: Set<Int32>()) { $0.insert($1.rawValue) }
+}

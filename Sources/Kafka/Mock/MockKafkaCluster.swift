@@ -1,0 +1,132 @@
+import CRdKafka
+import Logging
+
+/// An in-process Kafka cluster (librdkafka's mock brokers on 127.0.0.1) with fault injection, for tests,
+/// the demo and benchmarks. Any Kafka client can connect to ``bootstrapServers``.
+///
+/// librdkafka 2.0.2's mock keeps only about 5 MB per partition (older messages are dropped silently), the
+/// first group join takes about 3 s, and a downed broker keeps its partition leaderships (move them with
+/// ``setPartitionLeader(topic:partition:brokerID:)``). Brokers are numbered 1…N.
+///
+/// The fault-injection calls hand a request to the mock cluster's thread and wait briefly for it.
+public final class MockKafkaCluster: Sendable {
+    /// Kafka protocol request types (API keys) that faults can target.
+    public struct APIKey: Hashable, Sendable {
+        public let rawValue: Int16
+        public init(rawValue: Int16) { self.rawValue = rawValue }
+        public static let produce = Self(rawValue: 0)
+        public static let fetch = Self(rawValue: 1)
+        public static let listOffsets = Self(rawValue: 2)
+        public static let metadata = Self(rawValue: 3)
+        public static let offsetCommit = Self(rawValue: 8)
+        public static let offsetFetch = Self(rawValue: 9)
+        public static let findCoordinator = Self(rawValue: 10)
+        public static let joinGroup = Self(rawValue: 11)
+        public static let heartbeat = Self(rawValue: 12)
+        public static let leaveGroup = Self(rawValue: 13)
+        public static let syncGroup = Self(rawValue: 14)
+        public static let initProducerID = Self(rawValue: 22)
+    }
+
+    /// The producer handle that owns the mock cluster (librdkafka needs one; it never produces).
+    private let owner: KafkaClient
+    private let cluster: MockClusterHandle
+    /// The number of brokers, numbered 1…brokerCount.
+    public let brokerCount: Int
+    /// `host:port,…` of the brokers, for `bootstrap.servers`.
+    public let bootstrapServers: String
+
+    /// Starts `brokers` mock brokers on 127.0.0.1 (ephemeral ports).
+    public init(brokers: Int = 3, logger: Logger = Logger(label: "kafka.mock")) throws {
+        guard brokers >= 1 else { throw KafkaError(code: .mockCluster, message: "a mock cluster needs at least one broker") }
+        let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
+        // No bootstrap servers: this handle only hosts the cluster.
+        owner = try KafkaClient(kind: .producer(deliveryReport: false), properties: ["log_level": "4"], context: context)
+        guard let cluster = owner.withHandle({ rd_kafka_mock_cluster_new($0, Int32(brokers)) }) else {
+            throw KafkaError(code: .mockCluster, message: "rd_kafka_mock_cluster_new failed")
+        }
+        self.cluster = MockClusterHandle(cluster, owner: owner)
+        brokerCount = brokers
+        bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+    }
+
+    /// Creates `name` with `partitions` partitions.
+    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws {
+        let error = cluster.with { rd_kafka_mock_topic_create($0, name, Int32(partitions), Int32(replicationFactor)) }
+        try check(error, "create topic \(name)")
+    }
+
+    /// Takes a broker offline: its connections close and it stops accepting new ones. Partition leadership
+    /// does not move by itself.
+    public func setBrokerDown(_ brokerID: Int32) throws {
+        try check(cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) }, "set broker \(brokerID) down")
+    }
+
+    /// Brings a broker back.
+    public func setBrokerUp(_ brokerID: Int32) throws {
+        try check(cluster.with { rd_kafka_mock_broker_set_up($0, brokerID) }, "set broker \(brokerID) up")
+    }
+
+    /// Delays every response of a broker by `rtt`.
+    public func setBrokerRoundTripTime(_ brokerID: Int32, _ rtt: Duration) throws {
+        try check(cluster.with { rd_kafka_mock_broker_set_rtt($0, brokerID, Int32(clamping: rtt.kafkaMilliseconds)) },
+                  "set broker \(brokerID) rtt")
+    }
+
+    /// Makes the next `errors.count` requests of type `api` (to any broker) fail with these codes, in order.
+    /// `.brokerTransport` disconnects the client instead.
+    public func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
+        let raw = errors.map(\.raw)
+        raw.withUnsafeBufferPointer { buffer in
+            cluster.with { rd_kafka_mock_push_request_errors_array($0, api.rawValue, buffer.count, buffer.baseAddress) }
+        }
+    }
+
+    /// Forgets queued request errors for `api`.
+    public func clearRequestErrors(_ api: APIKey) {
+        cluster.with { rd_kafka_mock_clear_request_errors($0, api.rawValue) }
+    }
+
+    /// Makes `brokerID` the leader of a partition (e.g. to fail over away from a downed broker).
+    public func setPartitionLeader(topic: String, partition: Int32, brokerID: Int32) throws {
+        try check(cluster.with { rd_kafka_mock_partition_set_leader($0, topic, partition, brokerID) },
+                  "move leader of \(topic)[\(partition)] to broker \(brokerID)")
+    }
+
+    /// Makes metadata requests report `error` for the topic (e.g. `.unknownTopicOrPartition`);
+    /// `.noError` clears it.
+    public func setTopicError(_ topic: String, _ error: KafkaResponseCode) {
+        cluster.with { rd_kafka_mock_topic_set_error($0, topic, error.raw) }
+    }
+
+    /// Makes `brokerID` the coordinator of a consumer group.
+    public func setGroupCoordinator(group: String, brokerID: Int32) throws {
+        try check(cluster.with { rd_kafka_mock_coordinator_set($0, "group", group, brokerID) },
+                  "set coordinator of group \(group)")
+    }
+
+    private func check(_ error: rd_kafka_resp_err_t, _ what: String) throws {
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(code: .mockCluster, rawResponse: error,
+                             message: "\(what): \(KafkaResponseCode(error).explanation)")
+        }
+    }
+}
+
+/// Owns the `rd_kafka_mock_cluster_t`; destroyed before the handle that hosts it.
+// @unchecked Sendable: the pointer is immutable; librdkafka's mock API posts operations to the cluster's
+// own thread and is safe to call from any thread.
+final class MockClusterHandle: @unchecked Sendable {
+    private let pointer: OpaquePointer
+    /// The mock cluster must be destroyed before its rd_kafka_t; holding the owner guarantees the order.
+    private let owner: KafkaClient
+
+    init(_ pointer: OpaquePointer, owner: KafkaClient) {
+        self.pointer = pointer
+        self.owner = owner
+    }
+
+    deinit { rd_kafka_mock_cluster_destroy(pointer) }
+
+    func with<T>(_ body: (OpaquePointer) -> T) -> T { body(pointer) }
+}

@@ -1,0 +1,247 @@
+import CRdKafka
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import Synchronization
+
+/// Where a record ended up, from its delivery report.
+public struct KafkaDeliveryReport: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var timestampMilliseconds: Int64?
+}
+
+/// A producer over librdkafka: idempotent with `acks=all` by default.
+///
+/// ``send(topic:key:value:headers:partition:)`` returns when the broker has acknowledged the record (its
+/// delivery report), so "sent" means durable to the configured acks. A dedicated thread polls librdkafka
+/// for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
+public final class KafkaProducer: Sendable {
+    private let client: KafkaClient
+    private let logger: Logger
+    private let pollThread = PollThreadControl()
+    private let closeStarted = Atomic<Bool>(false)
+
+    /// Creates the producer and starts its delivery-report thread.
+    /// - Throws: ``KafkaError`` `configuration` for contradictory or rejected settings (with librdkafka's
+    ///   message), `clientCreation` if librdkafka refuses to create the handle.
+    public init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
+        let properties = try configuration.librdkafkaProperties()
+        let context = KafkaClientContext(
+            logger: logger, statisticsHandler: configuration.statisticsHandler,
+            errorHandler: configuration.errorHandler, rebalanceHandler: nil)
+        client = try KafkaClient(kind: .producer(deliveryReport: true), properties: properties, context: context)
+        self.logger = logger
+        let timeout = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
+        let client = self.client
+        let pollThread = self.pollThread
+        // The thread holds the client and the stop flag, not the producer, so releasing the producer stops it.
+        DedicatedThread.start(name: "kafka-producer-poll") {
+            while !pollThread.isStopping.load(ordering: .acquiring) {
+                client.withHandle { _ = rd_kafka_poll($0, timeout) }
+            }
+            pollThread.stopped.complete()
+        }
+    }
+
+    deinit {
+        pollThread.isStopping.store(true, ordering: .releasing)
+        if !closeStarted.load(ordering: .acquiring) {
+            logger.warning("KafkaProducer released without close(); unsent records may be lost")
+        }
+    }
+
+    /// Sends one record and waits for its delivery report.
+    ///
+    /// Key and value are copied before this returns to the event loop; `nil` sends a null key or value.
+    /// Cancelling the calling task does not withdraw the record (it is already queued); the report is
+    /// still awaited.
+    /// - Parameter partition: a fixed partition, or `nil` to let the partitioner hash the key.
+    /// - Returns: the partition and offset the broker assigned.
+    /// - Throws: ``KafkaError`` `enqueue` when librdkafka refuses the record (queue full, unknown partition,
+    ///   too large, fatal state), `delivery` with the broker's or librdkafka's code when delivery failed
+    ///   after librdkafka's own retries.
+    public func send(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil
+    ) async throws -> KafkaDeliveryReport {
+        guard !pollThread.isStopping.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
+        return try await withCheckedThrowingContinuation { continuation in
+            let promise = DeliveryPromise(continuation)
+            // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
+            // retained value back (kafkaDeliveryReportCallback). Released below if produce fails instead.
+            let opaque = Unmanaged.passRetained(promise).toOpaque()
+            let error = client.withHandle { handle in
+                Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
+                             headers: headers, opaque: opaque)
+            }
+            if let error {
+                Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
+                continuation.resume(throwing: KafkaError(code: .enqueue, consuming: error))
+            }
+        }
+    }
+
+    /// Sends a UTF-8 key and value; see ``send(topic:key:value:headers:partition:)``.
+    public func send(
+        topic: String, key: String?, value: String?, headers: [KafkaHeader] = [], partition: Int32? = nil
+    ) async throws -> KafkaDeliveryReport {
+        try await send(topic: topic, key: key.map { Array($0.utf8) }, value: value.map { Array($0.utf8) },
+                       headers: headers, partition: partition)
+    }
+
+    /// Waits (on a dedicated thread) until every queued record has its delivery report.
+    /// - Throws: ``KafkaError`` `timedOut` if records are still outstanding after `timeout`.
+    public func flush(timeout: Duration) async throws {
+        let client = self.client
+        let code = await DedicatedThread.run(name: "kafka-producer-flush") {
+            client.withHandle { rd_kafka_flush($0, Int32(clamping: timeout.kafkaMilliseconds)) }.rawValue
+        }
+        let error = rd_kafka_resp_err_t(rawValue: code)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            let outstanding = client.withHandle { rd_kafka_outq_len($0) }
+            throw KafkaError(code: .timedOut, rawResponse: error,
+                             message: "\(outstanding) records/requests still outstanding after \(timeout)")
+        }
+    }
+
+    /// Flushes for at most `timeout`, fails whatever is still queued (each waiting `send` throws with
+    /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT`) and stops the poll thread. Further sends throw `closed`.
+    public func close(timeout: Duration = .seconds(30)) async throws {
+        guard !closeStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var flushError: (any Error)?
+        do { try await flush(timeout: timeout) } catch { flushError = error }
+        if flushError != nil {
+            let client = self.client
+            await DedicatedThread.run(name: "kafka-producer-purge") {
+                client.withHandle { handle in
+                    _ = rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+                    // Purged records get their (failed) delivery reports on the next polls.
+                    _ = rd_kafka_flush(handle, 1000)
+                }
+            }
+        }
+        pollThread.isStopping.store(true, ordering: .releasing)
+        _ = await pollThread.stopped.wait(timeout: .seconds(5))
+        if let flushError { throw flushError }
+    }
+
+    /// Builds the rd_kafka_vu_t list and calls rd_kafka_produceva (the variadic producev does not import).
+    /// - Returns: an owned `rd_kafka_error_t` on failure.
+    private static func produce(
+        handle: OpaquePointer, topic: String, partition: Int32?, key: [UInt8]?, value: [UInt8]?,
+        headers: [KafkaHeader], opaque: UnsafeMutableRawPointer
+    ) -> OpaquePointer? {
+        withOptionalBytes(key) { keyPointer, keyCount in
+            withOptionalBytes(value) { valuePointer, valueCount in
+                topic.withCString { topicName in
+                    // Header names must outlive the call; librdkafka copies names and values.
+                    let names = headers.map { strdup($0.name) }
+                    defer { names.forEach { free($0) } }
+                    var items: [rd_kafka_vu_t] = []
+                    items.reserveCapacity(6 + headers.count)
+                    var item = rd_kafka_vu_t()
+                    item.vtype = RD_KAFKA_VTYPE_TOPIC
+                    item.u.cstr = topicName
+                    items.append(item)
+                    item = rd_kafka_vu_t()
+                    item.vtype = RD_KAFKA_VTYPE_PARTITION
+                    item.u.i32 = partition ?? crdkafka_partition_unassigned()
+                    items.append(item)
+                    if let keyPointer {
+                        item = rd_kafka_vu_t()
+                        item.vtype = RD_KAFKA_VTYPE_KEY
+                        item.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyPointer)
+                        item.u.mem.size = keyCount
+                        items.append(item)
+                    }
+                    if let valuePointer {
+                        item = rd_kafka_vu_t()
+                        item.vtype = RD_KAFKA_VTYPE_VALUE
+                        item.u.mem.ptr = UnsafeMutableRawPointer(mutating: valuePointer)
+                        item.u.mem.size = valueCount
+                        items.append(item)
+                    }
+                    item = rd_kafka_vu_t()
+                    item.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                    item.u.i = crdkafka_msg_flag_copy()
+                    items.append(item)
+                    item = rd_kafka_vu_t()
+                    item.vtype = RD_KAFKA_VTYPE_OPAQUE
+                    item.u.ptr = opaque
+                    items.append(item)
+                    // Header values: borrow each one for the duration of the call.
+                    return withHeaderValues(headers[...]) { values in
+                        for (index, name) in names.enumerated() {
+                            item = rd_kafka_vu_t()
+                            item.vtype = RD_KAFKA_VTYPE_HEADER
+                            item.u.header.name = UnsafePointer(name)
+                            item.u.header.val = values[index].pointer
+                            // A NULL value makes a null header; the size is then ignored.
+                            item.u.header.size = values[index].count
+                            items.append(item)
+                        }
+                        return rd_kafka_produceva(handle, items, items.count)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Stop flag and exit signal of a poll thread.
+final class PollThreadControl: Sendable {
+    let isStopping = Atomic<Bool>(false)
+    let stopped = CompletionSignal()
+}
+
+/// A `send` waiting for its delivery report.
+final class DeliveryPromise: Sendable {
+    let continuation: CheckedContinuation<KafkaDeliveryReport, any Error>
+    init(_ continuation: CheckedContinuation<KafkaDeliveryReport, any Error>) { self.continuation = continuation }
+}
+
+/// Served by rd_kafka_poll on the producer's poll thread (or a flush thread).
+let kafkaDeliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = {
+    _, message, _ in
+    guard let message, let opaque = message.pointee._private else { return }
+    // Balances the passRetained in KafkaProducer.send: each record has exactly one delivery report.
+    let promise = Unmanaged<DeliveryPromise>.fromOpaque(opaque).takeRetainedValue()
+    let raw = message.pointee
+    let topic = raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+    if raw.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
+        promise.continuation.resume(returning: KafkaDeliveryReport(
+            topic: topic, partition: raw.partition, offset: raw.offset,
+            timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp))
+    } else {
+        promise.continuation.resume(throwing: KafkaError(
+            code: .delivery, rawResponse: raw.err,
+            message: "\(topic)[\(raw.partition)]: \(KafkaResponseCode(raw.err).explanation)"))
+    }
+}
+
+/// Empty buffers still need a non-NULL pointer, or librdkafka would send a null key/value.
+// Never written to, only passed as a non-NULL address for zero bytes.
+nonisolated(unsafe) private let emptyBytePlaceholder: UnsafeMutableRawPointer = .allocate(byteCount: 1, alignment: 1)
+
+private func withOptionalBytes<T>(_ bytes: [UInt8]?, _ body: (UnsafeRawPointer?, Int) -> T) -> T {
+    guard let bytes else { return body(nil, 0) }
+    return bytes.withUnsafeBytes { buffer in
+        body(buffer.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(emptyBytePlaceholder), buffer.count)
+    }
+}
+
+private func withHeaderValues<T>(
+    _ headers: ArraySlice<KafkaHeader>, _ pointers: [(pointer: UnsafeRawPointer?, count: Int)] = [],
+    _ body: ([(pointer: UnsafeRawPointer?, count: Int)]) -> T
+) -> T {
+    guard let first = headers.first else { return body(pointers) }
+    return withOptionalBytes(first.value) { pointer, count in
+        withHeaderValues(headers.dropFirst(), pointers + [(pointer, count)], body)
+    }
+}

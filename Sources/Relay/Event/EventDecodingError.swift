@@ -1,0 +1,45 @@
+/// Why an input event was refused before anything was sent to APNs.
+///
+/// `code` is stable and machine-readable (it becomes the `reason` of the delivery result and a
+/// dead-letter header); `pointer` is a JSON pointer to the offending value (`""` for the whole event);
+/// `message` is for people and may change.
+public struct EventDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A stable error code; compare with the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+
+        private init(_ rawValue: String) { self.rawValue = rawValue }
+
+        /// Not JSON: syntax, bad escape, control character in a string, trailing data, byte order mark.
+        public static let invalidJSON = Code("invalid_json")
+        /// The bytes are not UTF-8.
+        public static let invalidUTF8 = Code("invalid_utf8")
+        /// Larger than `EventDecoder.maxEventBytes`.
+        public static let eventTooLarge = Code("event_too_large")
+        /// Nesting deeper than `EventDecoder.maxDepth`.
+        public static let tooDeep = Code("too_deep")
+        /// A member name repeated at the top level of the event.
+        public static let duplicateKey = Code("duplicate_key")
+        /// Valid JSON that breaks a rule of `Schemas/notification-event.schema.json`.
+        public static let schemaViolation = Code("schema_violation")
+        /// The decoder itself failed (out of memory); not the event's fault.
+        public static let internalError = Code("internal_error")
+
+        public var description: String { rawValue }
+    }
+
+    public let code: Code
+    /// JSON pointer (RFC 6901) of the offending value, e.g. `/deviceToken`; `""` is the whole event.
+    public let pointer: String
+    public let message: String
+
+    public init(code: Code, pointer: String, message: String) {
+        self.code = code
+        self.pointer = pointer
+        self.message = message
+    }
+
+    public var description: String {
+        pointer.isEmpty ? "\(code): \(message)" : "\(code): \(pointer): \(message)"
+    }
+}

@@ -1,0 +1,204 @@
+import APNsCore
+import CEventJSON
+
+/// The value rules of `Schemas/notification-event.schema.json`, checked on the fields simdjson found.
+///
+/// Keep in step with the schema: the differential test compares every verdict with valijson's.
+enum EventRules {
+    static let requiredFields: [(UInt32, String)] = [
+        (UInt32(CEJ_FIELD_ID), "id"),
+        (UInt32(CEJ_FIELD_DEVICE_TOKEN), "deviceToken"),
+        (UInt32(CEJ_FIELD_TOPIC), "topic"),
+        (UInt32(CEJ_FIELD_PUSH_TYPE), "pushType"),
+        (UInt32(CEJ_FIELD_PAYLOAD), "payload"),
+    ]
+    static let maxIDCharacters = 256
+    static let maxDeviceTokenCharacters = 400
+    static let maxTopicCharacters = 255
+    static let maxCollapseIDCharacters = 64
+    static let maxExpiration: Int64 = 9_999_999_999
+
+    static func check(_ event: cej_event, input: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventDecodingError> {
+        for (field, name) in requiredFields where event.present & field == 0 {
+            return violation(name, "is required")
+        }
+
+        // id: 1...256 characters.
+        let idLength = codePoints(event.id)
+        guard idLength >= 1, idLength <= maxIDCharacters else {
+            return violation("id", "must be 1 to \(maxIDCharacters) characters; it has \(idLength)")
+        }
+        if hasControlCharacter(event.id) {
+            return violation("id", "must not contain control characters (U+0000 to U+001F)")
+        }
+
+        // deviceToken: even number of hex digits, at most 400.
+        guard event.device_token.len <= maxDeviceTokenCharacters else {
+            return violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
+        }
+        let deviceToken: DeviceToken
+        do {
+            deviceToken = try DeviceToken(hex: string(event.device_token))
+        } catch {
+            return violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
+        }
+
+        // topic: 1...255 of [A-Za-z0-9_.-].
+        let topicBytes = bytes(event.topic)
+        guard topicBytes.count >= 1, topicBytes.count <= maxTopicCharacters else {
+            return violation("topic", "must be 1 to \(maxTopicCharacters) characters")
+        }
+        for byte in topicBytes where !isTopicByte(byte) {
+            return violation("topic", "does not match pattern ^[A-Za-z0-9_.-]+$")
+        }
+
+        guard let pushType = PushType(rawValue: string(event.push_type)) else {
+            let allowed = PushType.allCases.map(\.rawValue).joined(separator: ", ")
+            return violation("pushType", "must be one of \(allowed)")
+        }
+
+        var priority: Priority?
+        if event.present & UInt32(CEJ_FIELD_PRIORITY) != 0 {
+            guard let value = Priority(rawValue: Int(event.priority)) else {
+                return violation("priority", "must be 10, 5 or 1")
+            }
+            priority = value
+        }
+
+        var expiration: Int64?
+        if event.present & UInt32(CEJ_FIELD_EXPIRATION) != 0 {
+            guard event.expiration >= 0, event.expiration <= maxExpiration else {
+                return violation("expiration", "must be UNIX seconds from 0 to \(maxExpiration)")
+            }
+            expiration = event.expiration
+        }
+
+        var collapseID: String?
+        if event.present & UInt32(CEJ_FIELD_COLLAPSE_ID) != 0 {
+            let length = codePoints(event.collapse_id)
+            guard length >= 1, length <= maxCollapseIDCharacters else {
+                return violation("collapseId", "must be 1 to \(maxCollapseIDCharacters) characters; it has \(length)")
+            }
+            if hasControlCharacter(event.collapse_id) {
+                return violation("collapseId", "must not contain control characters (U+0000 to U+001F)")
+            }
+            collapseID = string(event.collapse_id)
+        }
+
+        var apnsID: String?
+        if event.present & UInt32(CEJ_FIELD_APNS_ID) != 0 {
+            let value = string(event.apns_id)
+            guard APNsNotification.isCanonicalUUID(value) else {
+                return violation("apnsId", "must be a canonical UUID (8-4-4-4-12 hex digits)")
+            }
+            apnsID = value
+        }
+
+        var environment = APNsEnvironment.production
+        if event.present & UInt32(CEJ_FIELD_ENVIRONMENT) != 0 {
+            guard let value = APNsEnvironment(rawValue: string(event.environment)) else {
+                return violation("environment", "must be production or development")
+            }
+            environment = value
+        }
+
+        let payload = slice(input, event.payload)
+        let metadata = event.present & UInt32(CEJ_FIELD_METADATA) != 0 ? slice(input, event.metadata) : nil
+
+        return .success(
+            NotificationEvent(
+                id: string(event.id),
+                deviceToken: deviceToken,
+                topic: string(event.topic),
+                pushType: pushType,
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapseID,
+                apnsID: apnsID,
+                environment: environment,
+                payload: payload,
+                metadata: metadata
+            ))
+    }
+
+    // MARK: Helpers
+
+    static func violation(_ field: String, _ message: String) -> Result<NotificationEvent, EventDecodingError> {
+        .failure(EventDecodingError(code: .schemaViolation, pointer: "/" + field, message: message))
+    }
+
+    static func bytes(_ text: cej_string) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: text.ptr, count: text.ptr == nil ? 0 : text.len)
+    }
+
+    /// The decoder's unescaped text as a `String`; simdjson has checked it is UTF-8.
+    static func string(_ text: cej_string) -> String {
+        String(decoding: bytes(text), as: UTF8.self)
+    }
+
+    /// JSON Schema counts lengths in Unicode code points: count the bytes that start a UTF-8 sequence.
+    static func codePoints(_ text: cej_string) -> Int {
+        var count = 0
+        for byte in bytes(text) where byte & 0xC0 != 0x80 {
+            count += 1
+        }
+        return count
+    }
+
+    /// The schema's `"not": {"pattern": "[\\x00-\\x1F]"}`.
+    static func hasControlCharacter(_ text: cej_string) -> Bool {
+        bytes(text).contains { $0 < 0x20 }
+    }
+
+    static func isTopicByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+            true
+        default:
+            false
+        }
+    }
+
+    static func slice(_ input: UnsafeRawBufferPointer, _ range: cej_range) -> [UInt8] {
+        guard range.offset <= input.count, range.len <= input.count - range.offset else { return [] }
+        return Array(UnsafeRawBufferPointer(rebasing: input[range.offset..<(range.offset + range.len)]))
+    }
+
+    static func name(ofField field: UInt32) -> String {
+        switch Int(field) {
+        case Int(CEJ_FIELD_ID): "id"
+        case Int(CEJ_FIELD_DEVICE_TOKEN): "deviceToken"
+        case Int(CEJ_FIELD_TOPIC): "topic"
+        case Int(CEJ_FIELD_PUSH_TYPE): "pushType"
+        case Int(CEJ_FIELD_PRIORITY): "priority"
+        case Int(CEJ_FIELD_EXPIRATION): "expiration"
+        case Int(CEJ_FIELD_COLLAPSE_ID): "collapseId"
+        case Int(CEJ_FIELD_APNS_ID): "apnsId"
+        case Int(CEJ_FIELD_ENVIRONMENT): "environment"
+        case Int(CEJ_FIELD_PAYLOAD): "payload"
+        case Int(CEJ_FIELD_METADATA): "metadata"
+        default: ""
+        }
+    }
+
+    static func expectedType(ofField field: UInt32) -> String {
+        switch Int(field) {
+        case Int(CEJ_FIELD_PRIORITY), Int(CEJ_FIELD_EXPIRATION): "an integer (no fraction or exponent)"
+        case Int(CEJ_FIELD_PAYLOAD), Int(CEJ_FIELD_METADATA): "an object"
+        default: "a string"
+        }
+    }
+
+    static func escapePointerToken(_ token: String) -> String {
+        var escaped = ""
+        for character in token.unicodeScalars {
+            switch character {
+            case "~": escaped += "~0"
+            case "/": escaped += "~1"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped
+    }
+}

@@ -1,0 +1,108 @@
+import Kafka
+import Testing
+
+@Suite("Backpressure keeps the member in the group")
+struct BackpressureTests {
+    /// Settings where a member that stops polling is evicted after 3 s.
+    private func shortPollIntervalConfiguration(_ cluster: MockKafkaCluster, group: String) -> KafkaConsumerConfiguration {
+        var configuration = testConsumerConfiguration(cluster, group: group)
+        configuration.sessionTimeout = .seconds(3)
+        configuration.maxPollInterval = .seconds(3)
+        return configuration
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func pausedConsumerIsNotEvictedAndResumeDeliversWhatWaited() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "paused"
+        try cluster.createTopic(topic, partitions: 2)
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: topic, count: 20, keyPrefix: "before")
+
+        let maxPollExceeded = TestSignal()
+        var configuration = shortPollIntervalConfiguration(cluster, group: uniqueGroupID())
+        configuration.errorHandler = { error in
+            if error.responseCode == .maxPollExceeded { maxPollExceeded.raise() }
+        }
+        let consumer = try KafkaConsumer(configuration: configuration, logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        var before = 0
+        while before < 20 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "the first 20 records") {
+                before += 1
+                try consumer.storeOffset(for: message)
+            }
+        }
+
+        let assignment = try consumer.assignment()
+        #expect(assignment.count == 2)
+        try consumer.pause(assignment)
+        try await produceKeyed(producer, topic: topic, count: 20, keyPrefix: "while-paused")
+
+        // Nothing may happen for twice max.poll.interval.ms: no record (paused), no revocation or loss.
+        do {
+            let event = try await iterator.next(within: .seconds(6))
+            Issue.record("paused consumer produced an event: \(String(describing: event))")
+        } catch let error as KafkaError where error.code == .timedOut {
+            // Expected: silence.
+        }
+        #expect(!maxPollExceeded.isRaised, "librdkafka reported max.poll.interval.ms exceeded")
+        #expect(try consumer.assignment() == assignment, "still a member with the same partitions")
+
+        try consumer.resume(assignment)
+        var afterResume: Set<String> = []
+        while afterResume.count < 20 {
+            switch try await nextEvent(&iterator, within: .seconds(10), expecting: "the records produced while paused") {
+            case .message(let message):
+                afterResume.insert(message.keyString ?? "")
+            case let other:
+                Issue.record("unexpected \(other) after resume (a rejoin means the member was evicted)")
+            }
+        }
+        #expect(afterResume == Set((0..<20).map { "while-paused-\($0)" }))
+        try await consumer.close()
+        try await producer.close()
+    }
+
+    /// An application that stops reading: the buffer fills, the consumer pauses its partitions itself and
+    /// keeps polling, and everything arrives once the application reads again.
+    @Test(.timeLimit(.minutes(1)))
+    func fullBufferPausesPartitionsAndKeepsMembership() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "buffered"
+        try cluster.createTopic(topic, partitions: 3)
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: topic, count: 300)
+        try await producer.close()
+
+        let maxPollExceeded = TestSignal()
+        var configuration = shortPollIntervalConfiguration(cluster, group: uniqueGroupID())
+        configuration.bufferCapacity = 50
+        configuration.errorHandler = { error in
+            if error.responseCode == .maxPollExceeded { maxPollExceeded.raise() }
+        }
+        let consumer = try KafkaConsumer(configuration: configuration, logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        guard case .partitionsAssigned(let assigned) = try await nextEvent(&iterator, within: .seconds(20), expecting: "an assignment") else {
+            Issue.record("first event was not an assignment")
+            return
+        }
+        #expect(assigned.count == 3)
+
+        // Don't read for twice max.poll.interval.ms.
+        #expect(await !maxPollExceeded.wait(within: .seconds(6)), "member was evicted while the app did not read")
+
+        var keys: Set<String> = []
+        while keys.count < 300 {
+            switch try await nextEvent(&iterator, within: .seconds(10), expecting: "record \(keys.count + 1) of 300") {
+            case .message(let message): keys.insert(message.keyString ?? "")
+            case let other: Issue.record("unexpected \(other): the member should have kept its partitions")
+            }
+        }
+        try await consumer.close()
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Kafka
+import Testing
+
+/// Runs the built `apns-relay` binary. It is found, in order: `$APNS_RELAY_BINARY`; next to the running
+/// test bundle (`swift build --build-tests` puts `apns-relay` and `apns-relayPackageTests.xctest` in the
+/// same products folder, e.g. `.build/debug/`); `.build/debug/apns-relay` under the package root.
+@Suite("apns-relay mock-kafka with an independent client")
+struct MockKafkaCommandTests {
+    static func relayBinary() throws -> URL {
+        let fileManager = FileManager.default
+        var candidates: [URL] = []
+        if let path = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] {
+            candidates.append(URL(fileURLWithPath: path))
+        }
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("apns-relay"))
+        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("apns-relay"))
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        candidates.append(packageRoot.appendingPathComponent(".build/debug/apns-relay"))
+        guard let found = candidates.first(where: { fileManager.isExecutableFile(atPath: $0.path) }) else {
+            throw TestFailure("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
+        }
+        return found
+    }
+
+    static let kcat = "/usr/bin/kcat"
+
+    /// Runs a process to completion with a deadline; returns its stdout.
+    static func run(_ executable: String, _ arguments: [String], within timeout: Duration) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let exited = TestSignal()
+        process.terminationHandler = { _ in exited.raise() }
+        try process.run()
+        // Read on a dedicated thread: reading a pipe blocks.
+        let collected = EventRecorder<Data>()
+        Thread.detachNewThread { collected.append(output.fileHandleForReading.readDataToEndOfFile()) }
+        guard await exited.wait(within: timeout) else {
+            process.terminate()
+            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) did not exit within \(timeout)")
+        }
+        try await collected.waitUntil("\(executable)'s output", within: .seconds(5)) { !$0.isEmpty }
+        #expect(process.terminationStatus == 0, "\(executable) \(arguments) exit status")
+        return String(decoding: collected.entries[0], as: UTF8.self)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func kcatListsAndConsumesTheTopicsOfTheMockCluster() async throws {
+        let process = Process()
+        process.executableURL = try Self.relayBinary()
+        process.arguments = ["mock-kafka", "--brokers", "2", "--topic", "relay-input:3", "--topic", "relay-results:2"]
+        let output = Pipe()
+        process.standardOutput = output
+        let exited = TestSignal()
+        process.terminationHandler = { _ in exited.raise() }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let firstLine = EventRecorder<String>()
+        Thread.detachNewThread {
+            var buffer = Data()
+            while !buffer.contains(UInt8(ascii: "\n")) {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+            }
+            firstLine.append(String(decoding: buffer.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
+        }
+        try await firstLine.waitUntil("the bootstrap line on mock-kafka's stdout", within: .seconds(15)) { !$0.isEmpty }
+        let bootstrap = firstLine.entries[0]
+        #expect(bootstrap.split(separator: ",").count == 2, "one host:port per broker: \(bootstrap)")
+        #expect(bootstrap.hasPrefix("127.0.0.1:"))
+
+        let metadata = try await Self.run(Self.kcat, ["-L", "-b", bootstrap], within: .seconds(20))
+        #expect(metadata.contains("2 brokers"), "\(metadata)")
+        #expect(metadata.contains("topic \"relay-input\" with 3 partitions"), "\(metadata)")
+        #expect(metadata.contains("topic \"relay-results\" with 2 partitions"), "\(metadata)")
+
+        var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrap])
+        configuration.messageTimeout = .seconds(20)
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer"))
+        try await produceKeyed(producer, topic: "relay-input", count: 30)
+        try await producer.close()
+
+        let consumed = try await Self.run(
+            Self.kcat, ["-C", "-b", bootstrap, "-t", "relay-input", "-e", "-q", "-o", "beginning", "-f", "%k=%s\\n"],
+            within: .seconds(20))
+        let lines = Set(consumed.split(separator: "\n").map(String.init))
+        #expect(lines == Set((0..<30).map { "key-\($0)=value-\($0)" }))
+
+        process.interrupt()  // SIGINT, as a person at a terminal would
+        #expect(await exited.wait(within: .seconds(10)), "mock-kafka did not exit after SIGINT")
+        #expect(process.terminationStatus == 0)
+    }
+}

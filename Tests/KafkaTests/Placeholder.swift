@@ -1,4 +1,0 @@
-import Testing
-@testable import Kafka
-
-@Test func moduleBuilds() {}

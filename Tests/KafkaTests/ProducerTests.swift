@@ -1,0 +1,103 @@
+import Kafka
+import Testing
+
+@Suite("Producer delivery")
+struct ProducerTests {
+    /// NOT_LEADER_FOR_PARTITION is retriable: librdkafka refreshes metadata and retries; nothing is lost.
+    @Test(.timeLimit(.minutes(1)))
+    func deliversEverythingDespiteNotLeaderErrors() async throws {
+        let cluster = try MockKafkaCluster(brokers: 3, logger: testLogger("test.mock"))
+        let topic = "not-leader"
+        try cluster.createTopic(topic, partitions: 4)
+        let producer = try testProducer(cluster)
+        // Warm up (idempotent producer id, metadata) so the errors hit Produce requests of the real batch.
+        _ = try await producer.send(topic: topic, key: "warm-up", value: "x")
+        cluster.pushRequestErrors(.produce, Array(repeating: .notLeaderForPartition, count: 6))
+
+        let reports = try await produceKeyed(producer, topic: topic, count: 200)
+        #expect(reports.count == 200)
+        let positions = Set(reports.values.map { KafkaTopicPartition(topic: "\($0.offset)", partition: $0.partition) })
+        #expect(positions.count == 200, "every record has its own partition/offset")
+        try await producer.close()
+
+        // An independent read of the topic finds every key.
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var keys: Set<String> = []
+        var iterator = consumer.events.makeAsyncIterator()
+        while keys.count < 201 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "record \(keys.count + 1) of 201") {
+                keys.insert(message.keyString ?? "")
+            }
+        }
+        #expect(keys.isSuperset(of: reports.keys))
+        try await consumer.close()
+    }
+
+    /// A non-retriable broker error reaches the caller as a typed error instead of vanishing.
+    @Test(.timeLimit(.minutes(1)))
+    func nonRetriableErrorIsReportedToTheCaller() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "rejected"
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try testProducer(cluster)
+        _ = try await producer.send(topic: topic, key: "warm-up", value: "x")
+        cluster.pushRequestErrors(.produce, [.topicAuthorizationFailed])
+
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(topic: topic, key: "k", value: "v")
+        }
+        #expect(error?.code == .delivery)
+        #expect(error?.responseCode == .topicAuthorizationFailed)
+        #expect(error?.isRetriable == false)
+        try await producer.close()
+    }
+
+    /// Null key, null value, empty value and headers (including a null one) survive the round trip.
+    @Test(.timeLimit(.minutes(1)))
+    func nullKeyNullValueAndHeadersRoundTrip() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "nulls"
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try testProducer(cluster)
+        let headers = [KafkaHeader(name: "trace", value: Array("abc".utf8)), KafkaHeader(name: "empty", value: nil),
+                       KafkaHeader(name: "trace", value: [])]
+        _ = try await producer.send(topic: topic, key: nil as [UInt8]?, value: nil, headers: headers, partition: 0)
+        _ = try await producer.send(topic: topic, key: [1, 2], value: [], partition: 0)
+        try await producer.close()
+
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var messages: [KafkaConsumerMessage] = []
+        var iterator = consumer.events.makeAsyncIterator()
+        while messages.count < 2 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "both records") {
+                messages.append(message)
+            }
+        }
+        #expect(messages[0].key == nil)
+        #expect(messages[0].value == nil)
+        #expect(messages[0].headers == headers)
+        #expect(messages[1].key == [1, 2])
+        #expect(messages[1].value == [])
+        #expect(messages[1].headers.isEmpty)
+        try await consumer.close()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func statisticsReachTheHandler() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let received = EventRecorder<String>()
+        var configuration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
+        configuration.statisticsInterval = .milliseconds(100)
+        configuration.statisticsHandler = { received.append($0) }
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer"))
+        try await received.waitUntil("a statistics callback", within: .seconds(10)) { !$0.isEmpty }
+        #expect(received.entries[0].contains("\"type\": \"producer\"") || received.entries[0].contains("\"type\":\"producer\""))
+        try await producer.close()
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Kafka
+import Logging
+import Synchronization
+import Testing
+
+/// A logger that shows librdkafka warnings and worse on stderr (enough to diagnose a failing test).
+func testLogger(_ label: String, level: Logger.Level = .warning) -> Logger {
+    var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = level
+    return logger
+}
+
+/// A group id no other test (or earlier run) uses, so no test waits out another's session.
+func uniqueGroupID(_ name: String = #function) -> String {
+    "\(name.prefix { $0 != "(" })-\(UUID().uuidString.prefix(8))"
+}
+
+/// Consumer settings for the mock cluster: short timeouts so rebalances and evictions happen quickly.
+func testConsumerConfiguration(
+    _ cluster: MockKafkaCluster, group: String,
+    strategy: KafkaPartitionAssignmentStrategy = .cooperativeSticky
+) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: [cluster.bootstrapServers], groupID: group)
+    configuration.sessionTimeout = .seconds(6)
+    configuration.heartbeatInterval = .milliseconds(500)
+    configuration.maxPollInterval = .seconds(10)
+    configuration.autoCommitInterval = .milliseconds(200)
+    configuration.partitionAssignmentStrategy = strategy
+    configuration.revocationDrainTimeout = .seconds(10)
+    configuration.additionalProperties["topic.metadata.refresh.interval.ms"] = "1000"
+    return configuration
+}
+
+func testProducer(_ cluster: MockKafkaCluster, _ label: String = "producer") throws -> KafkaProducer {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
+    configuration.messageTimeout = .seconds(30)
+    return try KafkaProducer(configuration: configuration, logger: testLogger("test.\(label)"))
+}
+
+/// Sends `count` keyed records concurrently; returns the delivery report of each key.
+@discardableResult
+func produceKeyed(
+    _ producer: KafkaProducer, topic: String, count: Int, keyPrefix: String = "key"
+) async throws -> [String: KafkaDeliveryReport] {
+    try await withThrowingTaskGroup(of: (String, KafkaDeliveryReport).self) { group in
+        for index in 0..<count {
+            group.addTask {
+                let key = "\(keyPrefix)-\(index)"
+                return (key, try await producer.send(topic: topic, key: key, value: "value-\(index)"))
+            }
+        }
+        var reports: [String: KafkaDeliveryReport] = [:]
+        for try await (key, report) in group { reports[key] = report }
+        return reports
+    }
+}
+
+extension KafkaConsumerMessage {
+    var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
+}
+
+/// The next event, or a test failure naming what was expected.
+func nextEvent(
+    _ iterator: inout KafkaConsumerEvents.AsyncIterator, within timeout: Duration, expecting what: String
+) async throws -> KafkaConsumerEvent {
+    do {
+        guard let event = try await iterator.next(within: timeout) else {
+            throw TestFailure("consumer events finished while waiting for \(what)")
+        }
+        return event
+    } catch let error as KafkaError where error.code == .timedOut {
+        throw TestFailure("no \(what) within \(timeout)")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// An ordered log shared by tasks, with "wait until this holds" and a deadline.
+final class EventRecorder<Entry: Sendable>: Sendable {
+    private struct Waiter {
+        var predicate: @Sendable ([Entry]) -> Bool
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var entries: [Entry] = []
+        var waiters: [Int: Waiter] = [:]
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    var entries: [Entry] { state.withLock { $0.entries } }
+
+    func append(_ entry: Entry) {
+        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            state.entries.append(entry)
+            let entries = state.entries
+            let matched = state.waiters.filter { $0.value.predicate(entries) }
+            for id in matched.keys { state.waiters[id] = nil }
+            return matched.values.map(\.continuation)
+        }
+        ready.forEach { $0.resume(returning: true) }
+    }
+
+    /// Waits until `predicate` holds for the log; fails the wait with `what` after `timeout`.
+    func waitUntil(
+        _ what: String, within timeout: Duration, _ predicate: @escaping @Sendable ([Entry]) -> Bool
+    ) async throws {
+        let satisfied = await withCheckedContinuation { continuation in
+            let id = state.withLock { state -> Int? in
+                if predicate(state.entries) { return nil }
+                state.nextID += 1
+                state.waiters[state.nextID] = Waiter(predicate: predicate, continuation: continuation)
+                return state.nextID
+            }
+            guard let id else { return continuation.resume(returning: true) }
+            Task {
+                try? await Task.sleep(for: timeout)
+                state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume(returning: false)
+            }
+        }
+        if !satisfied { throw TestFailure("\(what) did not happen within \(timeout)") }
+    }
+}
+
+/// A one-shot flag a callback raises and a test awaits with a deadline.
+final class TestSignal: Sendable {
+    private let recorder = EventRecorder<Bool>()
+    func raise() { recorder.append(true) }
+    /// - Returns: whether it was raised within `timeout`.
+    func wait(within timeout: Duration) async -> Bool {
+        (try? await recorder.waitUntil("signal", within: timeout) { !$0.isEmpty }) != nil
+    }
+    var isRaised: Bool { !recorder.entries.isEmpty }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+/// Paths in the source checkout (tests only; the relay itself embeds the schemas).
+enum Checkout {
+    static let root: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func schemaFile(_ name: String) -> URL {
+        root.appendingPathComponent("Schemas").appendingPathComponent(name)
+    }
+
+    /// The example files of one schema and kind (`valid`, `invalid`, `invalid-beyond-schema`), sorted.
+    static func examples(_ schema: String, _ kind: String) -> [(name: String, bytes: [UInt8])] {
+        let folder = root.appendingPathComponent("Schemas/examples/\(schema)/\(kind)")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted().compactMap { name in
+            guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) else {
+                return nil
+            }
+            return ("\(schema)/\(kind)/\(name)", [UInt8](data))
+        }
+    }
+}
+
+/// SplitMix64: a small deterministic generator, so every run builds the same corpus.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Printable form for failure messages: ASCII as is, other bytes as \xNN, cut to `limit` bytes.
+    func escapedForMessage(limit: Int = 300) -> String {
+        var text = ""
+        for byte in prefix(limit) {
+            if byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "\\x" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return count > limit ? text + "…(\(count) bytes)" : text
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: Swift.max(0, width - count)) + self
+    }
+
+    var bytes: [UInt8] { Array(utf8) }
+}
