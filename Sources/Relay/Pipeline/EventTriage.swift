@@ -1,0 +1,63 @@
+import APNsCore
+import Kafka
+
+/// The first decision about a consumed message: send it, or answer it at once without sending.
+enum Triage: Sendable {
+    /// A valid event, ready for APNs.
+    case deliver(NotificationEvent, APNsNotification)
+    /// Refused before sending: publish this result (and the dead letter, if any) only.
+    case answer(DeliveryResult, DeadLetter?)
+}
+
+/// Reads a Kafka message into a `Triage`: size, schema, then APNs rules. Runs on the consumer loop,
+/// which owns the (single-threaded) decoder. Never throws: every input gets an answer.
+struct EventTriage {
+    let configuration: RelayConfiguration
+    let decoder: EventDecoder
+
+    func triage(_ message: KafkaConsumerMessage, receivedAt: Int64, nowSeconds: Int64) -> Triage {
+        let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
+        func invalid(_ stage: DeadLetter.Stage, code: String, message text: String, event: NotificationEvent? = nil) -> Triage {
+            let result = DeliveryResult(
+                eventID: event?.id, metadata: event?.metadata, outcome: .invalid, reason: code, message: text,
+                attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
+            )
+            let deadLetter = DeadLetter(
+                originalKey: message.key, originalValue: message.value,
+                originalHeaders: message.headers,
+                source: source, stage: stage, errorCode: code, message: text,
+                maxValueBytes: configuration.maxDeadLetterBytes
+            )
+            return .answer(result, deadLetter)
+        }
+
+        guard let value = message.value, !value.isEmpty else {
+            return invalid(.schema, code: "empty_event", message: "the Kafka message has no value")
+        }
+        let limit = min(configuration.maxEventBytes, EventDecoder.maxEventBytes)
+        if value.count > limit {
+            return invalid(.size, code: "event_too_large", message: "event is \(value.count) bytes; the limit is \(limit)")
+        }
+        let event: NotificationEvent
+        do {
+            event = try decoder.decode(value)
+        } catch {
+            return invalid(.schema, code: error.code.rawValue, message: error.description)
+        }
+        let notification = event.notification
+        if let expiration = notification.expiration, expiration > 0, expiration <= nowSeconds {
+            let result = DeliveryResult(
+                eventID: event.id, metadata: event.metadata, outcome: .expired, reason: "Expired",
+                message: "apns-expiration \(expiration) passed before the event could be sent",
+                attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
+            )
+            return .answer(result, nil)
+        }
+        do {
+            try notification.validate(authentication: configuration.authentication)
+        } catch {
+            return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, event: event)
+        }
+        return .deliver(event, notification)
+    }
+}

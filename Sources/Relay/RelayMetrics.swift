@@ -1,0 +1,24 @@
+import CoreMetrics
+
+/// The relay's metrics, named for Prometheus (`apns_relay_*`, seconds for time, `_total` for counters).
+/// Backed by whatever `MetricsSystem` the process bootstrapped (swift-prometheus in `apns-relay run`).
+struct RelayMetrics: Sendable {
+    let consumed = Counter(label: "apns_relay_events_consumed_total")
+    let retries = Counter(label: "apns_relay_delivery_retries_total")
+    let publishFailures = Counter(label: "apns_relay_producer_delivery_failures_total")
+    let removedTokens = Counter(label: "apns_relay_removed_tokens_total")
+    let deadLetters = Counter(label: "apns_relay_dead_letters_total")
+    let inFlight = Gauge(label: "apns_relay_events_in_flight")
+    let inFlightBytes = Gauge(label: "apns_relay_events_in_flight_bytes")
+    let pausedPartitions = Gauge(label: "apns_relay_paused_partitions")
+    let assignedPartitions = Gauge(label: "apns_relay_assigned_partitions")
+    /// From consume to result durable in Kafka.
+    let latency = Timer(label: "apns_relay_event_latency_seconds", preferredDisplayUnit: .seconds)
+
+    func result(_ outcome: DeliveryOutcome, reason: String?) {
+        Counter(
+            label: "apns_relay_results_total",
+            dimensions: [("outcome", outcome.rawValue), ("reason", reason ?? "")]
+        ).increment()
+    }
+}
