@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
     ],
     targets: [
         // MARK: System libraries (Debian -dev packages; see Makefile `deps`)
@@ -83,9 +84,20 @@ let package = Package(
             name: "Relay",
             dependencies: [
                 "Kafka", "APNsCore", "APNsClient", "CEventJSON",
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // In-process mock Kafka + mock APNs + throw-away key: for the demo, end-to-end tests and benchmarks.
+        .target(
+            name: "RelaySandbox",
+            dependencies: [
+                "Relay", "Kafka", "APNsMock", "APNsCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
@@ -93,11 +105,15 @@ let package = Package(
         .executableTarget(
             name: "apns-relay",
             dependencies: [
-                "Relay", "Kafka", "APNsMock",
+                "Relay", "Kafka", "APNsMock", "RelaySandbox",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -120,11 +136,28 @@ let package = Package(
             path: "Benchmarks/KafkaConsume"
         ),
 
+        .executableTarget(
+            name: "apns-client-tool",
+            dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/APNsClient"
+        ),
+
         // MARK: Tests
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
-        .testTarget(name: "APNsMockTests", dependencies: ["APNsMock"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "APNsMock", "Kafka"]),
+        .testTarget(
+            name: "APNsMockTests",
+            dependencies: [
+                "APNsMock", "APNsCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "APNsMock", "Kafka", "RelaySandbox"]),
     ]
 )

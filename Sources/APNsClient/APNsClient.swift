@@ -1,1 +1,88 @@
-// placeholder: replaced by the module's implementation
+import APNsCore
+import Logging
+import Synchronization
+
+/// Sends device pushes to APNs over pooled TLS + HTTP/2 connections (nghttp2 over OpenSSL).
+///
+/// One client per credential (token key or certificate); it keeps one pool per environment. Thread-safe.
+/// The relay owns retries: `send` returns every APNs answer (including errors) and throws only when no
+/// answer came, with a `TransportFailure` to feed `DeliveryDecision(failure:)`.
+public final class APNsClient: Sendable {
+    public let configuration: APNsClientConfiguration
+    private let pools: [APNsEnvironment: ConnectionPool]
+    private let metrics = ClientMetrics()
+    private let inFlight = Atomic<Int>(0)
+    private let logger: Logger
+
+    /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
+    public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+        self.configuration = configuration
+        self.logger = logger
+        let certificate: ClientCertificate?
+        let token: TokenSource?
+        switch configuration.credential {
+        case .token(let signer):
+            certificate = nil
+            token = TokenSource(signer: signer, clock: configuration.clock, policy: configuration.tokenRotation)
+        case .certificate(let c):
+            certificate = c
+            token = nil
+        }
+        let tls = try TLSContext(trust: configuration.trust, clientCertificate: certificate, logger: logger)
+        var pools: [APNsEnvironment: ConnectionPool] = [:]
+        for env in APNsEnvironment.allCases {
+            let endpoint = configuration.endpoints[env] ?? .init(host: env.host)
+            var poolLogger = logger
+            poolLogger[metadataKey: "apns.environment"] = "\(env.rawValue)"
+            pools[env] = ConnectionPool(endpoint: endpoint, configuration: configuration, tls: tls, token: token, logger: poolLogger, metrics: metrics)
+        }
+        self.pools = pools
+    }
+
+    /// Sends one notification to its environment and returns APNs' answer (success or error response).
+    ///
+    /// Suspends (never blocks a thread) while every connection is full. Requests APNs provably did not
+    /// process are resent on another connection before `deadline`; nothing else is retried here.
+    /// - Throws: `APNsClientError` with `code == .transport` and a `transportFailure`
+    ///   (`.timedOut` when `deadline` passes, `.connectFailed`, `.connectionLost`, `.notProcessed`,
+    ///   `.streamRefused`), or `.shutdown`.
+    public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        let pool = pools[notification.environment]!
+        let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host)
+        let start = ContinuousClock.now
+        metrics.requests.increment()
+        metrics.streamsInUse.record(inFlight.add(1, ordering: .relaxed).newValue)
+        defer { metrics.streamsInUse.record(inFlight.subtract(1, ordering: .relaxed).newValue) }
+        do {
+            let response = try await pool.send(prepared, deadline: deadline)
+            metrics.latency.recordNanoseconds((ContinuousClock.now - start).nanoseconds)
+            metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
+            return response
+        } catch {
+            metrics.transportFailures.increment()
+            throw error
+        }
+    }
+
+    /// `send(_:deadline:)` with a deadline `timeout` from now.
+    public func send(_ notification: APNsNotification, timeout: Duration = .seconds(10)) async throws -> APNsResponse {
+        try await send(notification, deadline: .now.advanced(by: timeout))
+    }
+
+    /// Stops taking requests, lets in-flight ones finish until `deadline`, then closes every connection.
+    public func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
+        for pool in pools.values { await pool.shutdown(deadline: deadline) }
+    }
+
+    /// Open connections per environment (for tests, benchmarks and readiness).
+    public func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }
+
+    /// The peers' current MAX_CONCURRENT_STREAMS, one per open connection.
+    public func maxConcurrentStreams(for environment: APNsEnvironment) -> [Int] {
+        pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}

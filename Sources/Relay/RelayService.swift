@@ -28,6 +28,8 @@ public final class RelayService: Service, Sendable {
     private let metrics = RelayMetrics()
     private let wallClock: @Sendable () -> Double
     private let started = Atomic<Bool>(false)
+    /// 0 created, 1 running, 2 stopping, 3 stopped, 4 failed.
+    private let phase = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -54,6 +56,21 @@ public final class RelayService: Service, Sendable {
         public var paused: Bool
     }
 
+    /// `nil` while the service is healthy (for `/healthz`), else why not.
+    public var liveness: String? {
+        phase.load(ordering: .relaxed) == 4 ? "the relay stopped with an error" : nil
+    }
+
+    /// `nil` when the service takes work (for `/readyz`), else why not.
+    public var readiness: String? {
+        switch phase.load(ordering: .relaxed) {
+        case 0: "starting"
+        case 1: nil
+        case 2: "shutting down"
+        default: "stopped"
+        }
+    }
+
     public var status: Status {
         Status(assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused)
     }
@@ -62,17 +79,24 @@ public final class RelayService: Service, Sendable {
         guard !started.exchange(true, ordering: .relaxed) else {
             throw RelayError("RelayService.run() called twice")
         }
-        try consumer.subscribe(topics: configuration.topics.input)
-        try consumer.start()
-        logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
+        do {
+            try consumer.subscribe(topics: configuration.topics.input)
+            try consumer.start()
+        } catch {
+            phase.store(4, ordering: .relaxed)
+            throw error
+        }
         let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
         let triage = EventTriage(configuration: configuration, decoder: decoder)
+        phase.store(1, ordering: .relaxed)
+        logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
 
         await withTaskGroup(of: Void.self) { group in
             // The consumer loop ends on graceful shutdown (or when the consumer closes).
             for await event in consumer.events.cancelOnGracefulShutdown() {
                 handle(event, triage: triage, group: &group)
             }
+            phase.store(2, ordering: .relaxed)
             logger.info("relay stopping: draining in-flight events", metadata: ["inFlight": "\(state.inFlightEvents)"])
             let drained = await state.waitUntilDrained(nil, timeout: configuration.drainTimeout)
             if !drained {
@@ -93,6 +117,7 @@ public final class RelayService: Service, Sendable {
         } catch {
             logger.error("consumer close failed", metadata: ["error": "\(error)"])
         }
+        phase.store(3, ordering: .relaxed)
         logger.info("relay stopped")
     }
 

@@ -6,6 +6,6 @@ struct ApnsRelay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-relay",
         abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
-        subcommands: [MockKafkaCommand.self]
+        subcommands: [RunCommand.self, DemoCommand.self, ValidateCommand.self, MockKafkaCommand.self]
     )
 }

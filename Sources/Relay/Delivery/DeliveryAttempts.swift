@@ -45,7 +45,7 @@ public struct DeliveryAttempts: Sendable {
                 response = answer
                 decision = DeliveryDecision(response: answer)
             } catch {
-                let cause = (error as? TransportFailureError)?.transportFailure ?? .connectionLost
+                let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
                 failure = cause
                 decision = DeliveryDecision(failure: cause)
             }

@@ -9,8 +9,8 @@ public protocol NotificationSender: Sendable {
     func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
 }
 
-/// An error that carries why a request got no APNs response. Errors that do not conform are treated as
-/// `.connectionLost` (a retriable failure whose delivery state is unknown).
+/// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no
+/// failure, are treated as `.connectionLost` (retriable; whether APNs delivered is unknown).
 public protocol TransportFailureError: Error {
-    var transportFailure: TransportFailure { get }
+    var transportFailure: TransportFailure? { get }
 }

@@ -1,0 +1,80 @@
+import APNsCore
+import Logging
+
+/// Everything an `APNsClient` needs: credential, where to connect, how to trust the server, pool limits.
+public struct APNsClientConfiguration: Sendable {
+    /// How requests authenticate.
+    public enum Credential: Sendable, CustomStringConvertible {
+        /// Provider token (JWT, ES256) from a `.p8` key, shared by every replica.
+        case token(ProviderTokenSigner)
+        /// TLS client certificate (mutual TLS); requests carry no `authorization` header.
+        case certificate(ClientCertificate)
+
+        public var description: String {
+            switch self {
+            case .token(let s): "token(\(s))"
+            case .certificate(let c): "certificate(\(c))"
+            }
+        }
+    }
+
+    /// Host and port to connect to.
+    public struct Endpoint: Sendable, Hashable {
+        public var host: String
+        public var port: Int
+        public init(host: String, port: Int = 443) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// Per-connection timing.
+    public struct Connection: Sendable {
+        public var connectTimeout: Duration = .seconds(10)
+        public var pingInterval: Duration = .seconds(60)
+        public var pingTimeout: Duration = .seconds(10)
+        public var maxOutputBufferBytes: Int = 256 * 1024
+        public init() {}
+    }
+
+    /// Pool limits, per environment.
+    public struct Pool: Sendable {
+        /// Connections kept open (opened lazily on first use).
+        public var minConnections = 1
+        public var maxConnections = 8
+        /// Transparent resends of requests APNs never processed (GOAWAY above last-stream-id, REFUSED_STREAM).
+        public var maxTransparentResends = 3
+        /// Connections opening at the same time (Apple treats connection storms as abuse).
+        public var maxConcurrentConnects = 2
+        /// Reconnect backoff after failed connects: base, doubling, capped, with full jitter.
+        public var reconnectBackoffBase: Duration = .milliseconds(100)
+        public var reconnectBackoffMax: Duration = .seconds(10)
+        /// Retire a connection after this many request timeouts.
+        public var maxTimeoutsPerConnection = 3
+        /// Retire a connection whose latency is this many times the pool's median (with ≥ 3 connections).
+        public var latencyOutlierFactor = 4.0
+        public init() {}
+    }
+
+    public var credential: Credential
+    /// Where each environment's requests go; default: Apple's push hosts on 443.
+    public var endpoints: [APNsEnvironment: Endpoint]
+    /// Server certificate verification; use `.caFile(path)` for the mock.
+    public var trust: ServerTrust = .systemTrustStore
+    public var connection = Connection()
+    public var pool = Pool()
+    /// Wall clock for provider-token epochs (injectable for tests).
+    public var clock: WallClock = .system
+    public var tokenRotation = TokenRotationPolicy()
+
+    public init(credential: Credential, trust: ServerTrust = .systemTrustStore) {
+        self.credential = credential
+        self.trust = trust
+        self.endpoints = Dictionary(uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, Endpoint(host: $0.host)) })
+    }
+
+    /// Sends every environment's requests to `endpoint` (the mock).
+    public mutating func route(allEnvironmentsTo endpoint: Endpoint) {
+        for env in APNsEnvironment.allCases { endpoints[env] = endpoint }
+    }
+}

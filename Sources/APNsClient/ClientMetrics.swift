@@ -1,0 +1,26 @@
+import Metrics
+
+/// swift-metrics instruments of one client; labels start with `apns_client_`.
+struct ClientMetrics: Sendable {
+    let requests = Counter(label: "apns_client_requests_total")
+    let latency = Metrics.Timer(label: "apns_client_request_duration_seconds")
+    let transportFailures = Counter(label: "apns_client_transport_failures_total")
+    let transparentResends = Counter(label: "apns_client_transparent_resends_total")
+    let connectionsOpening = Counter(label: "apns_client_connections_opening_total")
+    let connectionsOpened = Counter(label: "apns_client_connections_opened_total")
+    let connectionsClosed = Counter(label: "apns_client_connections_closed_total")
+    let connectFailures = Counter(label: "apns_client_connect_failures_total")
+    let goaways = Counter(label: "apns_client_goaway_total")
+    let tokenRotations = Counter(label: "apns_client_token_rotations_total")
+    let connections = Gauge(label: "apns_client_connections")
+    let streamsInUse = Gauge(label: "apns_client_streams_in_use")
+
+    func response(_ response: APNsResponseSummary) {
+        Counter(label: "apns_client_responses_total", dimensions: [("status", response.status), ("reason", response.reason)]).increment()
+    }
+}
+
+struct APNsResponseSummary {
+    let status: String
+    let reason: String
+}

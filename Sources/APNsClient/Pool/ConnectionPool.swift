@@ -1,0 +1,326 @@
+import APNsCore
+import Logging
+import Synchronization
+
+/// The connections for one (environment, credential): picks the least-loaded usable connection, opens more
+/// when streams or the send window saturate, retires timed-out and slow ones, reconnects with jittered
+/// backoff, and makes callers wait (suspended, with their deadline) when every connection is full.
+///
+/// Requests APNs never processed (GOAWAY above last-stream-id, REFUSED_STREAM) are resent here, transparently,
+/// on another connection while the deadline allows: they are provably safe, and only the pool knows another
+/// connection. Everything else (including 429/5xx) goes back to the relay, which owns retry policy.
+final class ConnectionPool: Sendable {
+    private struct Entry {
+        let connection: APNsConnection
+        var inFlight = 0
+    }
+    private struct Waiter {
+        let id: Int
+        let continuation: CheckedContinuation<APNsConnection, any Error>
+    }
+    private struct State {
+        var entries: [Int: Entry] = [:]
+        var connecting = 0
+        var waiters: [Waiter] = []
+        var nextID = 0
+        var failedConnects = 0
+        var lastConnectError: APNsClientError?
+        var reconnectScheduled = false
+        var shuttingDown = false
+        var lastMaintenance = ContinuousClock.now
+    }
+
+    let endpoint: APNsClientConfiguration.Endpoint
+    let configuration: APNsClientConfiguration
+    let tls: TLSContext
+    let token: TokenSource?
+    let logger: Logger
+    let metrics: ClientMetrics
+    private let state = Mutex(State())
+
+    init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
+         token: TokenSource?, logger: Logger, metrics: ClientMetrics) {
+        self.endpoint = endpoint
+        self.configuration = configuration
+        self.tls = tls
+        self.token = token
+        self.logger = logger
+        self.metrics = metrics
+    }
+
+    /// Sends on the best connection, resending never-processed requests on another one.
+    func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        var resends = 0
+        while true {
+            let connection = try await acquire(deadline: deadline)
+            let result: Result<APNsResponse, APNsClientError>
+            do {
+                result = .success(try await connection.send(request, deadline: deadline))
+            } catch let error as APNsClientError {
+                result = .failure(error)
+            }
+            release(connection, result: result)
+            switch result {
+            case .success(let response):
+                return response
+            case .failure(let error):
+                let safe = error.transportFailure == .notProcessed || error.transportFailure == .streamRefused
+                if safe && resends < configuration.pool.maxTransparentResends && ContinuousClock.now < deadline {
+                    resends += 1
+                    metrics.transparentResends.increment()
+                    continue
+                }
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Choosing a connection
+
+    private enum Pick {
+        case use(APNsConnection)
+        case wait
+        case fail(APNsClientError)
+    }
+
+    private func acquire(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
+        let (pick, open) = state.withLock { s -> (Pick, Int) in
+            guard !s.shuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), 0) }
+            let choice = Self.choose(&s)
+            let open = self.connectionsToOpen(&s)
+            if let choice { return (.use(choice), open) }
+            return (.wait, open)
+        }
+        for _ in 0..<open { openConnection() }
+        switch pick {
+        case .use(let c): return c
+        case .fail(let e): throw e
+        case .wait: return try await wait(deadline: deadline)
+        }
+    }
+
+    /// Least-loaded usable connection with a free stream; counts the request against it.
+    private static func choose(_ s: inout State) -> APNsConnection? {
+        var best: (id: Int, score: Double)?
+        for (id, entry) in s.entries {
+            let load = entry.connection.load
+            guard load.phase == .ready, !load.retired else { continue }
+            let capacity = max(1, load.maxConcurrentStreams)
+            guard entry.inFlight < capacity else { continue }
+            var score = Double(entry.inFlight) / Double(capacity)
+            if load.sendWindow < 4096 { score += 1 }  // flow-control window exhausted: prefer others
+            if best == nil || score < best!.score { best = (id, score) }
+        }
+        guard let best else { return nil }
+        s.entries[best.id]!.inFlight += 1
+        return s.entries[best.id]!.connection
+    }
+
+    /// How many connections to start now: up to the minimum, and one more when every usable one is saturated.
+    private func connectionsToOpen(_ s: inout State) -> Int {
+        guard !s.reconnectScheduled, !s.shuttingDown else { return 0 }
+        let pool = configuration.pool
+        var usable = 0
+        var saturated = 0
+        for entry in s.entries.values {
+            let load = entry.connection.load
+            guard load.phase != .closed, !load.retired, load.phase != .draining else { continue }
+            usable += 1
+            if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096) {
+                saturated += 1
+            }
+        }
+        let total = usable + s.connecting
+        var want = max(0, pool.minConnections - total)
+        if want == 0 && usable > 0 && saturated == usable && total < pool.maxConnections { want = 1 }
+        if want == 0 && total == 0 { want = 1 }
+        want = min(want, pool.maxConcurrentConnects - s.connecting, pool.maxConnections - total)
+        want = max(0, want)
+        s.connecting += want
+        return want
+    }
+
+    private func wait(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
+        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
+        // The timer makes this wait end by the deadline even if no connection ever frees up.
+        let timer = Task { [weak self] in
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            self?.expireWaiter(id: id)
+        }
+        defer { timer.cancel() }
+        return try await withCheckedThrowingContinuation { continuation in
+            let immediate = state.withLock { s -> APNsConnection? in
+                if let c = Self.choose(&s) { return c }
+                s.waiters.append(Waiter(id: id, continuation: continuation))
+                return nil
+            }
+            if let immediate { continuation.resume(returning: immediate) }
+        }
+    }
+
+    private func expireWaiter(id: Int) {
+        let (waiter, lastError) = state.withLock { s -> (Waiter?, APNsClientError?) in
+            guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return (nil, nil) }
+            return (s.waiters.remove(at: index), s.lastConnectError)
+        }
+        guard let waiter else { return }
+        if let lastError, state.withLock({ $0.entries.isEmpty }) {
+            waiter.continuation.resume(throwing: APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastError.message)"))
+        } else {
+            waiter.continuation.resume(throwing: APNsClientError(transport: .timedOut, "no free stream before the deadline"))
+        }
+    }
+
+    /// Hands freed capacity to waiters (outside the lock).
+    private func dispatchWaiters() {
+        var handOff: [(Waiter, APNsConnection)] = []
+        state.withLock { s in
+            while !s.waiters.isEmpty, let c = Self.choose(&s) {
+                handOff.append((s.waiters.removeFirst(), c))
+            }
+        }
+        for (w, c) in handOff { w.continuation.resume(returning: c) }
+    }
+
+    private func release(_ connection: APNsConnection, result: Result<APNsResponse, APNsClientError>) {
+        var retire = false
+        switch result {
+        case .success(let response):
+            switch response.reason {
+            case .expiredProviderToken?, .tooManyProviderTokenUpdates?, .unrelatedKeyIdInToken?, .idleTimeout?:
+                retire = true  // the connection (or its token) is spoiled: replace it with a fresh one
+            default: break
+            }
+        case .failure(let error):
+            if error.transportFailure == .timedOut,
+                connection.load.timeouts + 1 >= configuration.pool.maxTimeoutsPerConnection { retire = true }
+        }
+        if retire {
+            logger.notice("retiring connection", metadata: ["apns.connection": "\(connection.id)"])
+            connection.drain()
+        }
+        let open = state.withLock { s -> Int in
+            s.entries[connection.id]?.inFlight -= 1
+            if ContinuousClock.now - s.lastMaintenance > .seconds(1) {
+                s.lastMaintenance = .now
+                retireLatencyOutliers(&s)
+            }
+            return retire || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0
+        }
+        for _ in 0..<open { openConnection() }
+        dispatchWaiters()
+    }
+
+    private func retireLatencyOutliers(_ s: inout State) {
+        let live = s.entries.values.filter { $0.connection.load.phase == .ready && !$0.connection.load.retired && $0.connection.load.latency > 0 }
+        guard live.count >= 3 else { return }
+        let latencies = live.map { $0.connection.load.latency }.sorted()
+        let median = latencies[latencies.count / 2]
+        for entry in live where entry.connection.load.latency > max(0.05, median * configuration.pool.latencyOutlierFactor) {
+            logger.notice("retiring latency outlier", metadata: ["apns.connection": "\(entry.connection.id)", "latency": "\(entry.connection.load.latency)"])
+            entry.connection.drain()
+        }
+    }
+
+    // MARK: - Opening and closing
+
+    private func openConnection() {
+        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
+        var connectionConfiguration = APNsConnectionConfiguration(host: endpoint.host, port: endpoint.port, trust: configuration.trust)
+        connectionConfiguration.connectTimeout = configuration.connection.connectTimeout
+        connectionConfiguration.pingInterval = configuration.connection.pingInterval
+        connectionConfiguration.pingTimeout = configuration.connection.pingTimeout
+        connectionConfiguration.maxOutputBufferBytes = configuration.connection.maxOutputBufferBytes
+        metrics.connectionsOpening.increment()
+        Task {
+            do {
+                let connection = try await APNsConnection.connect(
+                    id: id, configuration: connectionConfiguration, tls: tls, token: token, logger: logger,
+                    onEvent: { [weak self] event in self?.handle(event, connectionID: id) }
+                )
+                let shuttingDown = state.withLock { s -> Bool in
+                    s.connecting -= 1
+                    s.failedConnects = 0
+                    s.lastConnectError = nil
+                    if !s.shuttingDown { s.entries[id] = Entry(connection: connection) }
+                    return s.shuttingDown
+                }
+                metrics.connectionsOpened.increment()
+                if shuttingDown { connection.drain() }
+                dispatchWaiters()
+            } catch {
+                let clientError = error as? APNsClientError ?? APNsClientError(transport: .connectFailed, "\(error)")
+                logger.warning("APNs connect failed: \(clientError.message)")
+                metrics.connectFailures.increment()
+                let delay = state.withLock { s -> Duration? in
+                    s.connecting -= 1
+                    s.failedConnects += 1
+                    s.lastConnectError = clientError
+                    guard !s.shuttingDown, !s.reconnectScheduled else { return nil }
+                    s.reconnectScheduled = true
+                    return backoff(attempt: s.failedConnects)
+                }
+                if let delay { scheduleReconnect(after: delay) }
+            }
+        }
+    }
+
+    private func backoff(attempt: Int) -> Duration {
+        let pool = configuration.pool
+        let exponent = min(attempt - 1, 20)
+        let ceiling = min(pool.reconnectBackoffBase * (1 << exponent), pool.reconnectBackoffMax)
+        return ceiling * Double.random(in: 0.5...1.0)  // jitter: replicas must not reconnect in lockstep
+    }
+
+    private func scheduleReconnect(after delay: Duration) {
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self else { return }
+            let open = state.withLock { s -> Int in
+                s.reconnectScheduled = false
+                return s.waiters.isEmpty && s.entries.count >= configuration.pool.minConnections ? 0 : connectionsToOpen(&s)
+            }
+            for _ in 0..<open { openConnection() }
+        }
+    }
+
+    private func handle(_ event: ConnectionEvent, connectionID: Int) {
+        switch event {
+        case .ready:
+            break
+        case .tokenRotated:
+            metrics.tokenRotations.increment()
+        case .goaway(_, _, let debug):
+            metrics.goaways.increment()
+            logger.notice("connection draining after GOAWAY", metadata: ["apns.connection": "\(connectionID)", "debug": "\(debug)"])
+            let open = state.withLock { s in s.waiters.isEmpty ? 0 : connectionsToOpen(&s) }
+            for _ in 0..<open { openConnection() }
+        case .closed:
+            metrics.connectionsClosed.increment()
+            let open = state.withLock { s -> Int in
+                s.entries[connectionID] = nil
+                return s.shuttingDown || (s.waiters.isEmpty && s.entries.count >= configuration.pool.minConnections) ? 0 : connectionsToOpen(&s)
+            }
+            for _ in 0..<open { openConnection() }
+        }
+    }
+
+    var connectionCount: Int { state.withLock { $0.entries.count } }
+
+    var loads: [ConnectionLoad] { state.withLock { $0.entries.values.map { $0.connection.load } } }
+
+    /// Stops taking requests, lets in-flight ones finish (each bounded by its own deadline), closes connections.
+    func shutdown(deadline: ContinuousClock.Instant) async {
+        let (waiters, connections) = state.withLock { s -> ([Waiter], [APNsConnection]) in
+            s.shuttingDown = true
+            let w = s.waiters
+            s.waiters.removeAll()
+            return (w, s.entries.values.map(\.connection))
+        }
+        for w in waiters { w.continuation.resume(throwing: APNsClientError(.shutdown, "client is shutting down")) }
+        for c in connections { c.drain() }
+        while ContinuousClock.now < deadline && state.withLock({ !$0.entries.isEmpty || $0.connecting > 0 }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}

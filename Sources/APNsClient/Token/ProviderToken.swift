@@ -1,0 +1,33 @@
+/// A signed APNs provider token (JWT, ES256). Its text is a secret: `description` redacts it.
+public struct ProviderToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// `iat`, UNIX seconds; aligned to the signer's rotation epoch.
+    public let issuedAt: Int64
+    public let keyID: String
+    public let teamID: String
+    /// `header.claims.signature`. Never log it.
+    public let jwt: String
+
+    /// The `authorization` header value: `bearer <jwt>`.
+    public var authorization: String { "bearer " + jwt }
+
+    public var description: String { "ProviderToken(kid: \(keyID), iss: \(teamID), iat: \(issuedAt), jwt: <redacted>)" }
+    public var debugDescription: String { description }
+}
+
+/// A wall clock in UNIX seconds; injectable so tests can simulate hours of token rotation.
+public struct WallClock: Sendable {
+    public let now: @Sendable () -> Int64
+    public init(now: @escaping @Sendable () -> Int64) { self.now = now }
+
+    public static let system = WallClock {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

@@ -1,0 +1,144 @@
+import Synchronization
+
+/// Mints the fleet-wide provider token for one key.
+///
+/// Every replica with the same key derives the *same* token without coordination: `iat` is aligned to the
+/// rotation epoch (`floor(now / epoch) * epoch`) and the ES256 signature uses the RFC 6979 nonce, so the JWT
+/// is byte-identical on every pod for a given epoch. Thread-safe; signs at most once per epoch.
+public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
+    /// Allowed rotation epochs: at least 20 minutes (APNs' minimum between updates) and at most 35 minutes, so a
+    /// connection can hold a token 20 minutes and still switch before it is 55 minutes old.
+    public static let allowedEpochs: ClosedRange<Int64> = 20 * 60...35 * 60
+
+    public let keyID: String
+    public let teamID: String
+    /// Rotation epoch in seconds.
+    public let epochSeconds: Int64
+    // Invariant for @unchecked: ECPrivateKey is only used under `state`'s lock.
+    private struct State: @unchecked Sendable {
+        var key: ECPrivateKey
+        var cached: ProviderToken?
+    }
+    private let state: Mutex<State>
+
+    /// - Parameters:
+    ///   - pem: the `.p8` file's contents (PKCS#8 PEM, P-256).
+    ///   - keyID: the 10-character Key ID (`kid`).
+    ///   - teamID: the 10-character Team ID (`iss`).
+    ///   - rotationEpoch: 20–35 minutes; default 30.
+    /// - Throws: `APNsClientError` with code `.invalidCredential`.
+    public convenience init(pem: String, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
+        try self.init(key: try ECPrivateKey(pem: Array(pem.utf8)), keyID: keyID, teamID: teamID, rotationEpoch: rotationEpoch)
+    }
+
+    init(key: ECPrivateKey, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
+        let epoch = rotationEpoch.components.seconds
+        guard Self.allowedEpochs.contains(epoch) else {
+            throw APNsClientError(.invalidConfiguration, "token rotation epoch must be 20–35 minutes, got \(epoch) s")
+        }
+        for (name, value) in [("keyID", keyID), ("teamID", teamID)] {
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 < 0x80 && (($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a)) }) else {
+                throw APNsClientError(.invalidCredential, "\(name) must be non-empty ASCII letters and digits")
+            }
+        }
+        self.keyID = keyID
+        self.teamID = teamID
+        self.epochSeconds = epoch
+        self.state = Mutex(State(key: key, cached: nil))
+    }
+
+    /// The epoch-aligned `iat` for `now` (UNIX seconds).
+    public func issuedAt(forNow now: Int64) -> Int64 {
+        let q = now >= 0 ? now / epochSeconds : (now - epochSeconds + 1) / epochSeconds
+        return q * epochSeconds
+    }
+
+    /// The token of the epoch containing `now`. Deterministic: same key and epoch ⇒ same bytes.
+    /// - Throws: `APNsClientError(.signingFailed)` if OpenSSL cannot sign (out of memory).
+    public func token(now: Int64) throws(APNsClientError) -> ProviderToken {
+        let iat = issuedAt(forNow: now)
+        let result: ProviderToken? = state.withLock { state in
+            if let cached = state.cached, cached.issuedAt == iat { return cached }
+            guard let token = Self.sign(key: state.key, keyID: keyID, teamID: teamID, iat: iat) else { return nil }
+            state.cached = token
+            return token
+        }
+        guard let result else { throw APNsClientError(.signingFailed, "ECDSA signing failed") }
+        return result
+    }
+
+    static func sign(key: ECPrivateKey, keyID: String, teamID: String, iat: Int64) -> ProviderToken? {
+        let header = Base64URL.encode(Array("{\"alg\":\"ES256\",\"kid\":\"\(keyID)\"}".utf8))
+        let claims = Base64URL.encode(Array("{\"iss\":\"\(teamID)\",\"iat\":\(iat)}".utf8))
+        let signingInput = header + "." + claims
+        guard let signature = DeterministicECDSA.sign(message: Array(signingInput.utf8), key: key) else { return nil }
+        return ProviderToken(
+            issuedAt: iat, keyID: keyID, teamID: teamID,
+            jwt: signingInput + "." + Base64URL.encode(signature.raw)
+        )
+    }
+
+    public var description: String { "ProviderTokenSigner(kid: \(keyID), iss: \(teamID), epoch: \(epochSeconds) s, key: <redacted>)" }
+}
+
+/// When a connection switches to a newer token.
+///
+/// APNs rejects token changes on a connection more often than every 20 minutes (429
+/// TooManyProviderTokenUpdates) and tokens older than an hour (403 ExpiredProviderToken). A connection
+/// therefore keeps its token at least `minimumHold` after adopting it and switches before the token is
+/// `maximumAge` old; with an epoch ≤ 35 minutes both always hold.
+public struct TokenRotationPolicy: Sendable, Hashable {
+    public var minimumHold: Int64 = 20 * 60
+    public var maximumAge: Int64 = 55 * 60
+    public init() {}
+
+    /// Whether a connection that adopted `current` at `adoptedAt` should switch to `candidate` at `now`.
+    public func shouldSwitch(current: ProviderToken, adoptedAt: Int64, candidate: ProviderToken, now: Int64) -> Bool {
+        guard candidate.issuedAt > current.issuedAt else { return false }
+        if now - current.issuedAt >= maximumAge { return true }
+        return now - adoptedAt >= minimumHold
+    }
+}
+
+enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 2 < bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func decode(_ string: String) -> [UInt8]? {
+        var lookup = [UInt8](repeating: 0xff, count: 256)
+        for (i, c) in alphabet.enumerated() { lookup[Int(c)] = UInt8(i) }
+        var out = [UInt8]()
+        var acc: UInt32 = 0
+        var bits = 0
+        for c in string.utf8 {
+            let v = lookup[Int(c)]
+            guard v != 0xff else { return nil }
+            acc = acc << 6 | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(acc >> UInt32(bits) & 0xff))
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,163 @@
+import APNsCore
+import CNGHTTP2
+import Glibc
+import Logging
+import Synchronization
+
+/// Settings of one TLS + HTTP/2 connection to APNs (or the mock).
+public struct APNsConnectionConfiguration: Sendable {
+    /// Host to resolve and to name in SNI, certificate verification and `:authority`.
+    public var host: String
+    public var port: Int
+    public var trust: ServerTrust
+    /// TCP connect, TLS handshake and the server's first SETTINGS, together.
+    public var connectTimeout: Duration = .seconds(10)
+    /// Send a PING when nothing was received for this long.
+    public var pingInterval: Duration = .seconds(60)
+    /// Close the connection (`connectionLost`) if a PING is not answered within this.
+    public var pingTimeout: Duration = .seconds(10)
+    /// Bytes of encrypted output buffered before nghttp2 is no longer drained (bounds memory on slow peers).
+    public var maxOutputBufferBytes: Int = 256 * 1024
+
+    public init(host: String, port: Int = 443, trust: ServerTrust = .systemTrustStore) {
+        self.host = host
+        self.port = port
+        self.trust = trust
+    }
+}
+
+/// Load and health of a connection, published by its I/O thread for the pool.
+struct ConnectionLoad: Sendable {
+    enum Phase: Sendable, Equatable { case connecting, ready, draining, closed }
+    var phase: Phase = .connecting
+    /// Requests accepted and not yet completed (queued locally or on the wire).
+    var outstanding = 0
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+    var maxConcurrentStreams = 1
+    /// Connection-level send window left, bytes.
+    var sendWindow = 65535
+    /// Exponentially weighted response latency, seconds.
+    var latency: Double = 0
+    var completed = 0
+    var timeouts = 0
+    /// Set when the pool should stop using it (e.g. the token was refused); it keeps draining.
+    var retired = false
+}
+
+/// What a connection tells its owner.
+enum ConnectionEvent: Sendable {
+    case ready
+    case goaway(lastStreamID: Int32, errorCode: UInt32, debug: String)
+    case closed
+    case tokenRotated
+}
+
+/// One TLS + HTTP/2 connection, driven by its own I/O thread.
+///
+/// `send` hands the request to the I/O thread through a locked inbox and an eventfd and suspends on a
+/// continuation that the I/O thread resumes; the cooperative pool never blocks. Requests beyond the peer's
+/// MAX_CONCURRENT_STREAMS wait in a local queue on the I/O thread.
+final class APNsConnection: Sendable {
+    struct Shared {
+        var inbox: [StreamRequest] = []
+        var load = ConnectionLoad()
+        var drainRequested = false
+    }
+    let id: Int
+    let configuration: APNsConnectionConfiguration
+    let shared: Mutex<Shared>
+    let wakeFD: Int32
+    let logger: Logger
+
+    private init(id: Int, configuration: APNsConnectionConfiguration, logger: Logger) throws(APNsClientError) {
+        self.id = id
+        self.configuration = configuration
+        self.shared = Mutex(Shared())
+        let fd = cnghttp2_eventfd_nonblocking()
+        guard fd >= 0 else { throw APNsClientError(transport: .connectFailed, "eventfd failed", underlyingCode: Int(errno)) }
+        self.wakeFD = fd
+        var logger = logger
+        logger[metadataKey: "apns.connection"] = "\(id)"
+        self.logger = logger
+    }
+
+    deinit { close(wakeFD) }
+
+    /// Opens a connection: fresh DNS lookup, TCP, TLS (SNI, ALPN h2, verification), HTTP/2 preface, and
+    /// waits for the server's first SETTINGS.
+    /// - Throws: `APNsClientError` with `TransportFailure.connectFailed`.
+    static func connect(
+        id: Int, configuration: APNsConnectionConfiguration, tls: TLSContext, token: TokenSource?,
+        logger: Logger, onEvent: @escaping @Sendable (ConnectionEvent) -> Void
+    ) async throws -> APNsConnection {
+        let connection = try APNsConnection(id: id, configuration: configuration, logger: logger)
+        try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
+            let io = ConnectionIO(connection: connection, tls: tls, token: token, onEvent: onEvent, ready: ready)
+            IOThread.start(name: "apns-conn-\(id)") { io.run() }
+        }
+        return connection
+    }
+
+    /// Sends one prepared request and waits for its response, at most until `deadline`.
+    /// - Throws: `APNsClientError` carrying a `TransportFailure`.
+    func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            let stream = StreamRequest(prepared: request, deadline: deadline, continuation: continuation)
+            let (accepted, wake) = shared.withLock { s -> (Bool, Bool) in
+                guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
+                s.inbox.append(stream)
+                s.load.outstanding += 1
+                // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
+                return (true, s.inbox.count == 1)
+            }
+            guard accepted else {
+                stream.fail(.notProcessed, "connection \(id) is not accepting requests")
+                return
+            }
+            if wake { self.wake() }
+        }
+    }
+
+    var load: ConnectionLoad { shared.withLock { $0.load } }
+
+    /// Marks the connection unusable for new requests; pending ones complete; then it closes.
+    func drain() {
+        shared.withLock { $0.drainRequested = true; $0.load.retired = true }
+        wake()
+    }
+
+    func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+}
+
+/// Where a token-authenticated connection gets its `authorization` header.
+struct TokenSource: Sendable {
+    let signer: ProviderTokenSigner
+    let clock: WallClock
+    let policy: TokenRotationPolicy
+}
+
+/// Starts detached POSIX threads for blocking I/O loops (never the cooperative pool).
+enum IOThread {
+    private final class Box {
+        let body: () -> Void
+        let name: String
+        init(_ name: String, _ body: @escaping () -> Void) { self.body = body; self.name = String(name.prefix(15)) }
+    }
+
+    static func start(name: String, _ body: @escaping () -> Void) {
+        // Retained here, released by the thread when it takes ownership.
+        let box = Unmanaged.passRetained(Box(name, body)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { arg in
+            let box = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
+            _ = box.name.withCString { cnghttp2_set_thread_name($0) }
+            box.body()
+            return nil
+        }, box)
+        precondition(rc == 0, "pthread_create failed: \(rc)")  // resource exhaustion, not network input
+        pthread_detach(thread)
+    }
+}

@@ -1,0 +1,638 @@
+import APNsCore
+import CNGHTTP2
+import COpenSSL
+import Glibc
+import Logging
+
+/// The I/O side of an `APNsConnection`: socket, TLS session and nghttp2 session, all owned by one thread.
+///
+/// Everything here runs on the connection's I/O thread; nghttp2 callbacks (which run inside `mem_recv` /
+/// `mem_send` on that thread) only record state and complete requests. Talks to senders only through
+/// `connection.shared` (a lock) and the eventfd.
+final class ConnectionIO {
+    let connection: APNsConnection
+    let tls: TLSContext
+    let token: TokenSource?
+    let onEvent: @Sendable (ConnectionEvent) -> Void
+    private var ready: CheckedContinuation<Void, any Error>?
+    private var logger: Logger { connection.logger }
+
+    private var fd: Int32 = -1
+    private var ssl: OpaquePointer?
+    private var session: OpaquePointer?
+
+    private var streams: [Int32: StreamRequest] = [:]
+    private var queue: [StreamRequest] = []
+    private var queueHead = 0
+    private var outbuf: [UInt8] = []
+    private var outPos = 0
+    private var writeBlocked = false
+    private var readMore = false
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+
+    private var settingsReceived = false
+    private var maxConcurrent = 1
+    private var goawayLastStreamID: Int32?
+    private var terminated = false
+    private var fatal: (TransportFailure, String)?
+
+    private var currentToken: ProviderToken?
+    private var tokenAdoptedAt: Int64 = 0
+    private var lastTokenCheck: Int64 = .min
+    private var authorization: [UInt8]?
+
+    private var lastReceive = ContinuousClock.now
+    private var pingSentAt: ContinuousClock.Instant?
+    private var nextDeadlineScan = ContinuousClock.Instant.now.advanced(by: .seconds(3600))
+    private var completedSincePublish = 0
+    private var timeoutsSincePublish = 0
+    private var latencyEWMA: Double = 0
+
+    init(connection: APNsConnection, tls: TLSContext, token: TokenSource?,
+         onEvent: @escaping @Sendable (ConnectionEvent) -> Void, ready: CheckedContinuation<Void, any Error>) {
+        self.connection = connection
+        self.tls = tls
+        self.token = token
+        self.onEvent = onEvent
+        self.ready = ready
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    // MARK: - Thread body
+
+    func run() {
+        let connectDeadline = ContinuousClock.now.advanced(by: connection.configuration.connectTimeout)
+        do {
+            try openSocket(deadline: connectDeadline)
+            try handshake(deadline: connectDeadline)
+            try startSession()
+        } catch {
+            ready?.resume(throwing: error)
+            ready = nil
+            teardown()
+            return
+        }
+        loop(connectDeadline: connectDeadline)
+        teardown()
+    }
+
+    private func loop(connectDeadline: ContinuousClock.Instant) {
+        while true {
+            let now = ContinuousClock.now
+            if !settingsReceived && now >= connectDeadline {
+                fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
+            }
+            if fatal != nil { break }
+            let (incoming, drain) = connection.shared.withLock { s -> ([StreamRequest], Bool) in
+                let taken = s.inbox
+                s.inbox.removeAll(keepingCapacity: true)
+                return (taken, s.drainRequested)
+            }
+            for r in incoming {
+                queue.append(r)
+                if r.deadline < nextDeadlineScan { nextDeadlineScan = r.deadline }
+            }
+            if goawayLastStreamID != nil { failQueued(.notProcessed, "connection received GOAWAY") }
+            if now >= nextDeadlineScan { expireDeadlines(now: now) }
+            submitQueued()
+            keepalive(now: now)
+            if drain && streams.isEmpty && queueHead == queue.count && !terminated {
+                nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
+                terminated = true
+            }
+            flush()
+            if fatal != nil { break }
+            if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && outPos == outbuf.count {
+                break  // GOAWAY sent or received and every stream finished.
+            }
+            publish()
+            waitForIO(now: now, connectDeadline: connectDeadline)
+            if fatal != nil { break }
+        }
+    }
+
+    private func waitForIO(now: ContinuousClock.Instant, connectDeadline: ContinuousClock.Instant) {
+        var until = now.advanced(by: .seconds(1))
+        if nextDeadlineScan < until { until = nextDeadlineScan }
+        if !settingsReceived && connectDeadline < until { until = connectDeadline }
+        if let sent = pingSentAt, sent.advanced(by: connection.configuration.pingTimeout) < until {
+            until = sent.advanced(by: connection.configuration.pingTimeout)
+        }
+        var timeoutMS = Int32(max(0, min(1000, (until - now).milliseconds + 1)))
+        if readMore { timeoutMS = 0 }
+        var fds = [
+            pollfd(fd: fd, events: Int16(POLLIN) | (outPos < outbuf.count ? Int16(POLLOUT) : 0), revents: 0),
+            pollfd(fd: connection.wakeFD, events: Int16(POLLIN), revents: 0),
+        ]
+        let rc = poll(&fds, 2, timeoutMS)
+        if rc < 0 {
+            if errno == EINTR { return }
+            fatal = (.connectionLost, "poll failed: errno \(errno)")
+            return
+        }
+        if fds[1].revents != 0 {
+            var value: UInt64 = 0
+            _ = read(connection.wakeFD, &value, 8)
+        }
+        if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || readMore {
+            readSocket()
+        }
+    }
+
+    // MARK: - Requests
+
+    private func submitQueued() {
+        guard settingsReceived, goawayLastStreamID == nil, !terminated else { return }
+        if token != nil && queueHead < queue.count { refreshToken() }
+        while queueHead < queue.count && streams.count < maxConcurrent {
+            let r = queue[queueHead]
+            queueHead += 1
+            if r.isCompleted { continue }
+            let streamID = r.prepared.withHeaders(authorization: authorization) { nva -> Int32 in
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readPayload)
+                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
+            }
+            guard streamID > 0 else {
+                finish(r, .failure(APNsClientError(transport: .notProcessed, "nghttp2_submit_request: \(Self.describe(streamID))", underlyingCode: Int(streamID))))
+                continue
+            }
+            r.streamID = streamID
+            streams[streamID] = r
+        }
+        if queueHead > 1024 && queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            queueHead = 0
+        } else if queueHead == queue.count {
+            queue.removeAll(keepingCapacity: true)
+            queueHead = 0
+        }
+    }
+
+    private func refreshToken() {
+        guard let token else { return }
+        let now = token.clock.now()
+        guard now != lastTokenCheck else { return }
+        lastTokenCheck = now
+        do {
+            let candidate = try token.signer.token(now: now)
+            if let current = currentToken {
+                guard token.policy.shouldSwitch(current: current, adoptedAt: tokenAdoptedAt, candidate: candidate, now: now) else { return }
+                onEvent(.tokenRotated)
+            }
+            currentToken = candidate
+            tokenAdoptedAt = now
+            authorization = Array(candidate.authorization.utf8)
+        } catch {
+            logger.error("cannot sign the provider token: \(error)")
+        }
+    }
+
+    private func expireDeadlines(now: ContinuousClock.Instant) {
+        var next = now.advanced(by: .seconds(3600))
+        for r in queue[queueHead...] where !r.isCompleted {
+            if r.deadline <= now {
+                finish(r, .failure(APNsClientError(transport: .timedOut, "deadline passed while queued for a stream")))
+                timeoutsSincePublish += 1
+            } else if r.deadline < next { next = r.deadline }
+        }
+        var expired: [Int32] = []
+        for (id, r) in streams {
+            if r.deadline <= now { expired.append(id) } else if r.deadline < next { next = r.deadline }
+        }
+        for id in expired {
+            guard let r = streams.removeValue(forKey: id) else { continue }
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_CANCEL.rawValue)
+            finish(r, .failure(APNsClientError(transport: .timedOut, "no response before the deadline")))
+            timeoutsSincePublish += 1
+        }
+        // A timeout is a reason to suspect the connection: check it is alive.
+        if !expired.isEmpty && pingSentAt == nil { sendPing(now: now) }
+        nextDeadlineScan = next
+    }
+
+    private func keepalive(now: ContinuousClock.Instant) {
+        if let sent = pingSentAt {
+            if now - sent >= connection.configuration.pingTimeout {
+                fatal = (.connectionLost, "PING not answered within \(connection.configuration.pingTimeout)")
+            }
+        } else if settingsReceived && now - lastReceive >= connection.configuration.pingInterval {
+            sendPing(now: now)
+        }
+    }
+
+    private func sendPing(now: ContinuousClock.Instant) {
+        if nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil) == 0 { pingSentAt = now }
+    }
+
+    private func failQueued(_ failure: TransportFailure, _ message: String) {
+        while queueHead < queue.count {
+            finish(queue[queueHead], .failure(APNsClientError(transport: failure, message)))
+            queueHead += 1
+        }
+        queue.removeAll(keepingCapacity: true)
+        queueHead = 0
+    }
+
+    private func finish(_ r: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
+        guard !r.isCompleted else { return }
+        if case .success = result {
+            let seconds = (ContinuousClock.now - r.enqueuedAt).seconds
+            latencyEWMA = latencyEWMA == 0 ? seconds : latencyEWMA * 0.9 + seconds * 0.1
+        }
+        completedSincePublish += 1
+        r.complete(result)
+    }
+
+    private func publish() {
+        let window = Int(nghttp2_session_get_remote_window_size(session))
+        let completed = completedSincePublish
+        let timeouts = timeoutsSincePublish
+        completedSincePublish = 0
+        timeoutsSincePublish = 0
+        let latency = latencyEWMA
+        let maxStreams = maxConcurrent
+        connection.shared.withLock { s in
+            s.load.outstanding -= completed
+            s.load.completed += completed
+            s.load.timeouts += timeouts
+            s.load.sendWindow = window
+            s.load.latency = latency
+            s.load.maxConcurrentStreams = maxStreams
+        }
+    }
+
+    // MARK: - nghttp2 events (called from the callbacks below, on this thread)
+
+    fileprivate func settingsChanged() {
+        maxConcurrent = Int(min(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 1 << 20))
+        guard !settingsReceived else { return }
+        settingsReceived = true
+        connection.shared.withLock { $0.load.phase = .ready; $0.load.maxConcurrentStreams = maxConcurrent }
+        ready?.resume()
+        ready = nil
+        onEvent(.ready)
+    }
+
+    fileprivate func goawayReceived(lastStreamID: Int32, errorCode: UInt32, debug: String) {
+        goawayLastStreamID = lastStreamID
+        connection.shared.withLock { $0.load.phase = .draining }
+        logger.notice("GOAWAY received", metadata: ["last-stream-id": "\(lastStreamID)", "error-code": "\(errorCode)", "debug": "\(debug)"])
+        failQueued(.notProcessed, "connection received GOAWAY")
+        onEvent(.goaway(lastStreamID: lastStreamID, errorCode: errorCode, debug: debug))
+    }
+
+    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let r = streams[streamID] else { return }
+        if name.elementsEqual(":status".utf8) {
+            var status = 0
+            for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
+            r.status = status
+        } else if name.elementsEqual("apns-id".utf8) {
+            r.apnsID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-unique-id".utf8) {
+            r.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    fileprivate func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
+        guard let r = streams[streamID] else { return }
+        let room = StreamRequest.maxBody - r.body.count
+        if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
+    }
+
+    fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
+        guard let r = streams.removeValue(forKey: streamID) else { return }
+        if let last = goawayLastStreamID, streamID > last {
+            finish(r, .failure(APNsClientError(transport: .notProcessed, "stream above GOAWAY last-stream-id \(last)")))
+        } else if let status = r.status {
+            let (reason, timestamp) = ResponseBody.parse(r.body)
+            finish(r, .success(APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)))
+        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
+            finish(r, .failure(APNsClientError(transport: .streamRefused, "RST_STREAM REFUSED_STREAM", underlyingCode: Int(errorCode))))
+        } else {
+            finish(r, .failure(APNsClientError(transport: .connectionLost, "stream closed without a response (HTTP/2 error \(errorCode))", underlyingCode: Int(errorCode))))
+        }
+    }
+
+    fileprivate func requestNotSent(streamID: Int32, error: Int32) {
+        guard let r = streams.removeValue(forKey: streamID) else { return }
+        finish(r, .failure(APNsClientError(transport: .notProcessed, "request not sent: \(Self.describe(error))", underlyingCode: Int(error))))
+    }
+
+    fileprivate func pingAcknowledged() { pingSentAt = nil }
+
+    fileprivate func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let r = streams[streamID] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let payload = r.prepared.payload
+        let n = min(length, payload.count - r.payloadOffset)
+        if n > 0 {
+            payload.withUnsafeBufferPointer { src in
+                buffer.update(from: src.baseAddress! + r.payloadOffset, count: n)
+            }
+        }
+        r.payloadOffset += n
+        if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+
+    static func describe(_ code: Int32) -> String { String(cString: nghttp2_strerror(code)) }
+
+    // MARK: - Socket and TLS
+
+    private func readSocket() {
+        readMore = false
+        for _ in 0..<32 {
+            ERR_clear_error()
+            let n = SSL_read(ssl, readBuffer.baseAddress, Int32(readBuffer.count))
+            if n > 0 {
+                lastReceive = .now
+                let rv = nghttp2_session_mem_recv(session, readBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int(n))
+                if rv < 0 {
+                    fatal = (.connectionLost, "HTTP/2 protocol error: \(Self.describe(Int32(rv)))")
+                    return
+                }
+                continue
+            }
+            let error = SSL_get_error(ssl, n)
+            switch error {
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                return
+            case SSL_ERROR_ZERO_RETURN:
+                fatal = (.connectionLost, "server closed the TLS session")
+            default:
+                let sslError = ERR_get_error()  // read now: it is thread-local state of this failed call.
+                fatal = (.connectionLost, "TLS read failed (SSL error \(error), errno \(errno), OpenSSL \(sslError))")
+            }
+            return
+        }
+        readMore = true  // more may be buffered inside OpenSSL; come back without waiting.
+    }
+
+    private func flush() {
+        let cap = connection.configuration.maxOutputBufferBytes
+        while outbuf.count - outPos < cap {
+            var data: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 {
+                fatal = (.connectionLost, "nghttp2_session_mem_send: \(Self.describe(Int32(n)))")
+                return
+            }
+            if n == 0 { break }
+            outbuf.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+        }
+        guard outPos < outbuf.count else { return }
+        // One SSL_write for everything pending: the big win over writing frame by frame.
+        ERR_clear_error()
+        let remaining = outbuf.count - outPos
+        let n = outbuf.withUnsafeBytes { SSL_write(ssl, $0.baseAddress! + outPos, Int32(min(remaining, Int(Int32.max)))) }
+        if n > 0 {
+            outPos += Int(n)
+            writeBlocked = false
+            if outPos == outbuf.count {
+                outbuf.removeAll(keepingCapacity: true)
+                outPos = 0
+            } else if outPos > 64 * 1024 && outPos * 2 > outbuf.count {
+                outbuf.removeFirst(outPos)
+                outPos = 0
+            }
+            return
+        }
+        let error = SSL_get_error(ssl, n)
+        switch error {
+        case SSL_ERROR_WANT_WRITE, SSL_ERROR_WANT_READ:
+            writeBlocked = true
+        default:
+            let sslError = ERR_get_error()
+            fatal = (.connectionLost, "TLS write failed (SSL error \(error), errno \(errno), OpenSSL \(sslError))")
+        }
+    }
+
+    private func openSocket(deadline: ContinuousClock.Instant) throws(APNsClientError) {
+        let host = connection.configuration.host
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        // A fresh lookup per connection, as Apple asks (no cached addresses).
+        let rc = getaddrinfo(host, String(connection.configuration.port), &hints, &result)
+        guard rc == 0, let first = result else {
+            throw APNsClientError(transport: .connectFailed, "cannot resolve \(host): \(String(cString: gai_strerror(rc)))", underlyingCode: Int(rc))
+        }
+        defer { freeaddrinfo(first) }
+        var lastError: Int32 = 0
+        var candidate: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = candidate {
+            candidate = ai.pointee.ai_next
+            let s = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
+            guard s >= 0 else { lastError = errno; continue }
+            if Glibc.connect(s, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
+                if Self.wait(fd: s, events: Int16(POLLOUT), until: deadline) {
+                    var soError: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(s, SOL_SOCKET, SO_ERROR, &soError, &length)
+                    if soError == 0 {
+                        var one: Int32 = 1
+                        setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                        fd = s
+                        return
+                    }
+                    lastError = soError
+                } else {
+                    lastError = ETIMEDOUT
+                }
+            } else {
+                lastError = errno
+            }
+            close(s)
+        }
+        throw APNsClientError(transport: .connectFailed, "cannot connect to \(host):\(connection.configuration.port): \(String(cString: strerror(lastError)))", underlyingCode: Int(lastError))
+    }
+
+    private func handshake(deadline: ContinuousClock.Instant) throws(APNsClientError) {
+        let host = connection.configuration.host
+        guard let ssl = tls.withContext({ SSL_new($0) }) else {
+            throw APNsClientError(transport: .connectFailed, "SSL_new failed")
+        }
+        self.ssl = ssl  // freed in teardown
+        SSL_set_fd(ssl, fd)
+        let isIP = Self.isIPAddress(host)
+        if !isIP { _ = copenssl_SSL_set_tlsext_host_name(ssl, host) }
+        if tls.verifiesPeer {
+            let param = SSL_get0_param(ssl)
+            if isIP { X509_VERIFY_PARAM_set1_ip_asc(param, host) } else { X509_VERIFY_PARAM_set1_host(param, host, 0) }
+        }
+        while true {
+            ERR_clear_error()
+            let rc = SSL_connect(ssl)
+            if rc == 1 { break }
+            let error = SSL_get_error(ssl, rc)
+            let events: Int16
+            switch error {
+            case SSL_ERROR_WANT_READ: events = Int16(POLLIN)
+            case SSL_ERROR_WANT_WRITE: events = Int16(POLLOUT)
+            default:
+                let sslError = ERR_get_error()
+                let verify = SSL_get_verify_result(ssl)
+                let detail = verify != X509_V_OK ? " (certificate: \(String(cString: X509_verify_cert_error_string(verify))))" : ""
+                throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) failed\(detail)", underlyingCode: Int(sslError))
+            }
+            guard Self.wait(fd: fd, events: events, until: deadline) else {
+                throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) timed out")
+            }
+        }
+        var alpn: UnsafePointer<UInt8>?
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
+        // APNs also speaks HTTP/2 without ALPN (prior knowledge); anything other than h2 is not HTTP/2.
+        if alpnLength > 0, let alpn, !UnsafeBufferPointer(start: alpn, count: Int(alpnLength)).elementsEqual("h2".utf8) {
+            throw APNsClientError(transport: .connectFailed, "server negotiated ALPN \(String(decoding: UnsafeBufferPointer(start: alpn, count: Int(alpnLength)), as: UTF8.self)), not h2")
+        }
+    }
+
+    private func startSession() throws(APNsClientError) {
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+            throw APNsClientError(transport: .connectFailed, "nghttp2_session_callbacks_new failed")
+        }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, onFrameNotSend)
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else {
+            throw APNsClientError(transport: .connectFailed, "nghttp2_option_new failed")
+        }
+        defer { nghttp2_option_del(option) }
+        // Until the server's SETTINGS arrive, assume one stream (APNs' limit before the first valid token).
+        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
+        var session: OpaquePointer?
+        // Unretained: this object outlives the session (the thread body holds it until teardown deletes the session).
+        let rc = nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        guard rc == 0, let session else {
+            throw APNsClientError(transport: .connectFailed, "nghttp2_session_client_new2: \(Self.describe(rc))")
+        }
+        self.session = session
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        flush()
+    }
+
+    private func teardown() {
+        let leftovers = connection.shared.withLock { s -> [StreamRequest] in
+            s.load.phase = .closed
+            let taken = s.inbox
+            s.inbox.removeAll()
+            s.load.outstanding = 0
+            return taken
+        }
+        let (failure, message) = fatal ?? (.connectionLost, "connection closed")
+        if let ready {
+            ready.resume(throwing: APNsClientError(transport: .connectFailed, message))
+            self.ready = nil
+        }
+        for r in leftovers { r.fail(.notProcessed, "connection closed before the request was sent") }
+        failQueued(.notProcessed, "connection closed before the request was sent")
+        let inFlight = streams
+        streams.removeAll()
+        for (id, r) in inFlight {
+            if let last = goawayLastStreamID, id > last {
+                finish(r, .failure(APNsClientError(transport: .notProcessed, "stream above GOAWAY last-stream-id")))
+            } else {
+                finish(r, .failure(APNsClientError(transport: failure == .connectFailed ? .connectionLost : failure, message)))
+            }
+        }
+        if let session { nghttp2_session_del(session) }
+        session = nil
+        if let ssl {
+            if fatal == nil { SSL_shutdown(ssl) }  // best effort close_notify on a clean close
+            SSL_free(ssl)
+        }
+        ssl = nil
+        if fd >= 0 { close(fd) }
+        fd = -1
+        if fatal != nil { logger.notice("connection closed: \(message)") }
+        onEvent(.closed)
+    }
+
+    static func wait(fd: Int32, events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
+        while true {
+            let left = (deadline - .now).milliseconds
+            if left <= 0 { return false }
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            let rc = poll(&p, 1, Int32(min(left, 1000)))
+            if rc > 0 { return true }
+            if rc < 0 && errno != EINTR { return false }
+        }
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+}
+
+// MARK: - C callbacks: record and hand over, nothing else. `user_data` is the unretained ConnectionIO.
+
+private func io(_ userData: UnsafeMutableRawPointer?) -> ConnectionIO {
+    Unmanaged<ConnectionIO>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    let hd = frame.pointee.hd
+    switch UInt32(hd.type) {
+    case NGHTTP2_SETTINGS.rawValue:
+        if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { io(userData).settingsChanged() }
+    case NGHTTP2_GOAWAY.rawValue:
+        let g = frame.pointee.goaway
+        let debug = g.opaque_data_len > 0 ? String(decoding: UnsafeBufferPointer(start: g.opaque_data, count: g.opaque_data_len), as: UTF8.self) : ""
+        io(userData).goawayReceived(lastStreamID: g.last_stream_id, errorCode: g.error_code, debug: debug)
+    case NGHTTP2_PING.rawValue:
+        if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { io(userData).pingAcknowledged() }
+    default:
+        break  // HEADERS/DATA are handled per header and chunk; others need nothing from us.
+    }
+    return 0
+}
+
+private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
+    guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
+    io(userData).header(
+        streamID: frame.pointee.hd.stream_id,
+        name: UnsafeBufferPointer(start: name, count: nameLength),
+        value: UnsafeBufferPointer(start: value, count: valueLength)
+    )
+    return 0
+}
+
+private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
+    io(userData).data(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+    return 0
+}
+
+private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
+    io(userData).streamClosed(streamID: streamID, errorCode: errorCode)
+    return 0
+}
+
+private let onFrameNotSend: nghttp2_on_frame_not_send_callback = { _, frame, error, userData in
+    guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
+    io(userData).requestNotSent(streamID: frame.pointee.hd.stream_id, error: error)
+    return 0
+}
+
+private let readPayload: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
+    io(userData).payloadChunk(streamID: streamID, into: buffer!, length: length, flags: flags!)
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

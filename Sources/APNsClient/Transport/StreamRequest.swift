@@ -1,0 +1,43 @@
+import APNsCore
+
+/// One request on its way through a connection.
+///
+/// Invariant for `@unchecked Sendable`: the sender creates it and hands it over through the connection's
+/// locked inbox; from then on only the connection's I/O thread reads or writes it.
+final class StreamRequest: @unchecked Sendable {
+    let prepared: PreparedRequest
+    let deadline: ContinuousClock.Instant
+    let enqueuedAt: ContinuousClock.Instant
+    private var continuation: CheckedContinuation<APNsResponse, any Error>?
+    var streamID: Int32 = 0
+    var payloadOffset = 0
+    var status: Int?
+    var apnsID: String?
+    var apnsUniqueID: String?
+    var body: [UInt8] = []
+    /// Bodies are a small JSON object; anything longer is cut to keep memory bounded.
+    static let maxBody = 4096
+
+    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant, continuation: CheckedContinuation<APNsResponse, any Error>) {
+        self.prepared = prepared
+        self.deadline = deadline
+        self.enqueuedAt = .now
+        self.continuation = continuation
+    }
+
+    var isCompleted: Bool { continuation == nil }
+
+    /// Resumes the caller exactly once; later calls are ignored.
+    func complete(_ result: Result<APNsResponse, APNsClientError>) {
+        guard let c = continuation else { return }
+        continuation = nil
+        switch result {
+        case .success(let r): c.resume(returning: r)
+        case .failure(let e): c.resume(throwing: e)
+        }
+    }
+
+    func fail(_ failure: TransportFailure, _ message: String) {
+        complete(.failure(APNsClientError(transport: failure, message)))
+    }
+}

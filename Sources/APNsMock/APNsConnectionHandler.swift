@@ -1,0 +1,386 @@
+import APNsCore
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOSSL
+
+/// Serves one APNs connection at the HTTP/2 frame level: it sits after `NIOHTTP2Handler` (no stream
+/// multiplexer), sees every stream's HEADERS and DATA, and writes the response frames itself.
+///
+/// Output is collected per read batch and written with one flush (NIOSSL makes one TLS record per flush), or,
+/// with emulated latency, written one RTT later. The handler also returns connection- and stream-level flow
+/// control credit (WINDOW_UPDATE), which NIOHTTP2Handler does not do in frame mode.
+final class APNsConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private struct OpenStream {
+        var headers: HPACKHeaders
+        var body: ByteBuffer?
+        /// DATA bytes received since the last stream WINDOW_UPDATE.
+        var unreturnedWindow = 0
+
+        mutating func append(_ buffer: inout ByteBuffer) {
+            if body == nil {
+                body = buffer
+            } else {
+                body!.writeBuffer(&buffer)
+            }
+        }
+    }
+
+    /// Return connection credit once this much is consumed (a quarter of the 64 KiB window).
+    private static let connectionWindowThreshold = 16_384
+    private static let streamWindowThreshold = 32_768
+
+    let connectionID: Int
+    private let server: MockServerContext
+    private var authentication: ConnectionAuthentication
+    private var streams: [HTTP2StreamID: OpenStream] = [:]
+    private var messageIDs = MessageIDGenerator()
+    private var outbox: [HTTP2Frame] = []
+    private var closeAfterOutbox = false
+    private var unreturnedConnectionWindow = 0
+    private var streamLimitRaised = false
+    private var processedStreams = 0
+    private var goAwayLastStreamID: HTTP2StreamID?
+    private var peakOpenStreams = 0
+    /// Streams answered whose answer is not written yet (they are still open for the client).
+    private var answeredSinceFlush = 0
+    private var highestStreamID = HTTP2StreamID.rootStream
+    /// GOAWAY's last-stream-id may not be below a stream already processed (DATA can complete streams out of
+    /// order), so this is what GOAWAY-after-N-streams names.
+    private var highestProcessedStreamID = HTTP2StreamID.rootStream
+    private var lastDeliveryDeadline = NIODeadline.uptimeNanoseconds(0)
+    private var random = Xorshift(seed: UInt64.random(in: 1...UInt64.max))
+    private var context: ChannelHandlerContext?
+    private var closed = false
+
+    // Fault settings, read once per read batch.
+    private var batchLoaded = false
+    private var latency: FaultInjector.Latency?
+    private var stallFlowControl = false
+    private var goAwayAfterStreams: Int?
+
+    /// Certificate connection whose peer certificate has not been read yet.
+    private var certificatePending: Bool
+
+    init(connectionID: Int, server: MockServerContext, authentication: ConnectionAuthentication, certificateMode: Bool) {
+        self.connectionID = connectionID
+        self.certificatePending = certificateMode
+        self.server = server
+        self.authentication = authentication
+        self.streamLimitRaised = authentication.hasValidCredential
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        server.connectionClosed(connectionID)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // NIOHTTP2Handler answers protocol errors itself (RST_STREAM for stream errors, GOAWAY and close for
+        // connection errors), so those need nothing here; TLS and I/O errors end the connection.
+        server.logger.debug("connection \(connectionID): \(error)")
+        if error is any NIOHTTP2Error { return }
+        context.close(promise: nil)
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !batchLoaded { loadBatchSettings() }
+        if certificatePending { readPeerCertificate(context: context) }
+        let frame = unwrapInboundIn(data)
+        let streamID = frame.streamID
+        switch frame.payload {
+        case .headers(let headers):
+            if let last = goAwayLastStreamID, streamID > last { return }
+            if streams[streamID] == nil {
+                streams[streamID] = OpenStream(headers: headers.headers)
+                if streamID > highestStreamID { highestStreamID = streamID }
+                if streams.count + answeredSinceFlush > peakOpenStreams {
+                    peakOpenStreams = streams.count + answeredSinceFlush
+                    let (id, peak) = (connectionID, peakOpenStreams)
+                    server.observations.update { $0.peakConcurrentStreamsByConnection[id] = peak }
+                }
+            }
+            if headers.endStream { complete(streamID) }
+        case .data(let payload):
+            var flowControlled = payload.data.readableBytes
+            if let padding = payload.paddingBytes { flowControlled += padding + 1 }
+            unreturnedConnectionWindow += flowControlled
+            guard case .byteBuffer(var buffer) = payload.data else { return }
+            if let last = goAwayLastStreamID, streamID > last { return }
+            guard streams[streamID] != nil else { return }
+            streams[streamID]!.append(&buffer)
+            if payload.endStream {
+                complete(streamID)
+            } else {
+                streams[streamID]!.unreturnedWindow += flowControlled
+                let unreturned = streams[streamID]!.unreturnedWindow
+                if unreturned >= Self.streamWindowThreshold, !stallFlowControl {
+                    streams[streamID]!.unreturnedWindow = 0
+                    outbox.append(HTTP2Frame(streamID: streamID, payload: .windowUpdate(windowSizeIncrement: unreturned)))
+                }
+            }
+        case .rstStream:
+            streams.removeValue(forKey: streamID)
+            closeIfDrained()
+        default:
+            // SETTINGS, PING, WINDOW_UPDATE and PRIORITY are handled by NIOHTTP2Handler; GOAWAY from a client
+            // needs nothing from the mock.
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushOutput()
+        batchLoaded = false
+        context.fireChannelReadComplete()
+    }
+
+    /// The TLS handshake is over before the first HTTP/2 frame arrives, so the peer certificate is known here.
+    private func readPeerCertificate(context: ChannelHandlerContext) {
+        certificatePending = false
+        let peer = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
+        authentication.mode = .certificate(topics: ClientCertificateTopics.topics(of: peer))
+    }
+
+    private func loadBatchSettings() {
+        (latency, stallFlowControl, goAwayAfterStreams) = server.faults.batchSettings()
+        batchLoaded = true
+    }
+
+    // MARK: Requests
+
+    /// A request's last frame arrived: apply faults, validate, answer.
+    private func complete(_ streamID: HTTP2StreamID) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        answeredSinceFlush += 1
+        switch server.faults.nextRequestFault() {
+        case .refuse:
+            outbox.append(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
+            server.observations.record(.refused, connectionID: connectionID, deviceToken: nil)
+            return
+        case .drop:
+            server.observations.record(.dropped, connectionID: connectionID, deviceToken: nil)
+            outbox.removeAll()
+            closed = true
+            context?.close(promise: nil)
+            return
+        case .withhold:
+            server.observations.record(.withheld, connectionID: connectionID, deviceToken: nil)
+            closeIfDrained()
+            return
+        case .fail(let reason):
+            let headers = DeviceRequestHeaders(stream.headers)
+            reject(streamID, apnsID: responseID(for: headers), reason: reason, timestamp: nil, deviceToken: nil)
+        case .none:
+            process(streamID, stream)
+        }
+        processedStreams += 1
+        if streamID > highestProcessedStreamID { highestProcessedStreamID = streamID }
+        if let limit = goAwayAfterStreams, processedStreams >= limit, goAwayLastStreamID == nil {
+            goAway(lastStreamID: highestProcessedStreamID, reason: "Shutdown")
+        }
+        closeIfDrained()
+    }
+
+    private func responseID(for headers: DeviceRequestHeaders) -> String {
+        if let sent = headers.apnsID, APNsNotification.isCanonicalUUID(sent) { return sent }
+        return messageIDs.next()
+    }
+
+    private func process(_ streamID: HTTP2StreamID, _ stream: OpenStream) {
+        let headers = DeviceRequestHeaders(stream.headers)
+        let apnsID = responseID(for: headers)
+        let now = server.clock.nowMilliseconds()
+        let request: CheckedDeviceRequest
+        switch DeviceRequestRules.check(
+            headers,
+            defaultTopic: authentication.defaultTopic,
+            environment: server.environment,
+            registry: server.registry,
+            nowMilliseconds: now
+        ) {
+        case .success(let checked):
+            request = checked
+        case .failure(let rejection):
+            reject(streamID, apnsID: apnsID, reason: rejection.reason, timestamp: rejection.timestampMilliseconds, deviceToken: nil)
+            return
+        }
+        if let reason = authentication.authenticate(
+            authorization: headers.authorization,
+            request: request,
+            authority: server.authority,
+            environment: server.environment,
+            nowMilliseconds: now,
+            lifetimeSeconds: server.tokenLifetimeSeconds,
+            updateIntervalMilliseconds: server.tokenUpdateIntervalMilliseconds
+        ) {
+            reject(streamID, apnsID: apnsID, reason: reason, timestamp: nil, deviceToken: request.deviceToken)
+            return
+        }
+        if !streamLimitRaised, authentication.hasValidCredential {
+            streamLimitRaised = true
+            advertise(maxConcurrentStreams: server.maxConcurrentStreams)
+        }
+        let payloadSize = stream.body?.readableBytes ?? 0
+        if let rejection = DeviceRequestRules.checkPayload(size: payloadSize, pushType: request.pushType) {
+            reject(streamID, apnsID: apnsID, reason: rejection.reason, timestamp: nil, deviceToken: request.deviceToken)
+            return
+        }
+        let notification = AcceptedNotification(
+            deviceToken: request.deviceToken,
+            topic: request.topic,
+            pushType: request.pushType,
+            apnsID: apnsID,
+            priority: request.priority,
+            expiration: request.expiration,
+            collapseID: headers.collapseID,
+            payload: stream.body.map { Array($0.readableBytesView) } ?? [],
+            connectionID: connectionID,
+            receivedAtMilliseconds: now
+        )
+        server.observations.record(.accepted(notification), connectionID: connectionID, deviceToken: request.deviceToken)
+        var responseHeaders = HPACKHeaders()
+        responseHeaders.reserveCapacity(3)
+        responseHeaders.add(name: ":status", value: "200")
+        addIDs(to: &responseHeaders, apnsID: apnsID)
+        outbox.append(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: responseHeaders, endStream: true))))
+    }
+
+    private func addIDs(to headers: inout HPACKHeaders, apnsID: String) {
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+        if server.environment == .development {
+            headers.add(name: "apns-unique-id", value: messageIDs.next().lowercased(), indexing: .nonIndexable)
+        }
+    }
+
+    private func reject(
+        _ streamID: HTTP2StreamID,
+        apnsID: String,
+        reason: APNsReason,
+        timestamp: Int64?,
+        deviceToken: String?
+    ) {
+        let status = reason.status ?? 400
+        server.observations.record(.rejected(status: status, reason: reason), connectionID: connectionID, deviceToken: deviceToken)
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(4)
+        headers.add(name: ":status", value: String(status))
+        addIDs(to: &headers, apnsID: apnsID)
+        headers.add(name: "content-type", value: "application/json")
+        var body = "{\"reason\":\"\(reason.rawValue)\""
+        if status == 410 { body += ",\"timestamp\":\(timestamp ?? server.clock.nowMilliseconds())" }
+        body += "}"
+        let buffer = context?.channel.allocator.buffer(string: body) ?? ByteBuffer(string: body)
+        outbox.append(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false))))
+        outbox.append(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
+    }
+
+    // MARK: Connection-level actions (also driven from APNsMockServer commands)
+
+    /// Sends SETTINGS MAX_CONCURRENT_STREAMS.
+    func advertise(maxConcurrentStreams: Int) {
+        outbox.append(
+            HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([.init(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
+        )
+    }
+
+    /// Sends GOAWAY (NO_ERROR, `{"reason":…}`); streams above `lastStreamID` (default: the highest stream
+    /// answered or open) are dropped unprocessed. The connection closes once the rest are answered.
+    func goAway(lastStreamID: HTTP2StreamID? = nil, reason: String) {
+        guard goAwayLastStreamID == nil else { return }
+        let last = lastStreamID ?? highestStreamID
+        goAwayLastStreamID = last
+        streams = streams.filter { $0.key <= last }
+        var debug = context?.channel.allocator.buffer(capacity: 32) ?? ByteBuffer()
+        debug.writeString("{\"reason\":\"\(reason)\"}")
+        outbox.append(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
+        server.observations.update { $0.goAwaysSent += 1 }
+        closeIfDrained()
+    }
+
+    /// Lowers or raises MAX_CONCURRENT_STREAMS on this connection now.
+    func setMaxConcurrentStreams(_ value: Int) {
+        streamLimitRaised = true
+        advertise(maxConcurrentStreams: value)
+    }
+
+    /// Abrupt close, no GOAWAY.
+    func closeAbruptly() {
+        closed = true
+        outbox.removeAll()
+        context?.close(promise: nil)
+    }
+
+    /// Writes pending output; used after commands that run outside a read batch.
+    func flushFromCommand() {
+        loadBatchSettings()
+        batchLoaded = false
+        flushOutput(returnAllCredit: true)
+    }
+
+    private func closeIfDrained() {
+        if goAwayLastStreamID != nil, streams.isEmpty { closeAfterOutbox = true }
+    }
+
+    // MARK: Output
+
+    private func flushOutput(returnAllCredit: Bool = false) {
+        guard let context, !closed else { return }
+        if !stallFlowControl, unreturnedConnectionWindow >= (returnAllCredit ? 1 : Self.connectionWindowThreshold) {
+            outbox.append(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedConnectionWindow)))
+            unreturnedConnectionWindow = 0
+        }
+        guard !outbox.isEmpty || closeAfterOutbox else { return }
+        var frames: [HTTP2Frame] = []
+        swap(&frames, &outbox)
+        answeredSinceFlush = 0
+        let close = closeAfterOutbox
+        closeAfterOutbox = false
+        if close { closed = true }
+        if let latency, latency.rtt > .zero || latency.jitter > .zero {
+            var delay = TimeAmount(latency.rtt)
+            let jitter = TimeAmount(latency.jitter).nanoseconds
+            if jitter > 0 {
+                delay = delay + .nanoseconds(Int64(random.next() % UInt64(2 * jitter + 1)) - jitter)
+            }
+            var deadline = NIODeadline.now() + max(delay, .zero)
+            // Keep replies in order even when jitter would reorder batches.
+            if deadline < lastDeliveryDeadline { deadline = lastDeliveryDeadline }
+            lastDeliveryDeadline = deadline
+            let batch = frames
+            context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+                self.write(batch, thenClose: close, context: context)
+            }
+        } else {
+            write(frames, thenClose: close, context: context)
+        }
+    }
+
+    private func write(_ frames: [HTTP2Frame], thenClose close: Bool, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        for frame in frames { context.write(wrapOutboundOut(frame), promise: nil) }
+        context.flush()
+        if close { context.close(promise: nil) }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,87 @@
+import APNsCore
+import Crypto
+
+/// How an `APNsMockServer` listens, authenticates and validates.
+public struct APNsMockConfiguration: Sendable {
+    /// Address to bind; `127.0.0.1` for tests.
+    public var host: String = "127.0.0.1"
+    /// Port to bind; `0` picks a free one (read it from `start()`).
+    public var port: Int = 0
+    /// The environment the mock plays: `development` adds `apns-unique-id` to every response and decides
+    /// which registered tokens are from "the other" environment (400 BadDeviceToken).
+    public var environment: APNsEnvironment = .production
+    /// Server certificate. `.selfSigned` generates one for `localhost`/`127.0.0.1` at start.
+    public var tls: TLS = .selfSigned
+    /// Provider-token keys the mock trusts (token authentication).
+    public var providerKeys: [ProviderKey] = []
+    /// Mutual TLS: when set, clients must present a certificate signed by one of these CAs, and the
+    /// connection is authenticated by it (its subject UID, or CN, is the bundle id).
+    public var clientCertificateTrustRootsPEM: String? = nil
+    /// MAX_CONCURRENT_STREAMS advertised once a token connection has posted a valid token (at once on
+    /// certificate connections). Token connections start at 1, as APNs does.
+    public var maxConcurrentStreams: Int = 1000
+    /// Also refuse (429 TooManyProviderTokenUpdates) a second, different token of the same key whose `iat` is
+    /// within `tokenUpdateInterval` of a token the server already accepted on any connection.
+    public var strictFleet: Bool = false
+    /// A connection may change its provider token at most once per this interval.
+    public var tokenUpdateInterval: Duration = .seconds(20 * 60)
+    /// A token whose `iat` is older than this is expired.
+    public var tokenLifetime: Duration = .seconds(60 * 60)
+    /// How many accepted notifications `acceptedNotifications` keeps (oldest dropped first).
+    public var acceptedHistoryLimit: Int = 10_000
+    /// Event-loop threads serving connections.
+    public var eventLoopThreads: Int = 1
+    /// Time source; inject a `MockClock` to move time in tests.
+    public var clock: any APNsMockClock = SystemMockClock()
+    /// Port of the HTTP/1.1 JSON control interface (`nil`: none; `0`: pick one).
+    public var controlPort: Int? = nil
+
+    public init() {}
+
+    /// Which server certificate to present.
+    public enum TLS: Sendable {
+        /// Generate a self-signed certificate (CN and SAN `localhost`, SAN IP 127.0.0.1) at start and write it
+        /// to a PEM file the client can trust (`APNsMockServer.caCertificatePEMPath`).
+        case selfSigned
+        /// Use this PEM certificate chain and private key; `caPEMPath` is what clients should trust.
+        case files(certificateChainPEMPath: String, privateKeyPEMPath: String, caPEMPath: String)
+    }
+}
+
+/// A provider-token signing key the mock trusts: its public half, key id and team id.
+public struct ProviderKey: Sendable {
+    /// The 10-character Key ID (`kid`).
+    public var keyID: String
+    /// The 10-character Team ID (`iss`).
+    public var teamID: String
+    public var publicKey: P256.Signing.PublicKey
+    /// Bundle ids this key may push to (topic-specific key); `nil` means any topic of the team.
+    public var bundleIDs: Set<String>?
+    /// The only environment this key may be used in (403 BadEnvironmentKeyInToken elsewhere); `nil`: both.
+    public var environment: APNsEnvironment?
+
+    public init(
+        keyID: String,
+        teamID: String,
+        publicKey: P256.Signing.PublicKey,
+        bundleIDs: Set<String>? = nil,
+        environment: APNsEnvironment? = nil
+    ) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.publicKey = publicKey
+        self.bundleIDs = bundleIDs
+        self.environment = environment
+    }
+
+    /// Reads the public key from PEM (`-----BEGIN PUBLIC KEY-----`), or from a PKCS#8 private key PEM (`.p8`).
+    public init(keyID: String, teamID: String, pem: String, bundleIDs: Set<String>? = nil, environment: APNsEnvironment? = nil) throws {
+        let publicKey: P256.Signing.PublicKey
+        if pem.contains("PRIVATE KEY") {
+            publicKey = try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey
+        } else {
+            publicKey = try P256.Signing.PublicKey(pemRepresentation: pem)
+        }
+        self.init(keyID: keyID, teamID: teamID, publicKey: publicKey, bundleIDs: bundleIDs, environment: environment)
+    }
+}

@@ -1,0 +1,255 @@
+import APNsCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A mock APNs provider API server: TLS 1.2+, ALPN `h2`, HTTP/2 only, validating `POST /3/device/<token>`
+/// like APNs, verifying ES256 provider tokens, with fault injection and observation for tests.
+///
+/// Plain async lifecycle: `start()` binds and returns the port, `stop()` closes everything.
+///
+/// ```swift
+/// var configuration = APNsMockConfiguration()
+/// configuration.providerKeys = [ProviderKey(keyID: "ABC123DEFG", teamID: "DEF123GHIJ", publicKey: key.publicKey)]
+/// let server = APNsMockServer(configuration: configuration)
+/// let port = try await server.start()
+/// // … client trusts server.caCertificatePEMPath …
+/// try await server.waitForAccepted(count: 10, timeout: .seconds(5))
+/// await server.stop()
+/// ```
+public final class APNsMockServer: Sendable {
+    public let configuration: APNsMockConfiguration
+    /// Device tokens with special answers (unregistered, expired, other topic, other environment).
+    public var registry: DeviceRegistry { context.registry }
+    /// Fault injection, programmable while the server runs.
+    public var faults: FaultInjector { context.faults }
+    /// The clock the server reads (the configured one).
+    public var clock: any APNsMockClock { context.clock }
+
+    private let context: MockServerContext
+    private let state = Mutex(RunState())
+
+    private struct RunState {
+        var group: MultiThreadedEventLoopGroup?
+        var channel: (any Channel)?
+        var control: MockControlServer?
+        var port: Int?
+        var controlPort: Int?
+        var caPEM: String?
+        var caPEMPath: String?
+        var temporaryDirectory: URL?
+    }
+
+    public init(configuration: APNsMockConfiguration = APNsMockConfiguration(), logger: Logger = Logger(label: "apns-mock")) {
+        self.configuration = configuration
+        self.context = MockServerContext(configuration: configuration, logger: logger)
+    }
+
+    /// The bound port, once started.
+    public var port: Int? { state.withLock { $0.port } }
+    /// The control interface's port, when `configuration.controlPort` is set and the server started.
+    public var controlPort: Int? { state.withLock { $0.controlPort } }
+    /// PEM of the certificate clients should trust.
+    public var caCertificatePEM: String? { state.withLock { $0.caPEM } }
+    /// Path of a file holding `caCertificatePEM`.
+    public var caCertificatePEMPath: String? { state.withLock { $0.caPEMPath } }
+
+    /// Binds and starts serving; returns the bound port.
+    /// - Throws: certificate, TLS-configuration or bind errors.
+    @discardableResult
+    public func start() async throws -> Int {
+        let (certificateChain, privateKey, caPEM, caPath, temporaryDirectory) = try makeCredentials()
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificateChain.map { .certificate($0) },
+            privateKey: .privateKey(privateKey)
+        )
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        let certificateMode = configuration.clientCertificateTrustRootsPEM != nil
+        if let rootsPEM = configuration.clientCertificateTrustRootsPEM {
+            tls.certificateVerification = .noHostnameVerification
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(rootsPEM.utf8)))
+        }
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
+        let context = self.context
+        let maxStreams = configuration.maxConcurrentStreams
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try Self.configure(channel: channel, sslContext: sslContext, context: context,
+                                       certificateMode: certificateMode, maxStreams: maxStreams)
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        let port = channel.localAddress?.port ?? 0
+        var control: MockControlServer?
+        var controlPort: Int?
+        if let requested = configuration.controlPort {
+            let server = MockControlServer(mock: self, group: group)
+            controlPort = try await server.start(host: configuration.host, port: requested)
+            control = server
+        }
+        context.faults.onFlowControlResumed.withLock { resume in
+            resume = { [context] in Task { await context.forEachConnection { _ in } } }
+        }
+        state.withLock {
+            $0 = RunState(group: group, channel: channel, control: control, port: port, controlPort: controlPort,
+                          caPEM: caPEM, caPEMPath: caPath, temporaryDirectory: temporaryDirectory)
+        }
+        context.logger.info("apns-mock listening", metadata: ["port": "\(port)", "ca": "\(caPath)"])
+        return port
+    }
+
+    /// Closes the listener and every connection, and stops the event loops.
+    public func stop() async {
+        let run = state.withLock { state -> RunState in
+            defer { state = RunState(caPEM: state.caPEM, caPEMPath: state.caPEMPath, temporaryDirectory: state.temporaryDirectory) }
+            return state
+        }
+        try? await run.channel?.close()
+        await run.control?.stop()
+        await context.forEachConnection { $0.closeAbruptly() }
+        try? await run.group?.shutdownGracefully()
+    }
+
+    // MARK: Observation
+
+    /// Counters so far.
+    public var statistics: MockStatistics { context.observations.statistics }
+
+    /// Accepted notifications, oldest first (at most `configuration.acceptedHistoryLimit`).
+    public var acceptedNotifications: [AcceptedNotification] { context.observations.accepted }
+
+    /// Clears counters and the accepted history (not the registry, faults or connection state).
+    public func resetObservations() { context.observations.reset() }
+
+    /// Waits until at least `count` notifications were accepted in total, and returns the accepted history.
+    /// - Throws: `APNsMockTimeout` naming what was seen when `timeout` passes first.
+    @discardableResult
+    public func waitForAccepted(count: Int, timeout: Duration) async throws -> [AcceptedNotification] {
+        try await context.observations.wait(for: "\(count) accepted notifications", timeout: timeout) {
+            $0.accepted >= count
+        }
+        return acceptedNotifications
+    }
+
+    /// Waits until `condition` holds for the statistics (checked after every request and event).
+    /// - Throws: `APNsMockTimeout` with `description` when `timeout` passes first.
+    public func waitUntil(
+        _ description: String,
+        timeout: Duration,
+        _ condition: @escaping @Sendable (MockStatistics) -> Bool
+    ) async throws {
+        try await context.observations.wait(for: description, timeout: timeout, condition: condition)
+    }
+
+    /// Number of open client connections.
+    public var openConnections: Int { context.openConnectionCount }
+
+    // MARK: Connection commands
+
+    /// Sends GOAWAY (NO_ERROR, `{"reason":…}`) on every open connection; last-stream-id is the highest stream
+    /// received, streams above it are not processed, and each connection closes once its streams are answered.
+    public func goAway(reason: String = "Shutdown") async {
+        await context.forEachConnection { $0.goAway(reason: reason) }
+    }
+
+    /// Advertises MAX_CONCURRENT_STREAMS `value` on every open connection now, and on later connections once
+    /// they post a valid token. Use 1 to emulate APNs throttling a connection.
+    public func setMaxConcurrentStreams(_ value: Int) async {
+        context.maxConcurrentStreams = value
+        await context.forEachConnection { $0.setMaxConcurrentStreams(value) }
+    }
+
+    /// Closes every client connection at once, without GOAWAY (abrupt TCP close).
+    public func closeAllConnections() async {
+        await context.forEachConnection { $0.closeAbruptly() }
+    }
+
+    // MARK: Set-up
+
+    private static func configure(
+        channel: any Channel,
+        sslContext: NIOSSLContext,
+        context: MockServerContext,
+        certificateMode: Bool,
+        maxStreams: Int
+    ) throws {
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .headerTableSize, value: 4096),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: certificateMode ? maxStreams : 1),
+            HTTP2Setting(parameter: .initialWindowSize, value: 65535),
+            HTTP2Setting(parameter: .maxFrameSize, value: 16384),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
+        ]
+        // Fault injection resets streams on purpose and clients reset withheld ones; NIO's DoS limits must
+        // not turn that into connection errors.
+        connection.maximumRecentlyResetStreams = 10_000
+        connection.maximumConnectionGlitches = 1_000_000
+        connection.controlFrameRateLimit.maximumCount = 1_000_000
+        connection.maximumBufferedControlFrames = 100_000
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.streamResetFrameRateLimit.maximumCount = 1_000_000
+        stream.streamErrorRateLimit.maximumCount = 1_000_000
+        try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: stream))
+        let id = context.makeConnectionID()
+        let authentication: ConnectionAuthentication
+        if certificateMode {
+            authentication = ConnectionAuthentication(mode: .certificate(topics: []))
+        } else {
+            authentication = ConnectionAuthentication(mode: .token)
+        }
+        let handler = APNsConnectionHandler(connectionID: id, server: context, authentication: authentication,
+                                            certificateMode: certificateMode)
+        try sync.addHandler(handler)
+        context.connectionOpened(id, channel: channel, handler: handler)
+    }
+
+    private func makeCredentials() throws -> (
+        [NIOSSLCertificate], NIOSSLPrivateKey, String, String, URL?
+    ) {
+        switch configuration.tls {
+        case .selfSigned:
+            let generated = try SelfSignedCertificate.generate()
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("apns-mock-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.appendingPathComponent("ca.pem")
+            try generated.certificatePEM.write(to: path, atomically: true, encoding: .utf8)
+            return (
+                try NIOSSLCertificate.fromPEMBytes(Array(generated.certificatePEM.utf8)),
+                try NIOSSLPrivateKey(bytes: Array(generated.privateKeyPEM.utf8), format: .pem),
+                generated.certificatePEM,
+                path.path,
+                directory
+            )
+        case .files(let chainPath, let keyPath, let caPath):
+            let caPEM = try String(contentsOfFile: caPath, encoding: .utf8)
+            return (
+                try NIOSSLCertificate.fromPEMFile(chainPath),
+                try NIOSSLPrivateKey(file: keyPath, format: .pem),
+                caPEM,
+                caPath,
+                nil
+            )
+        }
+    }
+}

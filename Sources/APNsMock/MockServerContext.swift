@@ -1,0 +1,75 @@
+import APNsCore
+import Logging
+import NIOCore
+import Synchronization
+
+/// State shared by all connections of one mock server.
+final class MockServerContext: Sendable {
+    let environment: APNsEnvironment
+    let clock: any APNsMockClock
+    let registry: DeviceRegistry
+    let faults: FaultInjector
+    let observations: ObservationStore
+    let authority: ProviderTokenAuthority
+    let tokenLifetimeSeconds: Int64
+    let tokenUpdateIntervalMilliseconds: Int64
+    let logger: Logger
+    private let maxStreams: Atomic<Int>
+    private let connections = Mutex<[Int: ConnectionHandle]>([:])
+    private let nextConnectionID = Atomic<Int>(0)
+
+    struct ConnectionHandle: Sendable {
+        var channel: any Channel
+        var handler: NIOLoopBound<APNsConnectionHandler>
+    }
+
+    init(configuration: APNsMockConfiguration, logger: Logger) {
+        environment = configuration.environment
+        clock = configuration.clock
+        registry = DeviceRegistry()
+        faults = FaultInjector()
+        observations = ObservationStore(historyLimit: configuration.acceptedHistoryLimit)
+        authority = ProviderTokenAuthority(
+            keys: configuration.providerKeys,
+            strictFleet: configuration.strictFleet,
+            updateIntervalSeconds: configuration.tokenUpdateInterval.components.seconds
+        )
+        tokenLifetimeSeconds = configuration.tokenLifetime.components.seconds
+        tokenUpdateIntervalMilliseconds = configuration.tokenUpdateInterval.components.seconds * 1000
+        maxStreams = Atomic(configuration.maxConcurrentStreams)
+        self.logger = logger
+    }
+
+    /// MAX_CONCURRENT_STREAMS after a valid credential.
+    var maxConcurrentStreams: Int {
+        get { maxStreams.load(ordering: .relaxed) }
+        set { maxStreams.store(newValue, ordering: .relaxed) }
+    }
+
+    func makeConnectionID() -> Int { nextConnectionID.add(1, ordering: .relaxed).newValue }
+
+    func connectionOpened(_ id: Int, channel: any Channel, handler: APNsConnectionHandler) {
+        let handle = ConnectionHandle(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+        connections.withLock { $0[id] = handle }
+        observations.update { $0.connectionsOpened += 1 }
+    }
+
+    func connectionClosed(_ id: Int) {
+        _ = connections.withLock { $0.removeValue(forKey: id) }
+    }
+
+    var openConnectionCount: Int { connections.withLock { $0.count } }
+
+    /// Runs `body` on every open connection's event loop and waits for all of them.
+    func forEachConnection(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) async {
+        let handles = connections.withLock { Array($0.values) }
+        for handle in handles {
+            let future = handle.channel.eventLoop.submit {
+                let handler = handle.handler.value
+                body(handler)
+                handler.flushFromCommand()
+            }
+            try? await future.get()
+        }
+    }
+}

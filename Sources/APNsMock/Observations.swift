@@ -1,0 +1,204 @@
+import APNsCore
+import Synchronization
+
+/// One notification the mock accepted (answered 200), as the client sent it.
+public struct AcceptedNotification: Sendable, Hashable {
+    /// Lower-case hex device token from `:path`.
+    public var deviceToken: String
+    public var topic: String
+    public var pushType: PushType
+    /// The `apns-id` answered (echoed, or generated when the request had none).
+    public var apnsID: String
+    /// `apns-priority` as sent; `nil` when absent (APNs uses 10).
+    public var priority: Int?
+    /// `apns-expiration` in UNIX seconds; `nil` when absent.
+    public var expiration: Int64?
+    public var collapseID: String?
+    /// The request body, byte for byte.
+    public var payload: [UInt8]
+    /// Which connection carried it (see `MockStatistics.requestsByConnection`).
+    public var connectionID: Int
+    /// Server clock when it was accepted.
+    public var receivedAtMilliseconds: Int64
+}
+
+/// Counters of everything the mock answered. A snapshot; take a new one to see later traffic.
+public struct MockStatistics: Sendable, Hashable {
+    /// Requests whose last frame arrived (including refused, withheld and dropped ones).
+    public var requests = 0
+    /// Requests answered 200.
+    public var accepted = 0
+    /// Answers by `"<status>"` for 200 and `"<status> <Reason>"` otherwise, e.g. `"400 BadTopic"`.
+    public var responses: [String: Int] = [:]
+    /// Requests per connection id.
+    public var requestsByConnection: [Int: Int] = [:]
+    /// Requests per device token (lower-case hex).
+    public var requestsByDeviceToken: [String: Int] = [:]
+    /// Accepted notifications per device token.
+    public var acceptedByDeviceToken: [String: Int] = [:]
+    /// Streams reset with REFUSED_STREAM by fault injection.
+    public var refusedStreams = 0
+    /// Requests never answered (withheld by fault injection).
+    public var withheldReplies = 0
+    /// Connections closed abruptly by fault injection.
+    public var droppedConnections = 0
+    /// GOAWAY frames sent.
+    public var goAwaysSent = 0
+    /// Connections accepted so far.
+    public var connectionsOpened = 0
+    /// Highest number of requests open at once on one connection, per connection id.
+    public var peakConcurrentStreamsByConnection: [Int: Int] = [:]
+
+    /// Answers counted for a reason (any status).
+    public func count(_ reason: APNsReason) -> Int {
+        guard let status = reason.status else { return 0 }
+        return responses["\(status) \(reason.rawValue)"] ?? 0
+    }
+}
+
+/// Waiting for traffic and the bounded history of accepted notifications.
+final class ObservationStore: Sendable {
+    private struct State {
+        var statistics = MockStatistics()
+        var ring: [AcceptedNotification] = []
+        var ringStart = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID = 0
+    }
+
+    struct Waiter {
+        var id: Int
+        var condition: @Sendable (MockStatistics) -> Bool
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private let state = Mutex(State())
+    let historyLimit: Int
+
+    init(historyLimit: Int) { self.historyLimit = max(1, historyLimit) }
+
+    enum Outcome {
+        case accepted(AcceptedNotification)
+        case rejected(status: Int, reason: APNsReason)
+        case refused
+        case withheld
+        case dropped
+    }
+
+    /// Records one request. Resumes waiters whose condition now holds (outside the lock).
+    func record(_ outcome: Outcome, connectionID: Int, deviceToken: String?) {
+        let ready: [Waiter] = state.withLock { state in
+            state.statistics.requests += 1
+            state.statistics.requestsByConnection[connectionID, default: 0] += 1
+            if let deviceToken { state.statistics.requestsByDeviceToken[deviceToken, default: 0] += 1 }
+            switch outcome {
+            case .accepted(let notification):
+                state.statistics.accepted += 1
+                state.statistics.responses["200", default: 0] += 1
+                state.statistics.acceptedByDeviceToken[notification.deviceToken, default: 0] += 1
+                if state.ring.count < historyLimit {
+                    state.ring.append(notification)
+                } else {
+                    state.ring[state.ringStart] = notification
+                    state.ringStart = (state.ringStart + 1) % historyLimit
+                }
+            case .rejected(let status, let reason):
+                state.statistics.responses["\(status) \(reason.rawValue)", default: 0] += 1
+            case .refused:
+                state.statistics.refusedStreams += 1
+            case .withheld:
+                state.statistics.withheldReplies += 1
+            case .dropped:
+                state.statistics.droppedConnections += 1
+            }
+            return Self.takeReady(&state)
+        }
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    /// Updates counters that are not requests (connections, GOAWAYs, peaks).
+    func update(_ body: (inout MockStatistics) -> Void) {
+        let ready: [Waiter] = state.withLock { state in
+            body(&state.statistics)
+            return Self.takeReady(&state)
+        }
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    private static func takeReady(_ state: inout State) -> [Waiter] {
+        guard !state.waiters.isEmpty else { return [] }
+        var ready: [Waiter] = []
+        state.waiters.removeAll { waiter in
+            if waiter.condition(state.statistics) {
+                ready.append(waiter)
+                return true
+            }
+            return false
+        }
+        return ready
+    }
+
+    var statistics: MockStatistics { state.withLock { $0.statistics } }
+
+    var accepted: [AcceptedNotification] {
+        state.withLock { state in
+            Array(state.ring[state.ringStart...] + state.ring[..<state.ringStart])
+        }
+    }
+
+    func reset() {
+        state.withLock { state in
+            state.statistics = MockStatistics()
+            state.ring = []
+            state.ringStart = 0
+        }
+    }
+
+    /// Suspends until `condition` holds for the statistics, or throws `APNsMockTimeout` after `timeout`.
+    func wait(
+        for description: String,
+        timeout: Duration,
+        condition: @escaping @Sendable (MockStatistics) -> Bool
+    ) async throws {
+        let id = state.withLock { state -> Int in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        let timeoutTask = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.expire(id, description: description, timeout: timeout)
+        }
+        defer { timeoutTask.cancel() }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let satisfied = state.withLock { state -> Bool in
+                if condition(state.statistics) { return true }
+                state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
+                return false
+            }
+            if satisfied { continuation.resume() }
+        }
+    }
+
+    private func expire(_ id: Int, description: String, timeout: Duration) {
+        let expired: (Waiter, MockStatistics)? = state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return (state.waiters.remove(at: index), state.statistics)
+        }
+        if let (waiter, statistics) = expired {
+            waiter.continuation.resume(
+                throwing: APNsMockTimeout(
+                    message: "timed out after \(timeout) waiting for \(description); "
+                        + "saw \(statistics.requests) requests, \(statistics.accepted) accepted, "
+                        + "responses \(statistics.responses.sorted { $0.key < $1.key })"
+                )
+            )
+        }
+    }
+}
+
+/// A wait on the mock did not see what it waited for before its deadline.
+public struct APNsMockTimeout: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+    public init(message: String) { self.message = message }
+}

@@ -1,0 +1,213 @@
+import APNsClient
+import APNsCore
+import Configuration
+import Foundation
+import Kafka
+import SystemPackage
+
+/// Everything `apns-relay run` needs, read from a file (YAML or JSON), the environment (`APNS_RELAY_*`)
+/// and flags, in increasing precedence. Every key, its default and its variable are listed in README.md.
+///
+/// Secrets (the `.p8` key, certificate keys, passphrases) are read from files named here, never from the
+/// configuration itself, and are never printed.
+public struct RelayAppConfiguration: Sendable {
+    public struct Kafka: Sendable {
+        public var bootstrapServers: [String]
+        public var groupID: String
+        public var clientID: String
+        public var sessionTimeout: Duration
+        public var maxPollInterval: Duration
+        public var assignmentStrategy: KafkaPartitionAssignmentStrategy
+        public var statisticsInterval: Duration
+        /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
+        public var properties: [String: String]
+        public var consumerProperties: [String: String]
+        public var producerProperties: [String: String]
+    }
+
+    public struct APNs: Sendable {
+        public enum Auth: Sendable {
+            case token(keyID: String, teamID: String, privateKeyFile: String, rotationEpoch: Duration)
+            case certificate(ClientCertificateSource)
+        }
+
+        public enum ClientCertificateSource: Sendable {
+            case pem(certificateFile: String, privateKeyFile: String)
+            case pkcs12(file: String, passphraseFile: String?)
+        }
+
+        public var auth: Auth
+        public var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint]
+        /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
+        public var caFile: String?
+        public var insecureSkipVerify: Bool
+        public var minConnections: Int
+        public var maxConnections: Int
+        public var connectTimeout: Duration
+    }
+
+    public struct Admin: Sendable {
+        public var host: String
+        /// 0 disables the admin endpoint.
+        public var port: Int
+    }
+
+    public enum LogFormat: String, Sendable { case json, text }
+
+    public var kafka: Kafka
+    public var apns: APNs
+    public var relay: RelayConfiguration
+    public var admin: Admin
+    public var logLevel: String
+    public var logFormat: LogFormat
+
+    /// Reads and checks the configuration.
+    /// - Throws: `SettingsReader.Invalid` or `RelayError` naming the key and what is wrong with it.
+    public init(reader: ConfigReader) throws {
+        let settings = SettingsReader(reader: reader)
+
+        let servers = settings.list("kafka.bootstrapServers", default: [])
+        guard !servers.isEmpty else {
+            throw RelayError("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
+        }
+        kafka = Kafka(
+            bootstrapServers: servers,
+            groupID: settings.string("kafka.groupId", default: "apns-relay"),
+            clientID: settings.string("kafka.clientId", default: "apns-relay"),
+            sessionTimeout: try settings.milliseconds("kafka.sessionTimeoutMs", default: .seconds(45), range: 1000...3_600_000),
+            maxPollInterval: try settings.milliseconds("kafka.maxPollIntervalMs", default: .seconds(300), range: 1000...86_400_000),
+            assignmentStrategy: try settings.oneOf("kafka.assignmentStrategy", default: .cooperativeSticky, [
+                "cooperative-sticky": .cooperativeSticky, "range": KafkaPartitionAssignmentStrategy(assignors: ["range"]),
+                "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
+            ]),
+            statisticsInterval: try settings.milliseconds("kafka.statisticsIntervalMs", default: .seconds(15)),
+            properties: try settings.properties("kafka.properties"),
+            consumerProperties: try settings.properties("kafka.consumerProperties"),
+            producerProperties: try settings.properties("kafka.producerProperties")
+        )
+
+        let topics = RelayConfiguration.Topics(
+            input: settings.list("kafka.topics.input", default: ["apns-notifications"]),
+            results: settings.string("kafka.topics.results", default: "apns-results"),
+            removedTokens: settings.string("kafka.topics.removedTokens", default: "apns-removed-tokens"),
+            deadLetters: settings.string("kafka.topics.deadLetters", default: "apns-dead-letters")
+        )
+        guard !topics.input.isEmpty else { throw RelayError("configuration key 'kafka.topics.input' lists no topic") }
+        let outputs = [topics.results, topics.removedTokens, topics.deadLetters]
+        if let loop = outputs.first(where: topics.input.contains) {
+            throw RelayError("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
+        }
+
+        let authKind = try settings.oneOf("apns.auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
+        let auth: APNs.Auth
+        switch authKind {
+        case .token:
+            guard let keyID = settings.string("apns.token.keyId"), let teamID = settings.string("apns.token.teamId"),
+                let keyFile = settings.string("apns.token.privateKeyFile")
+            else {
+                throw RelayError("token auth needs apns.token.keyId, apns.token.teamId and apns.token.privateKeyFile (APNS_RELAY_APNS_TOKEN_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+            }
+            let minutes = try settings.int("apns.token.rotationMinutes", default: 30, range: 20...35)
+            auth = .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60))
+        case .certificate:
+            if let p12 = settings.string("apns.certificate.pkcs12File") {
+                auth = .certificate(.pkcs12(file: p12, passphraseFile: settings.string("apns.certificate.passphraseFile")))
+            } else if let cert = settings.string("apns.certificate.certificateFile"), let key = settings.string("apns.certificate.privateKeyFile") {
+                auth = .certificate(.pem(certificateFile: cert, privateKeyFile: key))
+            } else {
+                throw RelayError("certificate auth needs apns.certificate.pkcs12File, or apns.certificate.certificateFile and apns.certificate.privateKeyFile")
+            }
+        }
+        var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
+        for environment in APNsEnvironment.allCases {
+            endpoints[environment] = APNsClientConfiguration.Endpoint(
+                host: settings.string("apns.\(environment.rawValue).host", default: environment.host),
+                port: try settings.int("apns.\(environment.rawValue).port", default: 443, range: 1...65535)
+            )
+        }
+        let minConnections = try settings.int("apns.pool.minConnections", default: 1, range: 0...1000)
+        let maxConnections = try settings.int("apns.pool.maxConnections", default: 8, range: 1...1000)
+        guard minConnections <= maxConnections else {
+            throw RelayError("apns.pool.minConnections (\(minConnections)) is above apns.pool.maxConnections (\(maxConnections))")
+        }
+        apns = APNs(
+            auth: auth, endpoints: endpoints, caFile: settings.string("apns.caFile"),
+            insecureSkipVerify: try settings.bool("apns.insecureSkipVerify", default: false),
+            minConnections: minConnections, maxConnections: maxConnections,
+            connectTimeout: try settings.milliseconds("apns.connectTimeoutMs", default: .seconds(10), range: 100...120_000)
+        )
+
+        var relay = RelayConfiguration(topics: topics)
+        relay.authentication = authKind
+        relay.maxEventBytes = try settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
+        relay.requestTimeout = try settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
+        relay.inFlight = InFlightGate.Limits(
+            maxEvents: try settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
+            maxBytes: try settings.int("relay.maxInFlightBytes", default: 64 << 20, range: 1024...(8 << 30))
+        )
+        relay.drainTimeout = try settings.milliseconds("relay.drainTimeoutMs", default: .seconds(20), range: 0...600_000)
+        relay.revocationDrainTimeout = try settings.milliseconds("relay.revocationDrainTimeoutMs", default: .seconds(10), range: 0...600_000)
+        relay.retry = RetryPolicy(
+            maxAttempts: try settings.int("relay.retry.maxAttempts", default: 8, range: 1...100),
+            initialBackoff: try settings.milliseconds("relay.retry.initialBackoffMs", default: .milliseconds(100), range: 1...600_000),
+            maxBackoff: try settings.milliseconds("relay.retry.maxBackoffMs", default: .seconds(30), range: 1...3_600_000)
+        )
+        self.relay = relay
+
+        admin = Admin(
+            host: settings.string("admin.host", default: "0.0.0.0"),
+            port: try settings.int("admin.port", default: 9090, range: 0...65535)
+        )
+        logLevel = try settings.oneOf("log.level", default: "info", Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
+        logFormat = try settings.oneOf("log.format", default: .json, ["json": .json, "text": .text])
+    }
+
+    /// The layered sources: `overrides` (flags, `key=value`), then `APNS_RELAY_*` variables, then the file.
+    ///
+    /// - Parameters:
+    ///   - file: a `.yaml`/`.yml` or `.json` file, or `nil`.
+    ///   - environment: the process environment; only `APNS_RELAY_`-prefixed variables are read.
+    public static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigReader {
+        var providers: [any ConfigProvider] = []
+        if !overrides.isEmpty {
+            let encoded = Dictionary(overrides.map { (environmentName(forKey: $0.key), $0.value) }, uniquingKeysWith: { $1 })
+            providers.append(EnvironmentVariablesProvider(environmentVariables: encoded))
+        }
+        let prefix = "APNS_RELAY_"
+        let ours = Dictionary(environment.compactMap { name, value -> (String, String)? in
+            name.hasPrefix(prefix) ? (String(name.dropFirst(prefix.count)), value) : nil
+        }, uniquingKeysWith: { $1 })
+        providers.append(EnvironmentVariablesProvider(environmentVariables: ours))
+        if let file {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw RelayError("configuration file '\(file)' does not exist or cannot be read")
+            }
+            if file.hasSuffix(".json") {
+                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+            } else {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
+            }
+        }
+        return ConfigReader(providers: providers)
+    }
+
+    /// `kafka.bootstrapServers` → `KAFKA_BOOTSTRAP_SERVERS` (the variable name, without `APNS_RELAY_`).
+    public static func environmentName(forKey key: String) -> String {
+        var name = ""
+        var previousWasLower = false
+        for character in key {
+            if character == "." || character == "-" {
+                name.append("_")
+                previousWasLower = false
+            } else if character.isUppercase {
+                if previousWasLower { name.append("_") }
+                name.append(character)
+                previousWasLower = false
+            } else {
+                name.append(contentsOf: character.uppercased())
+                previousWasLower = character.isLowercase || character.isNumber
+            }
+        }
+        return name
+    }
+}

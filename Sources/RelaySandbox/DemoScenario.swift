@@ -1,0 +1,77 @@
+import APNsCore
+import APNsMock
+import Foundation
+
+/// The demo's mix of events: mostly valid pushes of several types, plus every kind of trouble the relay
+/// must answer without losing anything — schema violations, broken JSON, an oversize payload and an
+/// oversize message, gone and wrong-environment tokens, stale events, and a burst of APNs 503s.
+public struct DemoScenario: Sendable {
+    public struct Event: Sendable {
+        public var key: String
+        public var value: [UInt8]
+        /// What the relay should answer (given the faults armed), when it is certain.
+        public var expected: DeliveryOutcome
+        public var label: String
+    }
+
+    public var events: [Event]
+    /// Tokens the mock APNs reports as gone (410 Unregistered), with the time it says.
+    public var unregistered: [String: Int64]
+    /// Tokens the mock APNs says belong to the other environment (400 BadDeviceToken).
+    public var wrongEnvironment: [String]
+    /// How many 503s the mock answers first.
+    public var serviceUnavailableBurst: Int
+
+    public static func make(count: Int, nowSeconds: Int64) -> DemoScenario {
+        var events: [Event] = []
+        var unregistered: [String: Int64] = [:]
+        var wrongEnvironment: [String] = []
+        for n in 0..<count {
+            let id = String(format: "evt-%05d", n)
+            let token = SampleEvents.token(n)
+            let metadata = #"{"userId":\#(1000 + n),"campaign":"demo"}"#
+            func add(_ value: [UInt8], _ expected: DeliveryOutcome, _ label: String) {
+                events.append(Event(key: id, value: value, expected: expected, label: label))
+            }
+            switch n % 50 {
+            case 7:
+                unregistered[token] = (nowSeconds - 86_400) * 1000
+                add(SampleEvents.event(id: id, deviceToken: token, metadata: metadata), .unregistered, "gone token (410)")
+            case 13:
+                wrongEnvironment.append(token)
+                add(SampleEvents.event(id: id, deviceToken: token, metadata: metadata), .rejected, "token of the other environment")
+            case 19:
+                add(Array(#"{"id":"\#(id)","deviceToken":"\#(token)","topic":"com.example.app","pushType":"alert"}"#.utf8), .invalid, "missing payload")
+            case 23:
+                add(SampleEvents.event(id: id, deviceToken: "not-a-token", metadata: metadata), .invalid, "bad device token")
+            case 29:
+                add(Array("{\"id\": \"\(id)\", \"deviceToken\": ".utf8), .invalid, "truncated JSON")
+            case 31:
+                add(SampleEvents.event(id: id, deviceToken: token, payload: SampleEvents.payload(bytes: 5000), metadata: metadata), .invalid, "payload over 4096 bytes")
+            case 37:
+                add(SampleEvents.event(id: id, deviceToken: token, expiration: nowSeconds - 60, metadata: metadata), .expired, "expired before sending")
+            case 41 where n < 50:
+                add(Array(String(repeating: " ", count: 70_000).utf8) + Array("{}".utf8), .invalid, "70 KB message")
+            case 43:
+                add(SampleEvents.event(id: id, deviceToken: token, pushType: .background, priority: 5, payload: #"{"aps":{"content-available":1}}"#, metadata: metadata), .delivered, "background")
+            case 44:
+                add(SampleEvents.event(id: id, deviceToken: token, topic: "com.example.app", pushType: .voip, priority: 10, payload: #"{"aps":{},"call":"incoming"}"#, metadata: metadata), .delivered, "voip")
+            case 45:
+                let live = #"{"aps":{"timestamp":\#(nowSeconds),"event":"update","content-state":{"score":"2-1"}}}"#
+                add(SampleEvents.event(id: id, deviceToken: token, pushType: .liveactivity, priority: 10, payload: live, metadata: metadata), .delivered, "live activity")
+            case 46:
+                add(SampleEvents.event(id: id, deviceToken: token, collapseID: "score-update", metadata: metadata), .delivered, "collapsed alert")
+            default:
+                add(SampleEvents.event(id: id, deviceToken: token, payload: SampleEvents.payload(bytes: 300), metadata: metadata), .delivered, "alert")
+            }
+        }
+        return DemoScenario(events: events, unregistered: unregistered, wrongEnvironment: wrongEnvironment, serviceUnavailableBurst: min(200, count / 10))
+    }
+
+    /// Tells the mock APNs which tokens are gone or misplaced, and arms the 503 burst.
+    public func arm(_ apns: APNsMockServer) {
+        for (token, since) in unregistered { apns.registry.unregister(token, sinceMilliseconds: since) }
+        for token in wrongEnvironment { apns.registry.register(token, environment: .production) }
+        if serviceUnavailableBurst > 0 { apns.faults.failNext(serviceUnavailableBurst, with: .serviceUnavailable) }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Kafka
+import Logging
+import Relay
+
+/// Reads what the relay wrote (results, removed tokens, dead letters) from the sandbox's topics, in its
+/// own consumer group, until a condition holds or a deadline passes.
+public final class OutputReader: Sendable {
+    /// One record read back.
+    public struct Record: Sendable {
+        public var topic: String
+        public var key: [UInt8]?
+        public var value: [UInt8]
+        public var headers: [KafkaHeader]
+        /// The value parsed as a JSON object (results and removed tokens); `nil` for dead letters.
+        public var json: [String: any Sendable]? {
+            (try? JSONSerialization.jsonObject(with: Data(value))) as? [String: any Sendable]
+        }
+    }
+
+    private let consumer: KafkaConsumer
+    private let topics: RelayConfiguration.Topics
+
+    public init(sandbox: RelaySandbox, logger: Logger) throws {
+        topics = sandbox.options.topics
+        var configuration = KafkaConsumerConfiguration(
+            bootstrapServers: [sandbox.bootstrapServers], groupID: "output-reader-\(UUID().uuidString)"
+        )
+        configuration.sessionTimeout = .seconds(6)
+        consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        try consumer.subscribe(topics: [topics.results, topics.removedTokens, topics.deadLetters])
+        try consumer.start()
+    }
+
+    /// Collects records until `done` says so.
+    /// - Throws: `RelayError` naming what was still missing when `timeout` passed.
+    public func collect(
+        timeout: Duration, progress: (@Sendable (Int) -> Void)? = nil,
+        until done: ([Record]) -> Bool
+    ) async throws -> [Record] {
+        var records: [Record] = []
+        let deadline = ContinuousClock.now + timeout
+        var iterator = consumer.events.makeAsyncIterator()
+        while !done(records) {
+            let remaining = deadline - .now
+            guard remaining > .zero else {
+                throw RelayError("timed out after \(timeout) with \(records.count) output records")
+            }
+            let event: KafkaConsumerEvent
+            do {
+                guard let next = try await iterator.next(within: min(remaining, .seconds(1))) else {
+                    throw RelayError("the output reader's consumer closed")
+                }
+                event = next
+            } catch let error as KafkaError where error.code == .timedOut {
+                continue
+            }
+            switch event {
+            case .message(let message):
+                guard let value = message.value else { continue }
+                records.append(Record(topic: message.topic, key: message.key, value: value, headers: message.headers))
+                progress?(records.count)
+            case .partitionsRevoked(let revocation):
+                revocation.acknowledge()
+            case .partitionsAssigned, .partitionsLost:
+                break
+            }
+        }
+        return records
+    }
+
+    /// Results only, until `count` of them arrived.
+    public func results(count: Int, timeout: Duration) async throws -> [Record] {
+        let results = topics.results
+        return try await collect(timeout: timeout) { $0.lazy.filter { $0.topic == results }.count >= count }
+    }
+
+    public func close() async {
+        try? await consumer.close(timeout: .seconds(5))
+    }
+}

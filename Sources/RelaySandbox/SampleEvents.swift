@@ -1,0 +1,59 @@
+import APNsCore
+import Foundation
+
+/// Realistic notification events, valid and not, for the demo, the tests and the benchmarks.
+public enum SampleEvents {
+    /// One event as JSON bytes (keys in a stable order; `payload` and `metadata` as given).
+    public static func event(
+        id: String, deviceToken: String, topic: String = "com.example.app", pushType: PushType = .alert,
+        priority: Int? = nil, expiration: Int64? = nil, collapseID: String? = nil,
+        environment: APNsEnvironment = .development, payload: String = #"{"aps":{"alert":{"title":"Hello","body":"World"}}}"#,
+        metadata: String? = nil
+    ) -> [UInt8] {
+        var fields = [
+            #""id":\#(quoted(id))"#, #""deviceToken":\#(quoted(deviceToken))"#, #""topic":\#(quoted(topic))"#,
+            #""pushType":"\#(pushType.rawValue)""#, #""environment":"\#(environment.rawValue)""#,
+        ]
+        if let priority { fields.append(#""priority":\#(priority)"#) }
+        if let expiration { fields.append(#""expiration":\#(expiration)"#) }
+        if let collapseID { fields.append(#""collapseId":\#(quoted(collapseID))"#) }
+        fields.append(#""payload":\#(payload)"#)
+        if let metadata { fields.append(#""metadata":\#(metadata)"#) }
+        return Array(("{" + fields.joined(separator: ",") + "}").utf8)
+    }
+
+    /// A random-looking but deterministic 32-byte token (64 hex digits) for index `n`.
+    public static func token(_ n: Int, salt: UInt64 = 0x5EED) -> String {
+        var state = UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15 ^ salt
+        var hex = ""
+        hex.reserveCapacity(64)
+        for _ in 0..<4 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let word = String(state, radix: 16)
+            hex += String(repeating: "0", count: 16 - word.count) + word
+        }
+        return hex
+    }
+
+    /// A payload of about `bytes` bytes.
+    public static func payload(bytes: Int) -> String {
+        let prefix = #"{"aps":{"alert":{"title":"Update","body":""#
+        let suffix = #""}}}"#
+        let fill = max(0, bytes - prefix.utf8.count - suffix.utf8.count)
+        return prefix + String(repeating: "x", count: fill) + suffix
+    }
+
+    private static func quoted(_ string: String) -> String {
+        var out = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default:
+                if scalar.value < 0x20 { out += String(format: "\\u%04x", scalar.value) } else { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out + "\""
+    }
+}

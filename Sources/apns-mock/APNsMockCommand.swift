@@ -1,0 +1,117 @@
+import APNsCore
+import APNsMock
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Stand-alone mock APNs. First line on stdout: `listening port=<port> ca=<path>[ control=<port>]`.
+@main
+struct APNsMockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-mock",
+        abstract: "Mock APNs provider API server (TLS, HTTP/2, ES256 provider tokens, fault injection)."
+    )
+
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(help: "Port to bind (0 picks one).") var port = 0
+    @Option(help: "Environment: production or development (adds apns-unique-id).") var environment = "production"
+    @Option(name: .customLong("key-id"), help: "Key ID of a trusted provider key (repeat with --team-id/--public-key).")
+    var keyIDs: [String] = []
+    @Option(name: .customLong("team-id"), help: "Team ID of the matching --key-id.") var teamIDs: [String] = []
+    @Option(name: .customLong("public-key"), help: "PEM file (public key or .p8 private key) of the matching --key-id.")
+    var publicKeys: [String] = []
+    @Option(help: "PEM CA file: require client certificates signed by it (certificate authentication).")
+    var clientCaFile: String?
+    @Option(help: "MAX_CONCURRENT_STREAMS after the first valid token.") var maxStreams = 1000
+    @Option(help: "Emulated round-trip time in milliseconds (delays replies and WINDOW_UPDATEs).") var rttMs = 0
+    @Option(help: "Jitter in milliseconds around --rtt-ms.") var jitterMs = 0
+    @Option(help: "Random failure: REASON=RATE, e.g. TooManyRequests=0.01 (repeatable).") var failureRate: [String] = []
+    @Option(help: "Send GOAWAY after this many streams per connection.") var goAwayAfter: Int?
+    @Flag(help: "Reject a second different token of the same key with an iat within 20 minutes (replicas must share one token).")
+    var strictFleet = false
+    @Option(help: "Port of the HTTP/1.1 JSON control interface (0 picks one).") var controlPort: Int?
+    @Option(help: "Event-loop threads.") var threads = 1
+    @Option(help: "Certificate chain PEM (with --tls-key and --tls-ca); default: self-signed.") var tlsCert: String?
+    @Option(help: "Private key PEM for --tls-cert.") var tlsKey: String?
+    @Option(help: "CA PEM clients should trust for --tls-cert.") var tlsCa: String?
+    @Option(help: "Log level (trace, debug, info, warning, error).") var logLevel = "warning"
+
+    func validate() throws {
+        guard keyIDs.count == teamIDs.count, keyIDs.count == publicKeys.count else {
+            throw ValidationError("--key-id, --team-id and --public-key must be given the same number of times")
+        }
+        guard APNsEnvironment(rawValue: environment) != nil else {
+            throw ValidationError("--environment must be production or development")
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "apns-mock")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
+        var configuration = APNsMockConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.environment = APNsEnvironment(rawValue: environment) ?? .production
+        configuration.maxConcurrentStreams = maxStreams
+        configuration.strictFleet = strictFleet
+        configuration.controlPort = controlPort
+        configuration.eventLoopThreads = threads
+        configuration.providerKeys = try zip(keyIDs, zip(teamIDs, publicKeys)).map { keyID, rest in
+            try ProviderKey(keyID: keyID, teamID: rest.0, pem: String(contentsOfFile: rest.1, encoding: .utf8))
+        }
+        if let clientCaFile {
+            configuration.clientCertificateTrustRootsPEM = try String(contentsOfFile: clientCaFile, encoding: .utf8)
+        }
+        if let tlsCert, let tlsKey, let tlsCa {
+            configuration.tls = .files(certificateChainPEMPath: tlsCert, privateKeyPEMPath: tlsKey, caPEMPath: tlsCa)
+        }
+        let server = APNsMockServer(configuration: configuration, logger: logger)
+        if rttMs > 0 || jitterMs > 0 {
+            server.faults.latency = .init(rtt: .milliseconds(rttMs), jitter: .milliseconds(jitterMs))
+        }
+        for entry in failureRate {
+            let parts = entry.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let rate = Double(parts[1]) else {
+                throw ValidationError("--failure-rate wants REASON=RATE, got \(entry)")
+            }
+            server.faults.setFailureRate(rate, for: APNsReason(rawValue: String(parts[0])))
+        }
+        server.faults.goAwayAfterStreams = goAwayAfter
+
+        let signals = SignalWaiter()
+        let port = try await server.start()
+        var line = "listening port=\(port) ca=\(server.caCertificatePEMPath ?? "")"
+        if let control = server.controlPort { line += " control=\(control)" }
+        print(line)
+        fflush(nil)  // all streams: the first line must reach a pipe at once
+        let signal = await signals.wait()
+        logger.info("stopping on signal \(signal)")
+        await server.stop()
+    }
+}
+
+/// Waits for SIGTERM or SIGINT (installed before the server starts so an early signal is not lost).
+// Immutable after init; dispatch sources are thread-safe.
+final class SignalWaiter: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+    private let stream: AsyncStream<Int32>
+
+    init() {
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        self.stream = stream
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    func wait() async -> Int32 {
+        for await number in stream { return number }
+        return 0
+    }
+}

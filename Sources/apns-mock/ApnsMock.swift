@@ -1,2 +1,0 @@
-import APNsMock
-@main struct Main { static func main() { print("apns-mock") } }

@@ -1,0 +1,107 @@
+import APNsCore
+import APNsMock
+import ArgumentParser
+import Foundation
+import Kafka
+import Logging
+import Relay
+import RelaySandbox
+import ServiceLifecycle
+
+/// `apns-relay demo`: the whole pipeline on one machine, no setup — librdkafka's mock Kafka cluster, the mock
+/// APNs (TLS + HTTP/2), a throw-away signing key, a realistic mix of events, and a summary at the end.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run the relay end to end against an embedded mock Kafka cluster and mock APNs, then summarise."
+    )
+
+    @Option(help: "How many events to send.")
+    var events = 5000
+
+    @Option(help: "Relay log level (the demo's own output is always shown).")
+    var logLevel: String = "warning"
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
+            return handler
+        }
+        let logger = Logger(label: "apns-relay.demo")
+        let say = { (line: String) in print(line); fflush(stdout) }
+
+        say("apns-relay demo: \(events) events through mock Kafka → relay → mock APNs → result topics\n")
+        let sandbox = try await RelaySandbox(logger: logger)
+        say("• mock Kafka cluster at \(sandbox.bootstrapServers), topics: \(sandbox.options.topics.input[0]) → \(sandbox.options.topics.results), \(sandbox.options.topics.removedTokens), \(sandbox.options.topics.deadLetters)")
+        say("• mock APNs (TLS, HTTP/2, ES256 tokens verified, strict fleet mode) on 127.0.0.1:\(sandbox.apnsPort)")
+        say("• throw-away signing key \(sandbox.keyID) for team \(sandbox.teamID)")
+
+        let now = Int64(Date().timeIntervalSince1970)
+        let scenario = DemoScenario.make(count: events, nowSeconds: now)
+        scenario.arm(sandbox.apns)
+        say("• armed: \(scenario.unregistered.count) gone tokens, \(scenario.wrongEnvironment.count) wrong-environment tokens, a burst of \(scenario.serviceUnavailableBurst) APNs 503s")
+
+        let produceStart = ContinuousClock.now
+        try await sandbox.produce(scenario.events.map { (key: $0.key, value: $0.value) })
+        say("• produced \(scenario.events.count) events in \(format(ContinuousClock.now - produceStart))\n")
+
+        let configuration = try await sandbox.relayConfiguration(groupID: "apns-relay-demo")
+        let app = try RelayApp(configuration: configuration, logger: logger)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [
+                .init(service: APNsClientService(client: app.apns)),
+                .init(service: app.relay),
+            ],
+            logger: logger
+        ))
+        let reader = try OutputReader(sandbox: sandbox, logger: logger)
+        let relayStart = ContinuousClock.now
+        async let running: Void = group.run()
+
+        let results = sandbox.options.topics.results
+        let progress = ProgressLine(total: scenario.events.count)
+        let records = try await reader.collect(timeout: .seconds(300)) { records in
+            let done = records.lazy.filter { $0.topic == results }.count
+            progress.update(done)
+            return done >= scenario.events.count
+        }
+        let elapsed = ContinuousClock.now - relayStart
+        progress.finish()
+        await group.triggerGracefulShutdown()
+        try await running
+        await reader.close()
+
+        let summary = DemoSummary(scenario: scenario, records: records, topics: sandbox.options.topics, elapsed: elapsed, apns: sandbox.apns.statistics)
+        say(summary.text)
+        await sandbox.stop()
+        if !summary.problems.isEmpty {
+            say("PROBLEMS:\n" + summary.problems.map { "  - " + $0 }.joined(separator: "\n"))
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// A progress line, rewritten in place at most a few times a second.
+final class ProgressLine: @unchecked Sendable {
+    // Only touched from the collecting task; @unchecked because the closure that calls it is @Sendable-free.
+    private let total: Int
+    private var lastPrinted = ContinuousClock.now - .seconds(1)
+
+    init(total: Int) { self.total = total }
+
+    func update(_ done: Int) {
+        guard ContinuousClock.now - lastPrinted > .milliseconds(250) || done == total else { return }
+        lastPrinted = .now
+        let width = 30
+        let filled = total == 0 ? width : done * width / total
+        print("\r  results: [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)", terminator: "")
+        fflush(stdout)
+    }
+
+    func finish() { print("\n") }
+}
+
+func format(_ duration: Duration) -> String {
+    String(format: "%.2f s", duration.seconds)
+}

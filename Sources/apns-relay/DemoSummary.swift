@@ -1,0 +1,89 @@
+import APNsMock
+import Foundation
+import Relay
+import RelaySandbox
+
+/// The demo's closing report, and the checks that make the demo fail loudly if the relay misbehaved.
+struct DemoSummary {
+    let text: String
+    let problems: [String]
+
+    init(scenario: DemoScenario, records: [OutputReader.Record], topics: RelayConfiguration.Topics, elapsed: Duration, apns: MockStatistics) {
+        let results = records.filter { $0.topic == topics.results }.compactMap(\.json)
+        let removed = records.filter { $0.topic == topics.removedTokens }.compactMap(\.json)
+        let deadLetters = records.filter { $0.topic == topics.deadLetters }
+
+        var byOutcome: [String: Int] = [:]
+        var byReason: [String: Int] = [:]
+        var latencies: [Int] = []
+        var attempts = 0
+        for result in results {
+            let outcome = result["outcome"] as? String ?? "?"
+            byOutcome[outcome, default: 0] += 1
+            if let reason = result["reason"] as? String { byReason["\(outcome): \(reason)", default: 0] += 1 }
+            if outcome == "delivered", let latency = result["latencyMs"] as? Int { latencies.append(latency) }
+            attempts += result["attempts"] as? Int ?? 0
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Int { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+
+        var lines: [String] = []
+        lines.append("Summary")
+        lines.append("  events: \(scenario.events.count)   results: \(results.count)   in \(format(elapsed)) → \(Int(Double(results.count) / max(elapsed.seconds, 0.001))) events/s")
+        lines.append("  latency (consume → result durable), delivered events: p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms")
+        lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted)")
+        lines.append("")
+        lines.append("  outcome        count")
+        for (outcome, count) in byOutcome.sorted(by: { $0.value > $1.value }) {
+            lines.append("  " + outcome.padding(toLength: 14, withPad: " ", startingAt: 0) + " " + String(count))
+        }
+        lines.append("")
+        lines.append("  by reason")
+        for (reason, count) in byReason.sorted(by: { $0.key < $1.key }) {
+            lines.append("    " + reason.padding(toLength: 44, withPad: " ", startingAt: 0) + " " + String(count))
+        }
+        lines.append("")
+        lines.append("  removed-token records: \(removed.count)   dead letters: \(deadLetters.count)")
+        lines.append("")
+        lines.append("  a few result records:")
+        var shown = Set<String>()
+        for record in records where record.topic == topics.results {
+            guard let json = record.json, let outcome = json["outcome"] as? String, shown.insert(outcome).inserted else { continue }
+            lines.append("    " + String(decoding: record.value, as: UTF8.self))
+        }
+        if let first = removed.first, let data = try? JSONSerialization.data(withJSONObject: first, options: [.sortedKeys]) {
+            lines.append("  a removed-token record:")
+            lines.append("    " + String(decoding: data, as: UTF8.self))
+        }
+        if let letter = deadLetters.first {
+            lines.append("  a dead letter's headers:")
+            for header in letter.headers where header.name.hasPrefix("__connect") {
+                lines.append("    \(header.name): \(String(decoding: header.value ?? [], as: UTF8.self).prefix(120))")
+            }
+        }
+
+        // Checks: exactly one result per event, each with the outcome the scenario implies.
+        var problems: [String] = []
+        var seen: [String: Int] = [:]
+        for record in records where record.topic == topics.results {
+            if let key = record.key { seen[String(decoding: key, as: UTF8.self), default: 0] += 1 }
+        }
+        let missing = scenario.events.filter { seen[$0.key] == nil }
+        if !missing.isEmpty { problems.append("\(missing.count) events have no result (first: \(missing[0].key))") }
+        let duplicated = seen.filter { $0.value > 1 }
+        if !duplicated.isEmpty { lines.append("  note: \(duplicated.count) events have more than one result (allowed after a crash or rebalance)") }
+        let expected = Dictionary(uniqueKeysWithValues: scenario.events.map { ($0.key, $0) })
+        var mismatches = 0
+        for record in records where record.topic == topics.results {
+            guard let key = record.key.map({ String(decoding: $0, as: UTF8.self) }), let event = expected[key],
+                let outcome = record.json?["outcome"] as? String
+            else { continue }
+            if outcome != event.expected.rawValue {
+                mismatches += 1
+                if mismatches <= 5 { problems.append("\(key) (\(event.label)): expected \(event.expected.rawValue), got \(outcome)") }
+            }
+        }
+        self.text = lines.joined(separator: "\n")
+        self.problems = problems
+    }
+}

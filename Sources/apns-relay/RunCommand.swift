@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import Relay
+import ServiceLifecycle
+
+/// `apns-relay run`: the service.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the relay: Kafka events → APNs → result, removed-token and dead-letter topics.",
+        discussion: """
+            Configuration comes from --config (YAML or JSON), then APNS_RELAY_* environment variables, then \
+            --set key=value flags (highest precedence). README.md lists every key.
+            """
+    )
+
+    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
+    var configFile: String?
+
+    @Option(name: .customLong("set"), help: "Override one key, e.g. --set kafka.groupId=relay-b (repeatable).")
+    var overrides: [String] = []
+
+    @Option(help: "Shortcut for --set kafka.bootstrapServers=…")
+    var bootstrapServers: String?
+
+    @Option(help: "Shortcut for --set log.level=…")
+    var logLevel: String?
+
+    @Option(help: "Shortcut for --set admin.port=… (0 disables the admin endpoint).")
+    var adminPort: Int?
+
+    func run() async throws {
+        var settings: [String: String] = [:]
+        for item in overrides {
+            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                throw ValidationError("--set takes key=value, got '\(item)'")
+            }
+            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
+        }
+        if let bootstrapServers { settings["kafka.bootstrapServers"] = bootstrapServers }
+        if let logLevel { settings["log.level"] = logLevel }
+        if let adminPort { settings["admin.port"] = String(adminPort) }
+
+        let reader = try await RelayAppConfiguration.reader(
+            file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings
+        )
+        let configuration = try RelayAppConfiguration(reader: reader)
+
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler =
+                configuration.logFormat == .json
+                ? JSONLogHandler.standardError(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "apns-relay")
+
+        let app = try RelayApp(configuration: configuration, logger: logger)
+        var services: [any Service] = [APNsClientService(client: app.apns)]
+        if configuration.admin.port > 0 {
+            services.append(AdminServer(
+                host: configuration.admin.host, port: configuration.admin.port,
+                probes: AdminServer.Probes(
+                    metrics: { registry.emitToBuffer() },
+                    liveness: { app.relay.liveness },
+                    readiness: { app.relay.readiness }
+                ),
+                logger: logger
+            ))
+        }
+        services.append(app.relay)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        try await group.run()
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import APNsClient
-
-@Test func moduleBuilds() {}

@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+@testable import APNsClient
+
+@Suite struct ProviderTokenTests {
+    static func hex(_ s: String) -> [UInt8] {
+        var out = [UInt8]()
+        var it = s.makeIterator()
+        while let a = it.next(), let b = it.next() { out.append(UInt8(String([a, b]), radix: 16)!) }
+        return out
+    }
+
+    // RFC 6979 appendix A.2.5: P-256, SHA-256.
+    static let rfcKey = hex("C9AFA9D845BA75166B5C215767B1D6934E50C3DB36E89B127B8A622B120F6721")
+
+    @Test func rfc6979SampleVectorMatchesExactly() throws {
+        let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
+        let sig = try #require(DeterministicECDSA.sign(message: Array("sample".utf8), key: key))
+        #expect(sig.k == Self.hex("A6E3C57DD01ABE90086538398355DD4C3B17AA873382B0F24D6129493D8AAD60"))
+        #expect(sig.r == Self.hex("EFD48B2AACB6A8FD1140DD9CD45E81D69D2C877B56AAF991C34D0EA84EAF3716"))
+        #expect(sig.s == Self.hex("F7CB1C942D657C41D436C7A1B6E29F65F3E900DBB9AFF4064DC4AB2F843ACDA8"))
+        #expect(DeterministicECDSA.verify(message: Array("sample".utf8), raw: sig.raw, key: key))
+    }
+
+    @Test func rfc6979TestVectorMatchesExactly() throws {
+        let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
+        let sig = try #require(DeterministicECDSA.sign(message: Array("test".utf8), key: key))
+        #expect(sig.k == Self.hex("D16B6AE827F17175E040871A1C7EC3500192C4C92677336EC2537ACAEE0008E0"))
+        #expect(sig.r == Self.hex("F1ABB023518351CD71D881567B1EA663ED3EFCF6C5132B354F28D3B0B7D38367"))
+        #expect(sig.s == Self.hex("019F4113742A2B14BD25926B49C649155F267E60D3814B4C0CC84250E46F0083"))
+    }
+
+    @Test func tokenHasAPNsShapeAndEpochAlignedIssuedAt() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (_, pem) = try generateP8Key(in: dir)
+        let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try signer.token(now: 1_700_000_123)
+        #expect(token.issuedAt == 1_700_000_123 / 1800 * 1800)
+        let parts = token.jwt.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        #expect(Base64URL.decode(parts[0]).map { String(decoding: $0, as: UTF8.self) } == #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
+        #expect(Base64URL.decode(parts[1]).map { String(decoding: $0, as: UTF8.self) } == #"{"iss":"DEF123GHIJ","iat":\#(token.issuedAt)}"#)
+        #expect(Base64URL.decode(parts[2])?.count == 64)
+        #expect(!token.jwt.contains("=") && !token.jwt.contains("+") && !token.jwt.contains("/"))
+        #expect(token.authorization == "bearer " + token.jwt)
+        // Same epoch ⇒ same bytes; next epoch ⇒ a new token.
+        #expect(try signer.token(now: token.issuedAt + 1799).jwt == token.jwt)
+        #expect(try signer.token(now: token.issuedAt + 1800).issuedAt == token.issuedAt + 1800)
+    }
+
+    @Test func descriptionsNeverContainSecrets() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (_, pem) = try generateP8Key(in: dir)
+        let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try signer.token(now: 1_700_000_000)
+        let signature = String(token.jwt.split(separator: ".")[2])
+        for text in ["\(token)", String(reflecting: token), "\(signer)", "\(APNsClientConfiguration.Credential.token(signer))"] {
+            #expect(!text.contains(signature))
+            #expect(!text.contains("PRIVATE KEY"))
+        }
+    }
+
+    @Test func rejectsEpochOutsideTwentyToThirtyFiveMinutes() throws {
+        let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
+        #expect(throws: APNsClientError.self) { try ProviderTokenSigner(key: key, keyID: "A", teamID: "B", rotationEpoch: .seconds(19 * 60)) }
+        #expect(throws: APNsClientError.self) { try ProviderTokenSigner(key: key, keyID: "A", teamID: "B", rotationEpoch: .seconds(36 * 60)) }
+        _ = try ProviderTokenSigner(key: key, keyID: "A", teamID: "B", rotationEpoch: .seconds(20 * 60))
+    }
+
+    @Test func signatureVerifiesWithOpenSSLCommandLine() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (keyPath, pem) = try generateP8Key(in: dir)
+        let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let token = try signer.token(now: 1_700_000_000)
+        let parts = token.jwt.split(separator: ".")
+        let raw = try #require(Base64URL.decode(String(parts[2])))
+        let input = dir.appendingPathComponent("input")
+        try Data((parts[0] + "." + parts[1]).utf8).write(to: input)
+        let der = dir.appendingPathComponent("sig.der")
+        try Data(Self.derSignature(raw)).write(to: der)
+        let pub = dir.appendingPathComponent("pub.pem").path
+        try run("/usr/bin/openssl", ["pkey", "-in", keyPath, "-pubout", "-out", pub])
+        let out = try run("/usr/bin/openssl", ["dgst", "-sha256", "-verify", pub, "-signature", der.path, input.path])
+        #expect(out.contains("Verified OK"))
+    }
+
+    @Test func twoProcessesMintByteIdenticalTokens() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (keyPath, pem) = try generateP8Key(in: dir)
+        let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
+        let args = ["token", "--key", keyPath, "--kid", "ABC123DEFG", "--team", "DEF123GHIJ", "--now", "1700000123"]
+        let first = try run(tool, args).trimmingCharacters(in: .whitespacesAndNewlines)
+        let second = try run(tool, args).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!first.isEmpty)
+        #expect(first == second)
+        let here = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").token(now: 1_700_000_123)
+        #expect(here.jwt == first)
+    }
+
+    @Test func rotationPolicyHoldsTwentyMinutesAndSwitchesBeforeFiftyFive() throws {
+        let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
+        let signer = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let policy = TokenRotationPolicy()
+        // Simulate one connection over 6 hours, adopting at every offset within the first epoch.
+        for start in stride(from: Int64(1_700_000_000), to: 1_700_001_800, by: 97) {
+            var current = try signer.token(now: start)
+            var adoptedAt = start
+            var changes: [Int64] = []
+            for now in stride(from: start, to: start + 6 * 3600, by: 10) {
+                #expect(now - current.issuedAt < 55 * 60, "token older than 55 minutes at \(now)")
+                let candidate = try signer.token(now: now)
+                if policy.shouldSwitch(current: current, adoptedAt: adoptedAt, candidate: candidate, now: now) {
+                    changes.append(now)
+                    current = candidate
+                    adoptedAt = now
+                }
+            }
+            for (a, b) in zip(changes, changes.dropFirst()) { #expect(b - a >= 20 * 60) }
+            #expect(changes.first.map { $0 - start >= 20 * 60 } ?? false)
+        }
+    }
+
+    /// DER `SEQUENCE { INTEGER r, INTEGER s }` from raw r‖s.
+    static func derSignature(_ raw: [UInt8]) -> [UInt8] {
+        func integer(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+            var b = Array(bytes.drop { $0 == 0 })
+            if b.isEmpty { b = [0] }
+            if b[0] & 0x80 != 0 { b.insert(0, at: 0) }
+            return [0x02, UInt8(b.count)] + b
+        }
+        let body = integer(raw[0..<32]) + integer(raw[32..<64])
+        return [0x30, UInt8(body.count)] + body
+    }
+}

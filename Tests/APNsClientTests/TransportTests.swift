@@ -1,0 +1,113 @@
+import APNsCore
+import CNGHTTP2
+import Foundation
+import Testing
+@testable import APNsClient
+
+/// Transport against Debian's nghttpd (nghttp2's own server): real TLS, ALPN h2, HTTP/2.
+@Suite(.serialized) struct TransportTests {
+    static func notification(_ i: Int = 0, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)) throws -> APNsNotification {
+        APNsNotification(
+            deviceToken: try DeviceToken(hex: String(format: "%064x", i)), topic: "com.example.app", pushType: .alert,
+            priority: .immediate, apnsID: "123e4567-e89b-12d3-a456-426614174000", payload: payload
+        )
+    }
+
+    static func client(port: Int, trust: ServerTrust, connectTimeout: Duration = .seconds(5), maxConnections: Int = 2) throws -> APNsClient {
+        let signer = try ProviderTokenSigner(key: ECPrivateKey(rawPrivateKey: ProviderTokenTests.rfcKey), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        var configuration = APNsClientConfiguration(credential: .token(signer), trust: trust)
+        configuration.route(allEnvironmentsTo: .init(host: "127.0.0.1", port: port))
+        configuration.connection.connectTimeout = connectTimeout
+        configuration.pool.maxConnections = maxConnections
+        configuration.pool.reconnectBackoffBase = .milliseconds(10)
+        return try APNsClient(configuration: configuration)
+    }
+
+    @Test func sendsOverTLSWithALPNh2AndReadsTheResponse() async throws {
+        let server = try await NGHTTPD()
+        defer { server.stop() }
+        let client = try Self.client(port: server.port, trust: .caFile(server.caFile))
+        let response = try await client.send(try Self.notification(), timeout: .seconds(10))
+        #expect(response.status == 200)
+        #expect(client.connectionCount(for: .production) == 1)
+        await client.shutdown(deadline: .now.advanced(by: .seconds(5)))
+        #expect(client.connectionCount(for: .production) == 0)
+    }
+
+    @Test func refusesAServerOutsideTheTrustStore() async throws {
+        let server = try await NGHTTPD()
+        defer { server.stop() }
+        let client = try Self.client(port: server.port, trust: .systemTrustStore)
+        let error = try await #require(throws: APNsClientError.self) {
+            try await client.send(try Self.notification(), timeout: .seconds(3))
+        }
+        #expect(error.transportFailure == .connectFailed)
+        await client.shutdown()
+    }
+
+    @Test func connectFailureEndsByTheDeadline() async throws {
+        let port = try freeLocalPort()  // nothing listens here
+        let client = try Self.client(port: port, trust: .insecureNoVerification)
+        let start = ContinuousClock.now
+        let error = try await #require(throws: APNsClientError.self) {
+            try await client.send(try Self.notification(), timeout: .milliseconds(500))
+        }
+        #expect(error.transportFailure == .connectFailed)
+        #expect(ContinuousClock.now - start < .seconds(3))
+        await client.shutdown()
+    }
+
+    @Test func queuesBeyondThePeersConcurrentStreamLimit() async throws {
+        let server = try await NGHTTPD(extraArguments: ["-m", "4"])
+        defer { server.stop() }
+        let client = try Self.client(port: server.port, trust: .caFile(server.caFile), maxConnections: 1)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<200 { group.addTask { try await client.send(try Self.notification(i), timeout: .seconds(20)).status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 200 && statuses.allSatisfy { $0 == 200 })
+        #expect(client.maxConcurrentStreams(for: .production) == [4])
+        await client.shutdown()
+    }
+
+    @Test func serverDeathMidBurstEndsEveryRequestDefinitely() async throws {
+        let server = try await NGHTTPD()
+        let client = try Self.client(port: server.port, trust: .caFile(server.caFile), connectTimeout: .seconds(1), maxConnections: 1)
+        _ = try await client.send(try Self.notification(), timeout: .seconds(5))
+        let results = await withTaskGroup(of: Result<Int, APNsClientError>.self) { group in
+            for i in 0..<300 {
+                group.addTask {
+                    do { return .success(try await client.send(try Self.notification(i), timeout: .seconds(5)).status) }
+                    catch let e as APNsClientError { return .failure(e) }
+                    catch { return .failure(APNsClientError(transport: .connectionLost, "\(error)")) }
+                }
+            }
+            server.stop()
+            return await group.reduce(into: [Result<Int, APNsClientError>]()) { $0.append($1) }
+        }
+        #expect(results.count == 300)
+        for case .failure(let e) in results {
+            #expect(e.transportFailure != nil, "every failure names a transport failure: \(e)")
+        }
+        await client.shutdown()
+    }
+
+    @Test func neverIndexesPathAndAuthorization() throws {
+        let prepared = PreparedRequest(notification: try Self.notification(), authority: "api.push.apple.com")
+        let flags = prepared.withHeaders(authorization: Array("bearer x.y.z".utf8)) { nva in
+            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
+                       String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self),
+                       $0.flags) }
+        }
+        let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        let byName = Dictionary(flags.map { ($0.0, ($0.1, $0.2)) }, uniquingKeysWith: { a, _ in a })
+        #expect(byName[":path"]?.1 == noIndex)
+        #expect(byName["authorization"]?.1 == noIndex)
+        #expect(byName["authorization"]?.0 == "bearer x.y.z")
+        #expect(byName[":method"]?.0 == "POST")
+        #expect(byName["apns-topic"]?.1 == 0)
+        #expect(byName["apns-push-type"]?.0 == "alert")
+        #expect(byName["apns-priority"]?.0 == "10")
+        #expect(byName["apns-id"]?.1 == noIndex)
+    }
+}

@@ -1,0 +1,150 @@
+import APNsCore
+import APNsMock
+import NIOCore
+import NIOHTTP2
+import Synchronization
+import Testing
+
+@Suite struct ConnectionBehaviourTests {
+    @Test func allowsOneStreamUntilFirstValidTokenThenRaisesTheLimit() async throws {
+        let fixture = try await MockFixture.start { $0.maxConcurrentStreams = 500 }
+        let client = try await fixture.connect()
+        // An unauthenticated request: settings are exchanged, the limit stays 1.
+        let missing = try await client.send(fixture.request([("authorization", nil)]))
+        #expect(missing.reason == "MissingProviderToken")
+        #expect(try await client.advertisedMaxConcurrentStreams() == [1])
+        // Concurrent unauthenticated requests: the client must queue them, the server never sees two open.
+        let queued = try await client.sendConcurrently(Array(repeating: fixture.request([("authorization", nil)]), count: 6))
+        #expect(queued.allSatisfy { $0.reason == "MissingProviderToken" })
+        #expect(fixture.server.statistics.peakConcurrentStreamsByConnection.values.max() == 1)
+        // The first valid token raises the limit.
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(try await client.advertisedMaxConcurrentStreams() == [1, 500])
+        let burst = try await client.sendConcurrently(Array(repeating: fixture.request(), count: 40))
+        #expect(burst.allSatisfy { $0.status == 200 })
+        #expect((fixture.server.statistics.peakConcurrentStreamsByConnection.values.max() ?? 0) > 1)
+        await fixture.stop()
+    }
+
+    @Test func goAwayAfterNStreamsLeavesHigherStreamsUnprocessed() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)  // stream 1
+        fixture.server.faults.goAwayAfterStreams = 4
+        let ids = (0..<10).map { "00000000-0000-0000-0000-0000000000\(10 + $0)" }
+        let responses = try await client.sendConcurrently(ids.map { fixture.request([("apns-id", $0)]) }, flushEach: true)
+        let goAway = try #require(try await client.goAway(), "no GOAWAY received after 4 streams")
+        #expect(goAway.lastStreamID == 7)
+        #expect(goAway.code == .noError)
+        #expect(goAway.debug == #"{"reason":"Shutdown"}"#)
+        let processed = responses.filter { $0.streamID <= goAway.lastStreamID }
+        let unprocessed = responses.filter { $0.streamID > goAway.lastStreamID }
+        #expect(processed.count == 3 && processed.allSatisfy { $0.status == 200 })
+        #expect(unprocessed.count == 7 && unprocessed.allSatisfy { $0.notProcessed && $0.status == nil })
+        let acceptedIDs = fixture.server.acceptedNotifications.map(\.apnsID)
+        #expect(acceptedIDs.count == 4)
+        #expect(Array(acceptedIDs.dropFirst()) == Array(ids.prefix(3)))
+        try await awaitWithDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
+        #expect(fixture.server.statistics.goAwaysSent == 1)
+        await fixture.stop()
+    }
+
+    @Test func goAwayOnCommandNamesLastProcessedStream() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(try await client.send(fixture.request()).status == 200)
+        await fixture.server.goAway()
+        try await awaitWithDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
+        let goAway = try #require(try await client.goAway(), "no GOAWAY received")
+        #expect(goAway.lastStreamID == 3)
+        #expect(goAway.debug == #"{"reason":"Shutdown"}"#)
+        await fixture.stop()
+    }
+
+    @Test func refusesStreamsWithRstStream() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        fixture.server.faults.refuseNext(1)
+        let refused = try await client.send(fixture.request())
+        #expect(refused.resetCode == .refusedStream)
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(fixture.server.acceptedNotifications.count == 1)
+        #expect(fixture.server.statistics.refusedStreams == 1)
+        await fixture.stop()
+    }
+
+    @Test func withholdsRepliesWhileLaterRequestsAreAnswered() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        fixture.server.faults.withholdNext(1)
+        let answered = Atomic<Bool>(false)
+        client.start(fixture.request()).whenComplete { _ in answered.store(true, ordering: .relaxed) }
+        #expect(try await client.send(fixture.request()).status == 200)
+        // The server handles streams in order, so the withheld one would have been answered by now.
+        #expect(answered.load(ordering: .relaxed) == false)
+        #expect(fixture.server.statistics.withheldReplies == 1)
+        await fixture.stop()
+    }
+
+    @Test func dropsConnectionAbruptly() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        fixture.server.faults.dropConnectionOnNext(1)
+        let response = try await client.send(fixture.request())
+        #expect(response.connectionClosed && response.status == nil)
+        #expect(try await client.goAway() == nil)
+        #expect(fixture.server.statistics.droppedConnections == 1)
+        await fixture.stop()
+    }
+
+    @Test func lowersMaxConcurrentStreamsMidConnection() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        await fixture.server.setMaxConcurrentStreams(1)
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(try await client.advertisedMaxConcurrentStreams() == [1, 1000, 1])
+        await fixture.stop()
+    }
+
+    @Test func latencyDelaysRepliesAndWindowUpdates() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        fixture.server.faults.latency = .init(rtt: .milliseconds(150))
+        let clock = ContinuousClock()
+        var started = clock.now
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(clock.now - started >= .milliseconds(150))
+        // 20 × 4 KiB = 80 KiB needs a second window, which arrives one RTT after the first is used.
+        let body = Array(repeating: UInt8(ascii: "x"), count: 4096)
+        started = clock.now
+        let responses = try await client.sendConcurrently(Array(repeating: fixture.request(body: body), count: 20))
+        #expect(responses.allSatisfy { $0.status == 200 })
+        #expect(clock.now - started >= .milliseconds(300))
+        await fixture.stop()
+    }
+
+    @Test func stalledFlowControlHoldsRequestsUntilResumed() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        fixture.server.faults.stallFlowControl = true
+        let body = Array(repeating: UInt8(ascii: "x"), count: 4096)
+        let pending = client.channel.eventLoop.makePromise(of: [TestResponse].self)
+        pending.completeWithTask { try await client.sendConcurrently(Array(repeating: fixture.request(body: body), count: 20)) }
+        // The 64 KiB window holds 15 of them; the rest wait for WINDOW_UPDATEs that do not come.
+        try await fixture.server.waitUntil("15 large requests within the first window", timeout: .seconds(5)) {
+            $0.requests >= 16
+        }
+        #expect(fixture.server.statistics.requests == 16)
+        fixture.server.faults.stallFlowControl = false
+        let responses = try await awaitWithDeadline("the stalled requests after flow control resumed") {
+            try await pending.futureResult.get()
+        }
+        #expect(responses.allSatisfy { $0.status == 200 })
+        await fixture.stop()
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import APNsMock
-
-@Test func moduleBuilds() {}

@@ -1,0 +1,158 @@
+import APNsCore
+import Foundation
+import Kafka
+import Logging
+import Relay
+import RelaySandbox
+import Testing
+
+/// Events into the mock Kafka cluster, the relay in between, results read back from Kafka — with the mock
+/// APNs (TLS + HTTP/2) on the other side. These are the tests a user would write.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct EndToEndTests {
+    let logger = Logger(label: "e2e")
+
+    @Test func validEventsAreDeliveredExactlyOnceEach() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let count = 300
+            let events = (0..<count).map { n in
+                (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n), metadata: #"{"n":\#(n)}"#))
+            }
+            try await sandbox.produce(events)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = try await withRelay(sandbox, logger: logger) { _ in
+                try await reader.results(count: count, timeout: .seconds(90))
+            }
+            await reader.close()
+            #expect(results.count == count, "exactly one result per event")
+            #expect(Set(results.map(\.keyString)) == Set(events.map(\.key)))
+            for result in results {
+                let json = try #require(result.json)
+                #expect(json["outcome"] as? String == "delivered", "\(json)")
+                #expect(json["status"] as? Int == 200)
+                #expect(json["apnsUniqueId"] as? String != nil, "the development mock sends apns-unique-id")
+                let metadata = try #require(json["metadata"] as? [String: Any])
+                #expect("k\(metadata["n"] as? Int ?? -1)" == result.keyString, "metadata echoed with its event")
+            }
+            let statistics = sandbox.apns.statistics
+            #expect(statistics.accepted == count)
+            #expect(statistics.acceptedByDeviceToken.values.allSatisfy { $0 == 1 }, "APNs accepted each notification once")
+            #expect(try validateWithPython(results.map(\.value), schema: "delivery-result.schema.json") == [])
+        }
+    }
+
+    @Test func malformedInputGetsAnInvalidResultAndADeadLetterAndThePartitionMovesOn() async throws {
+        var options = RelaySandbox.Options()
+        options.partitions = 1  // one partition: every bad event sits in front of the good one
+        try await withSandbox(options, logger: logger) { sandbox in
+            let token = SampleEvents.token(1)
+            var deep = ""
+            for _ in 0..<200 { deep += #"{"a":"# }
+            deep += "1" + String(repeating: "}", count: 200)
+            let malformed: [(key: String, value: [UInt8], reason: String)] = [
+                ("not-json", Array("hello, kafka".utf8), "invalid_json"),
+                ("wrong-type", Array(#"{"id":"w","deviceToken":"\#(token)","topic":"com.example.app","pushType":"alert","priority":"high","environment":"development","payload":{"aps":{}}}"#.utf8), "schema_violation"),
+                ("missing-fields", Array(#"{"id":"m","topic":"com.example.app"}"#.utf8), "schema_violation"),
+                ("bad-token", SampleEvents.event(id: "b", deviceToken: "abc"), "schema_violation"),
+                ("ten-megabytes", Array(repeating: UInt8(ascii: "x"), count: 10 << 20), "event_too_large"),
+                ("deep-nesting", SampleEvents.event(id: "d", deviceToken: token, payload: deep), "too_deep"),
+                ("invalid-utf8", Array(#"{"id":"u"#.utf8) + [0xC3, 0x28] + Array(#"","deviceToken":"\#(token)"}"#.utf8), "invalid_utf8"),
+                ("empty", [], "empty_event"),
+                ("collapse-id-too-long", SampleEvents.event(id: "c", deviceToken: token, collapseID: String(repeating: "é", count: 40)), "BadCollapseId"),
+            ]
+            let good = (key: "good", value: SampleEvents.event(id: "g", deviceToken: token))
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let topics = sandbox.options.topics
+            let records = try await withRelay(sandbox, logger: logger) { _ in
+                // Produced while the relay runs: the mock broker keeps only ~5 MB per partition, so the
+                // 10 MB event would push older events out of a backlog.
+                try await sandbox.produce(malformed.map { (key: $0.key, value: $0.value) } + [good])
+                return try await reader.collect(timeout: .seconds(90)) { records in
+                    records.filter { $0.topic == topics.results }.count >= malformed.count + 1
+                        && records.filter { $0.topic == topics.deadLetters }.count >= malformed.count
+                }
+            }
+            await reader.close()
+            let results = Dictionary(records.filter { $0.topic == topics.results }.map { ($0.keyString, $0) }) { a, _ in a }
+            let letters = Dictionary(records.filter { $0.topic == topics.deadLetters }.map { ($0.keyString, $0) }) { a, _ in a }
+            for bad in malformed {
+                let result = try #require(results[bad.key]?.json, "no result for \(bad.key)")
+                #expect(result["outcome"] as? String == "invalid", "\(bad.key): \(result)")
+                #expect(result["reason"] as? String == bad.reason, "\(bad.key): \(result)")
+                let letter = try #require(letters[bad.key], "no dead letter for \(bad.key)")
+                #expect(letter.header("__connect.errors.topic") == topics.input[0])
+                #expect(letter.header("__connect.errors.exception.class.name") == bad.reason)
+                if bad.value.count <= 900 * 1024 {
+                    #expect(letter.value == bad.value, "\(bad.key): the dead letter carries the original bytes")
+                } else {
+                    #expect(letter.header("apns-relay.truncated") == "true")
+                    #expect(letter.header("apns-relay.original.size") == String(bad.value.count))
+                }
+            }
+            #expect(results["good"]?.json?["outcome"] as? String == "delivered", "the partition kept flowing")
+            #expect(try validateWithPython(records.filter { $0.topic == topics.results }.map(\.value), schema: "delivery-result.schema.json") == [])
+        }
+    }
+
+    @Test func goneTokensYieldUnregisteredResultsAndRemovedTokenRecords() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let gone = SampleEvents.token(7)
+            let since: Int64 = 1_700_000_000_123
+            sandbox.apns.registry.unregister(gone, sinceMilliseconds: since)
+            let otherEnvironment = SampleEvents.token(8)
+            sandbox.apns.registry.register(otherEnvironment, environment: .production)
+            try await sandbox.produce([
+                (key: "gone", value: SampleEvents.event(id: "gone", deviceToken: gone, metadata: #"{"user":7}"#)),
+                (key: "other-env", value: SampleEvents.event(id: "other-env", deviceToken: otherEnvironment)),
+            ])
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let topics = sandbox.options.topics
+            let records = try await withRelay(sandbox, logger: logger) { _ in
+                try await reader.collect(timeout: .seconds(60)) { records in
+                    records.filter { $0.topic == topics.results }.count >= 2 && records.filter { $0.topic == topics.removedTokens }.count >= 2
+                }
+            }
+            await reader.close()
+            let results = Dictionary(records.filter { $0.topic == topics.results }.map { ($0.keyString, $0.json ?? [:]) }) { a, _ in a }
+            #expect(results["gone"]?["outcome"] as? String == "unregistered")
+            #expect(results["gone"]?["status"] as? Int == 410)
+            #expect(results["other-env"]?["outcome"] as? String == "rejected")
+            #expect(results["other-env"]?["reason"] as? String == "BadDeviceToken")
+            let removed = Dictionary(records.filter { $0.topic == topics.removedTokens }.map { ($0.keyString, $0.json ?? [:]) }) { a, _ in a }
+            let goneRecord = try #require(removed[gone], "removed-token record keyed by the device token")
+            #expect(goneRecord["invalidatedAt"] as? Int64 == since, "APNs' 410 timestamp, in milliseconds")
+            #expect(goneRecord["reason"] as? String == "Unregistered")
+            #expect(goneRecord["id"] as? String == "gone")
+            #expect(removed[otherEnvironment]?["reason"] as? String == "BadDeviceToken")
+            #expect(try validateWithPython(records.filter { $0.topic == topics.removedTokens }.map(\.value), schema: "token-removed.schema.json") == [])
+        }
+    }
+
+    @Test func serviceUnavailableStormIsRetriedUntilDeliveredAndExpirationIsRespected() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let count = 100
+            sandbox.apns.faults.failNext(150, with: .serviceUnavailable)
+            let soon = Int64(Date().timeIntervalSince1970) + 1
+            var events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            events.append((key: "short-lived", value: SampleEvents.event(id: "s", deviceToken: SampleEvents.token(999), expiration: soon)))
+            try await sandbox.produce(events)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = try await withRelay(
+                sandbox, overrides: ["relay.retry.initialBackoffMs": "300", "relay.retry.maxBackoffMs": "2000", "relay.retry.maxAttempts": "20"],
+                logger: logger
+            ) { _ in
+                try await reader.results(count: count + 1, timeout: .seconds(120))
+            }
+            await reader.close()
+            let byKey = Dictionary(results.map { ($0.keyString, $0.json ?? [:]) }) { a, _ in a }
+            for n in 0..<count {
+                #expect(byKey["k\(n)"]?["outcome"] as? String == "delivered", "k\(n): \(byKey["k\(n)"] ?? [:])")
+            }
+            let retried = byKey.values.filter { ($0["attempts"] as? Int ?? 0) > 1 }.count
+            #expect(retried > 0, "attempts are recorded")
+            let shortLived = try #require(byKey["short-lived"])
+            #expect(["delivered", "expired"].contains(shortLived["outcome"] as? String ?? ""), "\(shortLived)")
+            #expect(sandbox.apns.statistics.count(.serviceUnavailable) == 150)
+        }
+    }
+}
