@@ -47,7 +47,7 @@ demo: release
 
 venv: deps-test
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -c 'import jsonschema' 2>/dev/null || $(VENV)/bin/pip install -q -r Tests/requirements.txt
+	@$(PY) -c 'import jsonschema, helm_python, kubernetes_validate, yaml' 2>/dev/null || $(VENV)/bin/pip install -q -r Tests/requirements.txt
 
 test: deps-test venv test-swift test-python
 
@@ -56,7 +56,7 @@ test-swift:
 	$(SWIFT) test --skip-build --parallel
 
 test-python: venv
-	@for t in Tests/schema/*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
+	@for t in Tests/schema/check_*.py Tests/chart/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
 
 bench: deps-test
 	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; bash $$b || exit 1; done

@@ -136,6 +136,7 @@ let package = Package(
             path: "Benchmarks/KafkaConsume"
         ),
 
+        .executableTarget(name: "DecodeBenchmark", dependencies: ["Relay", "CEventJSON"], path: "Benchmarks/Decode"),
         .executableTarget(
             name: "apns-client-tool",
             dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],

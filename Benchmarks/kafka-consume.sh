@@ -20,6 +20,11 @@ BOOTSTRAP=$(head -1 "$OUT")
 echo "mock cluster at $BOOTSTRAP; $RECORDS keyed 200-byte records over $PARTITIONS partitions" >&2
 
 "$BIN/KafkaConsumeBenchmark" produce --bootstrap "$BOOTSTRAP" --count "$RECORDS"
+echo "# KafkaConsumer, default bufferCapacity (10000): pauses/resumes when the app falls behind"
 "$BIN/KafkaConsumeBenchmark" consume --bootstrap "$BOOTSTRAP" --count "$RECORDS"
-"$BIN/KafkaConsumeBenchmark" consume --bootstrap "$BOOTSTRAP" --count "$RECORDS" --no-store
+echo "# KafkaConsumer, buffer large enough never to pause"
+"$BIN/KafkaConsumeBenchmark" consume --bootstrap "$BOOTSTRAP" --count "$RECORDS" --buffer 1000000
+echo "# KafkaConsumer, large buffer, no storeOffset per record"
+"$BIN/KafkaConsumeBenchmark" consume --bootstrap "$BOOTSTRAP" --count "$RECORDS" --buffer 1000000 --no-store
+echo "# kcat -C -e on the same topic"
 "$BIN/KafkaConsumeBenchmark" kcat --bootstrap "$BOOTSTRAP" --count "$RECORDS"

@@ -51,27 +51,38 @@ struct KafkaConsumeBenchmark: AsyncParsableCommand {
     struct Consume: AsyncParsableCommand {
         @OptionGroup var options: Options
         @Flag(help: "Skip storing an offset per record") var noStore = false
+        @Option(help: "KafkaConsumerConfiguration.bufferCapacity") var buffer: Int = 10_000
+        @Flag(help: "Log the consumer's debug lines (pauses, resumes) to stderr") var debug = false
+        @Option(help: "Extra librdkafka property NAME=VALUE (repeatable)") var property: [String] = []
 
         func run() async throws {
             let cpuAtStart = processCPUSeconds()
             var configuration = KafkaConsumerConfiguration(
                 bootstrapServers: [options.bootstrap], groupID: "bench-\(UUID().uuidString.prefix(8))")
             configuration.sessionTimeout = .seconds(6)
-            let consumer = try KafkaConsumer(configuration: configuration, logger: quietLogger())
+            configuration.bufferCapacity = buffer
+            for entry in property {
+                let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+                if parts.count == 2 { configuration.additionalProperties[parts[0]] = parts[1] }
+            }
+            let consumer = try KafkaConsumer(configuration: configuration, logger: quietLogger(debug: debug))
             try consumer.subscribe(topics: [options.topic])
             try consumer.start()
+            // Property-wrapper getters of ArgumentParser are slow; read them once, not per record.
+            let count = options.count
+            let store = !noStore
             var received = 0
             var firstAt: ContinuousClock.Instant?
             var bytes = 0
             var iterator = consumer.events.makeAsyncIterator()
-            while received < options.count {
-                guard let event = try await iterator.next(within: .seconds(30)) else { break }
+            while received < count {
+                guard let event = await iterator.next() else { break }
                 switch event {
                 case .message(let message):
                     if firstAt == nil { firstAt = .now }
                     received += 1
                     bytes += (message.value?.count ?? 0) + (message.key?.count ?? 0)
-                    if !noStore { try consumer.storeOffset(for: message) }
+                    if store { try consumer.storeOffset(for: message) }
                 case .partitionsRevoked(let revocation):
                     revocation.acknowledge()
                 case .partitionsAssigned, .partitionsLost:
@@ -114,9 +125,9 @@ struct KafkaConsumeBenchmark: AsyncParsableCommand {
     }
 }
 
-func quietLogger() -> Logger {
+func quietLogger(debug: Bool = false) -> Logger {
     var logger = Logger(label: "bench") { StreamLogHandler.standardError(label: $0) }
-    logger.logLevel = .error
+    logger.logLevel = debug ? .debug : .error
     return logger
 }
 

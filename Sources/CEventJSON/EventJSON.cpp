@@ -44,7 +44,22 @@ inline bool readHex4(const uint8_t *p, unsigned &unit) {
 /// surrogates only as a high-low pair. Stage 1 guarantees a closing quote and valid UTF-8.
 /// Stops at the closing quote. simdjson's own unescaping is more lenient about control characters.
 bool validStringBody(const uint8_t *p) {
+    // Eight bytes at a time while none of them is a quote, a backslash or a control character (SWAR:
+    // the classic has-zero-byte and has-less-than tricks). Reading past the string is safe: the input
+    // sits in a buffer with SIMDJSON_PADDING bytes after it.
+    constexpr uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     for (;;) {
+        uint64_t word;
+        std::memcpy(&word, p, sizeof(word));
+        uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+        uint64_t special = ((word - ones * 0x20) | (quote - ones) | (backslash - ones)) & ~word & highs;
+        // `& ~word` drops bytes >= 0x80 (UTF-8), which are never special; for the xor-ed words a
+        // matching byte becomes 0 and its high bit is clear in `word` only if it was ASCII, which
+        // quote and backslash are.
+        if (special == 0) {
+            p += 8;
+            continue;
+        }
         uint8_t c = *p;
         if (c == '"') return true;
         if (c < 0x20) return false;
@@ -285,7 +300,8 @@ int32_t cej_decoder::readObject(ondemand::value value, uint32_t field, cej_range
     // After the walk the document's iterator stands on the token that follows the object (`,` or the
     // event's `}`); the object's text ends at the last non-whitespace byte before it, its `}`.
     const char *next;
-    if (document->current_location().get(next) != SUCCESS) return CEJ_INTERNAL;
+    // No token after the object: the event was cut off before its closing brace.
+    if (document->current_location().get(next) != SUCCESS) return CEJ_INVALID_JSON;
     const char *end = next;
     while (end > start && isJSONWhitespace(end[-1])) --end;
     const char *base = reinterpret_cast<const char *>(buffer.get());
@@ -385,4 +401,9 @@ extern "C" int32_t cej_decode_event(cej_decoder *decoder, const uint8_t *bytes, 
         std::memset(out, 0, sizeof(*out));
         return out->status = CEJ_INTERNAL;
     }
+}
+
+extern "C" const char *cej_ondemand_implementation(void) {
+    // The on-demand API is compiled into this file for one implementation, chosen by compiler flags.
+    return SIMDJSON_STRINGIFY(SIMDJSON_BUILTIN_IMPLEMENTATION);
 }

@@ -1,6 +1,7 @@
 import APNsCore
 import APNsMock
 import Foundation
+import Relay
 
 /// The demo's mix of events: mostly valid pushes of several types, plus every kind of trouble the relay
 /// must answer without losing anything — schema violations, broken JSON, an oversize payload and an

@@ -29,7 +29,7 @@ struct DemoCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "apns-relay.demo")
-        let say = { (line: String) in print(line); fflush(stdout) }
+        let say = { (line: String) in print(line); fflush(nil) }
 
         say("apns-relay demo: \(events) events through mock Kafka → relay → mock APNs → result topics\n")
         let sandbox = try await RelaySandbox(logger: logger)
@@ -96,7 +96,7 @@ final class ProgressLine: @unchecked Sendable {
         let width = 30
         let filled = total == 0 ? width : done * width / total
         print("\r  results: [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)", terminator: "")
-        fflush(stdout)
+        fflush(nil)
     }
 
     func finish() { print("\n") }

@@ -46,6 +46,10 @@ struct ConsumerGroupTests {
         }
         #expect(Set(keysSeen.keys) == Set(reports.keys), "every produced key arrived")
         #expect(keysSeen.values.allSatisfy { $0 == 1 }, "no key arrived twice")
+        let notAssigned = #expect(throws: KafkaError.self, "storing an offset of a partition this member does not own") {
+            try first.storeOffset(topic: "not-subscribed", partition: 0, offset: 1)
+        }
+        #expect(notAssigned?.code == .offsetStore)
         try await first.close()
 
         // Same group again: it must start exactly at the first unstored offset of every partition.

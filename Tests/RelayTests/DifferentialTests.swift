@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Relay
@@ -8,6 +9,8 @@ import Testing
     private func disagreements(_ cases: [(label: String, bytes: [UInt8])]) throws -> (accepted: Int, failures: [String]) {
         let decoder = try EventDecoder()
         let reference = try SchemaValidator.notificationEvent()
+        // The raw payload and metadata slices must be whole JSON objects on their own.
+        let anyObject = try SchemaValidator(schemaJSON: #"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}"#)
         var accepted = 0
         var failures: [String] = []
         for item in cases {
@@ -16,7 +19,26 @@ import Testing
             }
             let fastAccepts = (try? fast.get()) != nil
             let referenceAccepts = reference.isValid(item.bytes)
+            // The detailed pass (every constraint, on a large stack) must reach the same verdict.
+            if reference.validate(item.bytes).isEmpty != referenceAccepts {
+                failures.append("\(item.label): valijson's verdict and detailed pass differ")
+            }
             if fastAccepts { accepted += 1 }
+            if case .failure(let error) = fast, error.code == .internalError {
+                failures.append("\(item.label): internal_error blames the relay for bad input: \(error)")
+            }
+            if !fastAccepts {
+                // What a result record would echo; must not crash on any input.
+                _ = SalvagedEvent(salvaging: item.bytes)
+            }
+            if let decoded = try? fast.get() {
+                for (name, slice) in [("payload", decoded.payload), ("metadata", decoded.metadata)] {
+                    guard let slice else { continue }
+                    if !anyObject.isValid(slice) || slice.first != UInt8(ascii: "{") || slice.last != UInt8(ascii: "}") {
+                        failures.append("\(item.label): \(name) slice is not a JSON object: \(slice.escapedForMessage())")
+                    }
+                }
+            }
             if fastAccepts != referenceAccepts {
                 let fastSays = fastAccepts ? "accepts" : "refuses (\((try? fast.get()).map { _ in "" } ?? "\(fast)"))"
                 let referenceSays = referenceAccepts
@@ -36,7 +58,9 @@ import Testing
     }
 
     @Test func agreeOnAMutatedCorpus() throws {
-        var corpus = MutationCorpus(seed: 0x5EED_2026)
+        // Fixed seed so every run checks the same corpus; RELAY_CORPUS_SEED explores others.
+        let seed = ProcessInfo.processInfo.environment["RELAY_CORPUS_SEED"].flatMap { UInt64($0) } ?? 0x5EED_2026
+        var corpus = MutationCorpus(seed: seed)
         let cases = corpus.cases(6000)
         let result = try disagreements(cases.map { ($0.label, $0.bytes) })
         #expect(result.failures.isEmpty, "\(result.failures.count) disagreements:\n\(result.failures.prefix(15).joined(separator: "\n"))")

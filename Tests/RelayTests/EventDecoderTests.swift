@@ -131,6 +131,9 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
         (#"{"id":"e","#, .invalidJSON),
         (#"{"id":"e"} x"#, .invalidJSON),
         (#"{"id":"e"}}"#, .invalidJSON),
+        (#"{"id":"e","payload":{}"#, .invalidJSON),
+        (#"{"payload":{"a":[1,{"b":2}]}"#, .invalidJSON),
+        (#"{"id":"e","payload":{"#, .invalidJSON),
         (#"{"id":'e'}"#, .invalidJSON),
         ("{\"id\":\"tab\there\"}", .invalidJSON),
         (#"{"id":"\ud800"}"#, .invalidJSON),
@@ -198,6 +201,16 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
             #expect(error.pointer == "/deviceToken")
             #expect(error.message.contains("does not match pattern ^([0-9a-fA-F]{2})+$"), "\(error)")
         }
+    }
+
+    @Test func decodesFromMemoryTheCallerOwns() throws {
+        let bytes = Array("garbage".utf8) + event(payload: #"{ "a" : 1 }"#) + Array("more".utf8)
+        let decoder = try EventDecoder()
+        let decoded = try bytes.withUnsafeBytes { all in
+            try decoder.decode(UnsafeRawBufferPointer(rebasing: all[7..<(all.count - 4)]))
+        }
+        #expect(decoded.payload == #"{ "a" : 1 }"#.bytes)
+        #expect(throws: EventDecodingError.self) { try decoder.decode(UnsafeRawBufferPointer(start: nil, count: 0)) }
     }
 
     @Test func decoderIsReusableAfterErrors() throws {

@@ -47,7 +47,7 @@ struct MutationCorpus {
     private mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &generator) }
 
     private mutating func whitespace() -> String {
-        chance(70) ? "" : pick([" ", "\n", "\t", "\r\n", "  "])
+        chance(70) ? "" : chance(98) ? pick([" ", "\n", "\t", "\r\n", "  "]) : pick(["\u{0C}", "\u{0B}", "\u{A0}"])
     }
 
     private mutating func hexString(_ length: Int) -> String {
@@ -226,7 +226,7 @@ struct MutationCorpus {
                     let bad: [[UInt8]] = [[0xFF], [0xC3], [0xC3, 0x28], [0xE2, 0x82], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xC0, 0xAF]]
                     raw.insert(contentsOf: pick(bad), at: int(0...raw.count))
                 case 3:
-                    let tail = pick([" x", "}", "]", ",", "{}", "\n", " \t\r\n", "\u{0}", "null"])
+                    let tail = pick([" x", "}", "]", ",", "{}", "\n", " \t\r\n", "\u{0}", "null", "\u{0C}", "\u{0B}", "\u{A0}", "\u{FEFF}"])
                     labels.append("trailing \(tail.debugDescription)")
                     raw += Array(tail.utf8)
                 case 4:

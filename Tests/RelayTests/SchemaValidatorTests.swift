@@ -45,6 +45,8 @@ import Testing
         let validator = try SchemaValidator.notificationEvent()
         let duplicate = validator.validate((#"{"id":"a","id":"b"}"#).bytes)
         #expect(duplicate == [SchemaError(pointer: "/id", message: "member \"id\" appears more than once")])
+        let nestedDuplicate = #"{"id":"e","deviceToken":"abcd","topic":"t","pushType":"alert","payload":{"a":1,"a":2}}"#
+        #expect(validator.validate(nestedDuplicate.bytes) == [], "duplicates below the top level pass through")
         let deep = validator.validate(("{\"payload\":" + String(repeating: "[", count: 100_000)).bytes)
         #expect(deep.count == 1)
         let syntax = validator.validate("{\"id\":".bytes)
@@ -72,5 +74,21 @@ import Testing
         #expect(results.validate(record.bytes) == [])
         let removed = try SchemaValidator(schemaJSON: JSONSchemas.tokenRemoved)
         #expect(!removed.isValid(record.bytes))
+    }
+}
+
+@Suite struct SalvagedEventTests {
+    @Test func salvagesIDAndMetadataOfARefusedEvent() {
+        let salvaged = SalvagedEvent(salvaging: (#"{"id":"evt-9","priority":"high","metadata":{ "user" : 42 }}"#).bytes)
+        #expect(salvaged.id == "evt-9")
+        #expect(salvaged.metadata == #"{"user":42}"#.bytes)
+    }
+
+    @Test func salvagesNothingFromNonsense() {
+        #expect(SalvagedEvent(salvaging: "{\"id\":".bytes) == SalvagedEvent())
+        #expect(SalvagedEvent(salvaging: "[1]".bytes) == SalvagedEvent())
+        #expect(SalvagedEvent(salvaging: (#"{"id":5,"metadata":"x"}"#).bytes) == SalvagedEvent())
+        let deep = #"{"id":"e","metadata":{"a":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}}"
+        #expect(SalvagedEvent(salvaging: deep.bytes) == SalvagedEvent(id: "e"))
     }
 }

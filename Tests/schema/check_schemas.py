@@ -19,6 +19,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "Schemas"
 
 
+def undocumented(schema, path=""):
+    """Property paths in `schema` without a description (the schemas are documentation for producers)."""
+    missing = []
+    for name, sub in schema.get("properties", {}).items():
+        where = f"{path}/{name}"
+        if not isinstance(sub, dict) or not sub.get("description"):
+            missing.append(where)
+        if isinstance(sub, dict):
+            missing += undocumented(sub, where)
+    return missing
+
+
 def main() -> int:
     passed = 0
     failed = 0
@@ -46,6 +58,10 @@ def main() -> int:
             continue
         if schema.get("$schema") != "http://json-schema.org/draft-07/schema#":
             fail(label, "$schema is not draft-07")
+        elif not schema.get("$id") or not schema.get("title") or not schema.get("description"):
+            fail(label, "needs $id, title and description")
+        elif undocumented(schema):
+            fail(label, "properties without a description: " + ", ".join(undocumented(schema)))
         else:
             ok(label)
         validator = Draft7Validator(schema)

@@ -10,6 +10,8 @@ extern "C" {
 
 /// Returns the simdjson implementation chosen for this CPU (e.g. "haswell"); never NULL.
 const char *cej_simdjson_implementation(void);
+/// The simdjson implementation the fast decoder was compiled for (e.g. "haswell" or "fallback").
+const char *cej_ondemand_implementation(void);
 
 /// Events larger than this many bytes are refused by both the decoder and the validator.
 #define CEJ_MAX_EVENT_BYTES 65536
@@ -120,6 +122,16 @@ int32_t cej_schema_validate(
     cej_schema_error **errors_out, size_t *count_out);
 void cej_schema_errors_free(cej_schema_error *errors, size_t count);
 void cej_free(void *pointer);
+
+// MARK: - Salvage
+
+/// Best effort for a refused event, so its result can still echo the producer's `id` and `metadata`:
+/// if `bytes` is a JSON object (any size up to 1 MiB), sets `*id_out` to its top-level "id" when that
+/// is a string, and `*metadata_out` to its top-level "metadata" when that is an object nested at most
+/// CEJ_MAX_DEPTH levels, re-serialised compactly (not byte-exact). Outputs not found are NULL with
+/// length 0. With duplicate names the last wins. Release the outputs with `cej_free`. Never fails hard.
+void cej_salvage_event(
+    const uint8_t *bytes, size_t len, char **id_out, size_t *id_len, char **metadata_out, size_t *metadata_len);
 
 #ifdef __cplusplus
 }

@@ -70,6 +70,26 @@ public final class KafkaConsumer: Sendable {
         DedicatedThread.start(name: "kafka-consumer-poll") { shared.runPollLoop(client: client) }
     }
 
+    /// Starts polling if needed and suspends until the consumer is closed: the shape of
+    /// swift-service-lifecycle's `Service.run()`. Cancelling the calling task starts the close sequence
+    /// (commit stored offsets, leave the group) and returns once it has finished.
+    public func run() async throws {
+        if lifecycle.withLock({ $0 == .created }) { try start() }
+        await withTaskCancellationHandler {
+            await shared.closed.wait()
+        } onCancel: {
+            beginClose()
+        }
+        lifecycle.withLock { $0 = .closed }
+        if let error = shared.closeResult.withLock({ $0 }) { throw error }
+    }
+
+    /// The synchronous part of closing: stop the poll loop and release a revocation waiting for the app.
+    private func beginClose() {
+        shared.isClosing.store(true, ordering: .releasing)
+        shared.pendingRevocation.withLock { $0 }?.acknowledge()
+    }
+
     /// Stores the offset of a message the application has finished with; the group's committed offset
     /// becomes `offset + 1` (the next message to read) at the next auto commit or at close.
     ///
@@ -180,8 +200,7 @@ public final class KafkaConsumer: Sendable {
             if state == .created { state = .closed } else if state == .polling { state = .closing }
             return previous
         }
-        shared.isClosing.store(true, ordering: .releasing)
-        shared.pendingRevocation.withLock { $0 }?.acknowledge()
+        beginClose()
         if previous == .created {
             // Never started: no poll thread runs the close sequence and the handle never joined a group.
             client.withHandle { handle in shared.update(handle: handle) { $0.finish() } }
@@ -196,7 +215,10 @@ public final class KafkaConsumer: Sendable {
 
     deinit {
         if lifecycle.withLock({ $0 == .polling }) {
-            logger.warning("KafkaConsumer released without close(); the group notices only after the session timeout")
+            // The poll thread holds the handle, so it outlives this object: tell it to run the close
+            // sequence (commit, leave the group) on its own.
+            logger.warning("KafkaConsumer released without close(); closing in the background")
+            beginClose()
         }
     }
 }

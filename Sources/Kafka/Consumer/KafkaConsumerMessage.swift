@@ -26,9 +26,11 @@ public struct KafkaConsumerMessage: Sendable {
     }
 
     /// Copies a message librdkafka still owns (the caller destroys it).
-    init(copying message: UnsafePointer<rd_kafka_message_t>) {
+    /// - Parameter topicName: the Swift name of the message's topic handle, cached by the caller so that
+    ///   a long topic name is not allocated once per record.
+    init(copying message: UnsafePointer<rd_kafka_message_t>, topicName: (OpaquePointer) -> String) {
         let raw = message.pointee
-        topic = raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        topic = raw.rkt.map(topicName) ?? ""
         partition = raw.partition
         offset = raw.offset
         key = raw.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }

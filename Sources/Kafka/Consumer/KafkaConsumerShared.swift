@@ -1,4 +1,9 @@
 import CRdKafka
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import Synchronization
 
@@ -75,6 +80,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
     ) {
         let topicPartitions = TopicPartitionList.partitions(in: partitions)
+        flushPolledBatch(handle: handle)
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             logger.info("partitions assigned", metadata: ["partitions": "\(topicPartitions)"])
@@ -101,7 +107,16 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             update(handle: handle) { state in
                 state.partitionsRemoved(Array(state.assigned), event: .partitionsLost(Array(state.assigned)))
             }
-            applyAssignment(handle: handle, partitions: nil, assign: false)
+            if isCooperative {
+                // The cooperative protocol forbids rd_kafka_assign; give up the current assignment instead.
+                var current: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+                if rd_kafka_assignment(handle, &current) == RD_KAFKA_RESP_ERR_NO_ERROR, let current {
+                    defer { rd_kafka_topic_partition_list_destroy(current) }
+                    applyAssignment(handle: handle, partitions: current, assign: false)
+                }
+            } else {
+                applyAssignment(handle: handle, partitions: nil, assign: false)
+            }
         }
     }
 
@@ -140,20 +155,53 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
 
     // MARK: poll loop (dedicated thread)
 
+    /// Records polled but not yet handed to the state machine. Touched only on the poll thread (the poll
+    /// loop, and the rebalance callback that runs inside its rd_kafka_consumer_poll); the lock is
+    /// uncontended and only satisfies Sendable.
+    private let polledBatch = Mutex<[KafkaConsumerMessage]>([])
+    static let maximumBatch = 512
+
+    /// Hands the polled records to the state machine. Called before a rebalance is applied, so records
+    /// polled before a revocation are in the buffer (and dropped with it), never behind it.
+    func flushPolledBatch(handle: OpaquePointer) {
+        let batch = polledBatch.withLock { batch in
+            defer { batch.removeAll(keepingCapacity: true) }
+            return batch
+        }
+        if !batch.isEmpty { update(handle: handle) { $0.received(batch) } }
+    }
+
     func runPollLoop(client: KafkaClient) {
+        // Saves a String allocation per record for topic names too long to be stored inline. Checked with
+        // strcmp in case librdkafka ever reuses a topic handle's address for another topic.
+        var topicNames: [OpaquePointer: String] = [:]
+        func topicName(_ topic: OpaquePointer) -> String {
+            let cName = rd_kafka_topic_name(topic)!
+            if let name = topicNames[topic], name.withCString({ strcmp($0, cName) == 0 }) { return name }
+            let name = String(cString: cName)
+            topicNames[topic] = name
+            return name
+        }
         client.withHandle { handle in
             while !isClosing.load(ordering: .acquiring) {
-                guard let message = rd_kafka_consumer_poll(handle, Int32(pollTimeoutMilliseconds)) else { continue }
-                defer { rd_kafka_message_destroy(message) }
-                if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    let detail = message.pointee.payload.map {
-                        String(decoding: UnsafeRawBufferPointer(start: $0, count: message.pointee.len), as: UTF8.self)
+                // Block for the first record, then take what librdkafka already holds without waiting.
+                var timeout = Int32(pollTimeoutMilliseconds)
+                var polled = 0
+                while polled < Self.maximumBatch, let message = rd_kafka_consumer_poll(handle, timeout) {
+                    defer { rd_kafka_message_destroy(message) }
+                    timeout = 0
+                    polled += 1
+                    if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                        let detail = message.pointee.payload.map {
+                            String(decoding: UnsafeRawBufferPointer(start: $0, count: message.pointee.len), as: UTF8.self)
+                        }
+                        report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
+                        continue
                     }
-                    report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
-                    continue
+                    let received = KafkaConsumerMessage(copying: message, topicName: topicName)
+                    polledBatch.withLock { $0.append(received) }
                 }
-                let received = KafkaConsumerMessage(copying: message)
-                update(handle: handle) { $0.received(received) }
+                flushPolledBatch(handle: handle)
             }
             logger.debug("closing consumer: committing stored offsets and leaving the group")
             // Serves the final revocation through our callback (not waited for: isClosing is set) and commits

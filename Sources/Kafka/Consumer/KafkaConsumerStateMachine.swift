@@ -45,23 +45,28 @@ struct KafkaConsumerStateMachine {
 
     // MARK: poll thread
 
-    mutating func received(_ message: KafkaConsumerMessage) -> Action {
+    /// Records polled in one go, in order. One call per batch keeps lock and wake-up costs per batch.
+    mutating func received(_ batch: [KafkaConsumerMessage]) -> Action {
         var action = Action()
         guard !isFinished else {
-            action.droppedMessages = 1
+            action.droppedMessages = batch.count
             return action
         }
-        if let waiter, control.isEmpty, messages.isEmpty {
+        var rest = batch[...]
+        if let waiter, control.isEmpty, messages.isEmpty, let first = rest.popFirst() {
             self.waiter = nil
-            action.resumeWaiter = (waiter.continuation, .event(.message(message)))
-            return action
+            action.resumeWaiter = (waiter.continuation, .event(.message(first)))
         }
-        messages.append(message)
+        for message in rest { messages.append(message) }
         if !isAutoPaused && messages.count >= capacity {
             isAutoPaused = true
             action.pause = assigned.sorted()
         }
         return action
+    }
+
+    mutating func received(_ message: KafkaConsumerMessage) -> Action {
+        received([message])
     }
 
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
@@ -170,9 +175,10 @@ struct KafkaConsumerStateMachine {
     }
 }
 
-/// FIFO of messages: an array with a moving head, compacted now and then (amortised O(1)).
+/// FIFO of messages: an array with a moving head, compacted now and then (amortised O(1)). Slots are
+/// optional so that popping moves a record out instead of copying it (no retain/release per field).
 struct MessageQueue {
-    private var storage: [KafkaConsumerMessage] = []
+    private var storage: [KafkaConsumerMessage?] = []
     private var head = 0
 
     var count: Int { storage.count - head }
@@ -182,7 +188,7 @@ struct MessageQueue {
 
     mutating func popFirst() -> KafkaConsumerMessage? {
         guard head < storage.count else { return nil }
-        let message = storage[head]
+        let message = storage[head].take()
         head += 1
         if head == storage.count {
             storage.removeAll(keepingCapacity: true)
@@ -197,6 +203,6 @@ struct MessageQueue {
     mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) {
         storage.removeFirst(head)
         head = 0
-        storage.removeAll(where: shouldRemove)
+        storage.removeAll { $0.map(shouldRemove) ?? true }
     }
 }

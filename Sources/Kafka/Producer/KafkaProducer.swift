@@ -68,7 +68,7 @@ public final class KafkaProducer: Sendable {
     public func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil
     ) async throws -> KafkaDeliveryReport {
-        guard !pollThread.isStopping.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
+        guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
         return try await withCheckedThrowingContinuation { continuation in
             let promise = DeliveryPromise(continuation)
             // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
@@ -126,6 +126,15 @@ public final class KafkaProducer: Sendable {
         }
         pollThread.isStopping.store(true, ordering: .releasing)
         _ = await pollThread.stopped.wait(timeout: .seconds(5))
+        // A send that passed its closed check just before close began may have queued a record after the
+        // flush: fail it (and anything else left) so that no caller waits for a report nobody polls for.
+        let client = self.client
+        await DedicatedThread.run(name: "kafka-producer-final-purge") {
+            client.withHandle { handle in
+                _ = rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+                _ = rd_kafka_flush(handle, 1000)
+            }
+        }
         if let flushError { throw flushError }
     }
 

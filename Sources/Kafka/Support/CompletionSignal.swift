@@ -24,6 +24,19 @@ final class CompletionSignal: Sendable {
         waiters.forEach { $0.resume(returning: true) }
     }
 
+    /// Waits with no deadline, for callers that are themselves bounded (e.g. a service's run()).
+    func wait() async {
+        let _: Bool = await withCheckedContinuation { continuation in
+            let registered = state.withLock { state -> Bool in
+                if state.isComplete { return false }
+                state.nextID += 1
+                state.waiters[state.nextID] = continuation
+                return true
+            }
+            if !registered { continuation.resume(returning: true) }
+        }
+    }
+
     /// - Returns: true if completed within `timeout`, false if the deadline passed first.
     func wait(timeout: Duration) async -> Bool {
         await withCheckedContinuation { continuation in

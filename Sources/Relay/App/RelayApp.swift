@@ -28,7 +28,8 @@ public struct RelayApp: Sendable {
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
         consumerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.consumerProperties) { $1 }
-        consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval
+        consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
+        consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
         consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
 
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)

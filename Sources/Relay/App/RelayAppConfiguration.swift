@@ -19,6 +19,8 @@ public struct RelayAppConfiguration: Sendable {
         public var maxPollInterval: Duration
         public var assignmentStrategy: KafkaPartitionAssignmentStrategy
         public var statisticsInterval: Duration
+        /// How often stored offsets are committed; bounds the duplicates a crash can cause.
+        public var autoCommitInterval: Duration
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
         public var properties: [String: String]
         public var consumerProperties: [String: String]
@@ -81,6 +83,7 @@ public struct RelayAppConfiguration: Sendable {
                 "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
             ]),
             statisticsInterval: try settings.milliseconds("kafka.statisticsIntervalMs", default: .seconds(15)),
+            autoCommitInterval: try settings.milliseconds("kafka.autoCommitIntervalMs", default: .seconds(1), range: 10...60_000),
             properties: try settings.properties("kafka.properties"),
             consumerProperties: try settings.properties("kafka.consumerProperties"),
             producerProperties: try settings.properties("kafka.producerProperties")

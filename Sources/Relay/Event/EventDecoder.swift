@@ -42,30 +42,34 @@ public final class EventDecoder {
     /// Decodes and validates one event.
     /// - Throws: `EventDecodingError` naming the first problem found.
     public func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
-        let result: Result<NotificationEvent, EventDecodingError> = bytes.withUnsafeBytes { buffer in
-            decodeResult(buffer)
+        var decoded: NotificationEvent?
+        var failure = EventDecodingError(code: .internalError, pointer: "", message: "no result")
+        bytes.withUnsafeBytes { buffer in
+            do throws(EventDecodingError) {
+                decoded = try decode(buffer)
+            } catch {
+                failure = error
+            }
         }
-        return try result.get()
+        guard let decoded else { throw failure }
+        return decoded
     }
 
     /// Decodes and validates one event from memory the caller owns (e.g. a Kafka message).
     /// - Throws: `EventDecodingError` naming the first problem found.
     public func decode(_ bytes: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
-        try decodeResult(bytes).get()
-    }
-
-    private func decodeResult(_ bytes: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventDecodingError> {
         var event = cej_event()
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let status = cej_decode_event(handle, base, bytes.count, &event)
-        let result: Result<NotificationEvent, EventDecodingError>
-        if status == Int32(CEJ_OK) {
-            result = EventRules.check(event, input: bytes)
-        } else {
-            result = .failure(Self.error(status: status, event: event, size: bytes.count))
+        do throws(EventDecodingError) {
+            guard status == Int32(CEJ_OK) else {
+                throw Self.error(status: status, event: event, size: bytes.count)
+            }
+            return try EventRules.check(event, input: bytes)
+        } catch {
+            guard let explainer, error.code != .internalError else { throw error }
+            throw Self.explained(error, by: explainer, bytes: bytes)
         }
-        guard case .failure(let error) = result, let explainer, error.code != .internalError else { return result }
-        return .failure(Self.explained(error, by: explainer, bytes: bytes))
     }
 
     /// Replaces the fast path's message with the reference validator's, keeping the stable code.

@@ -39,6 +39,9 @@ public struct EventDecodingError: Error, Hashable, Sendable, CustomStringConvert
         self.message = message
     }
 
+    /// Whether trying the same bytes again could succeed: only when the decoder itself failed.
+    public var isRetriable: Bool { code == .internalError }
+
     public var description: String {
         pointer.isEmpty ? "\(code): \(message)" : "\(code): \(pointer): \(message)"
     }

@@ -12,55 +12,58 @@ enum EventRules {
         (UInt32(CEJ_FIELD_PUSH_TYPE), "pushType"),
         (UInt32(CEJ_FIELD_PAYLOAD), "payload"),
     ]
+    static let requiredMask = UInt32(CEJ_FIELD_ID | CEJ_FIELD_DEVICE_TOKEN | CEJ_FIELD_TOPIC | CEJ_FIELD_PUSH_TYPE | CEJ_FIELD_PAYLOAD)
     static let maxIDCharacters = 256
     static let maxDeviceTokenCharacters = 400
     static let maxTopicCharacters = 255
     static let maxCollapseIDCharacters = 64
     static let maxExpiration: Int64 = 9_999_999_999
 
-    static func check(_ event: cej_event, input: UnsafeRawBufferPointer) -> Result<NotificationEvent, EventDecodingError> {
-        for (field, name) in requiredFields where event.present & field == 0 {
-            return violation(name, "is required")
+    static func check(_ event: cej_event, input: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
+        if event.present & requiredMask != requiredMask {
+            for (field, name) in requiredFields where event.present & field == 0 {
+                throw violation(name, "is required")
+            }
         }
 
         // id: 1...256 characters.
         let idLength = codePoints(event.id)
         guard idLength >= 1, idLength <= maxIDCharacters else {
-            return violation("id", "must be 1 to \(maxIDCharacters) characters; it has \(idLength)")
+            throw violation("id", "must be 1 to \(maxIDCharacters) characters; it has \(idLength)")
         }
         if hasControlCharacter(event.id) {
-            return violation("id", "must not contain control characters (U+0000 to U+001F)")
+            throw violation("id", "must not contain control characters (U+0000 to U+001F)")
         }
 
         // deviceToken: even number of hex digits, at most 400.
         guard event.device_token.len <= maxDeviceTokenCharacters else {
-            return violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
+            throw violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
         }
         let deviceToken: DeviceToken
         do {
             deviceToken = try DeviceToken(hex: string(event.device_token))
         } catch {
-            return violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
+            throw violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
         }
 
         // topic: 1...255 of [A-Za-z0-9_.-].
         let topicBytes = bytes(event.topic)
         guard topicBytes.count >= 1, topicBytes.count <= maxTopicCharacters else {
-            return violation("topic", "must be 1 to \(maxTopicCharacters) characters")
+            throw violation("topic", "must be 1 to \(maxTopicCharacters) characters")
         }
         for byte in topicBytes where !isTopicByte(byte) {
-            return violation("topic", "does not match pattern ^[A-Za-z0-9_.-]+$")
+            throw violation("topic", "does not match pattern ^[A-Za-z0-9_.-]+$")
         }
 
         guard let pushType = PushType(rawValue: string(event.push_type)) else {
             let allowed = PushType.allCases.map(\.rawValue).joined(separator: ", ")
-            return violation("pushType", "must be one of \(allowed)")
+            throw violation("pushType", "must be one of \(allowed)")
         }
 
         var priority: Priority?
         if event.present & UInt32(CEJ_FIELD_PRIORITY) != 0 {
             guard let value = Priority(rawValue: Int(event.priority)) else {
-                return violation("priority", "must be 10, 5 or 1")
+                throw violation("priority", "must be 10, 5 or 1")
             }
             priority = value
         }
@@ -68,7 +71,7 @@ enum EventRules {
         var expiration: Int64?
         if event.present & UInt32(CEJ_FIELD_EXPIRATION) != 0 {
             guard event.expiration >= 0, event.expiration <= maxExpiration else {
-                return violation("expiration", "must be UNIX seconds from 0 to \(maxExpiration)")
+                throw violation("expiration", "must be UNIX seconds from 0 to \(maxExpiration)")
             }
             expiration = event.expiration
         }
@@ -77,27 +80,26 @@ enum EventRules {
         if event.present & UInt32(CEJ_FIELD_COLLAPSE_ID) != 0 {
             let length = codePoints(event.collapse_id)
             guard length >= 1, length <= maxCollapseIDCharacters else {
-                return violation("collapseId", "must be 1 to \(maxCollapseIDCharacters) characters; it has \(length)")
+                throw violation("collapseId", "must be 1 to \(maxCollapseIDCharacters) characters; it has \(length)")
             }
             if hasControlCharacter(event.collapse_id) {
-                return violation("collapseId", "must not contain control characters (U+0000 to U+001F)")
+                throw violation("collapseId", "must not contain control characters (U+0000 to U+001F)")
             }
             collapseID = string(event.collapse_id)
         }
 
         var apnsID: String?
         if event.present & UInt32(CEJ_FIELD_APNS_ID) != 0 {
-            let value = string(event.apns_id)
-            guard APNsNotification.isCanonicalUUID(value) else {
-                return violation("apnsId", "must be a canonical UUID (8-4-4-4-12 hex digits)")
+            guard isCanonicalUUID(bytes(event.apns_id)) else {
+                throw violation("apnsId", "must be a canonical UUID (8-4-4-4-12 hex digits)")
             }
-            apnsID = value
+            apnsID = string(event.apns_id)
         }
 
         var environment = APNsEnvironment.production
         if event.present & UInt32(CEJ_FIELD_ENVIRONMENT) != 0 {
             guard let value = APNsEnvironment(rawValue: string(event.environment)) else {
-                return violation("environment", "must be production or development")
+                throw violation("environment", "must be production or development")
             }
             environment = value
         }
@@ -105,8 +107,7 @@ enum EventRules {
         let payload = slice(input, event.payload)
         let metadata = event.present & UInt32(CEJ_FIELD_METADATA) != 0 ? slice(input, event.metadata) : nil
 
-        return .success(
-            NotificationEvent(
+        return NotificationEvent(
                 id: string(event.id),
                 deviceToken: deviceToken,
                 topic: string(event.topic),
@@ -118,13 +119,13 @@ enum EventRules {
                 environment: environment,
                 payload: payload,
                 metadata: metadata
-            ))
+            )
     }
 
     // MARK: Helpers
 
-    static func violation(_ field: String, _ message: String) -> Result<NotificationEvent, EventDecodingError> {
-        .failure(EventDecodingError(code: .schemaViolation, pointer: "/" + field, message: message))
+    static func violation(_ field: String, _ message: String) -> EventDecodingError {
+        EventDecodingError(code: .schemaViolation, pointer: "/" + field, message: message)
     }
 
     static func bytes(_ text: cej_string) -> UnsafeRawBufferPointer {
@@ -148,6 +149,31 @@ enum EventRules {
     /// The schema's `"not": {"pattern": "[\\x00-\\x1F]"}`.
     static func hasControlCharacter(_ text: cej_string) -> Bool {
         bytes(text).contains { $0 < 0x20 }
+    }
+
+    /// `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$` on bytes (the same
+    /// rule as `APNsNotification.isCanonicalUUID`, without building a `String` first).
+    static func isCanonicalUUID(_ text: UnsafeRawBufferPointer) -> Bool {
+        guard text.count == 36 else { return false }
+        for index in 0..<36 {
+            let byte = text[index]
+            switch index {
+            case 8, 13, 18, 23:
+                guard byte == UInt8(ascii: "-") else { return false }
+            default:
+                guard isHexDigit(byte) else { return false }
+            }
+        }
+        return true
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
+            true
+        default:
+            false
+        }
     }
 
     static func isTopicByte(_ byte: UInt8) -> Bool {

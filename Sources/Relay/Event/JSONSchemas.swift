@@ -59,6 +59,7 @@ public enum JSONSchemas {
     "apnsId": {
       "description": "The `apns-id` header: a canonical UUID (8-4-4-4-12 hex digits). Omitted: APNs generates one, reported in the delivery result.",
       "type": "string",
+      "maxLength": 36,
       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     },
     "environment": {
@@ -93,6 +94,7 @@ public enum JSONSchemas {
   "definitions": {
     "uuid": {
       "type": "string",
+      "maxLength": 36,
       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     },
     "epochMillis": {

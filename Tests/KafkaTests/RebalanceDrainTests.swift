@@ -1,0 +1,197 @@
+import Kafka
+import Testing
+
+@Suite("Revocation waits for the application")
+struct RebalanceDrainTests {
+    /// While the application has not acknowledged a revocation, nobody else gets the partitions; once it
+    /// does, the rebalance completes.
+    @Test(.timeLimit(.minutes(1)), arguments: [KafkaPartitionAssignmentStrategy.range, .cooperativeSticky])
+    func revokedPartitionsStayUntilTheApplicationAcknowledges(strategy: KafkaPartitionAssignmentStrategy) async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "drain"
+        try cluster.createTopic(topic, partitions: 4)
+        let group = uniqueGroupID()
+
+        enum Entry: Sendable {
+            case assigned(member: Int, [KafkaTopicPartition])
+            case revoked(member: Int, KafkaPartitionRevocation)
+        }
+        let log = EventRecorder<Entry>()
+        let consumers = try (1...2).map { member in
+            try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: strategy),
+                              logger: testLogger("test.member\(member)"))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for (index, consumer) in consumers.enumerated() {
+                tasks.addTask {
+                    for await event in consumer.events {
+                        switch event {
+                        case .partitionsAssigned(let partitions): log.append(.assigned(member: index + 1, partitions))
+                        // Not acknowledged here: the test decides when the member has drained.
+                        case .partitionsRevoked(let revocation): log.append(.revoked(member: index + 1, revocation))
+                        case .message, .partitionsLost: break
+                        }
+                    }
+                }
+            }
+            try consumers[0].subscribe(topics: [topic])
+            try consumers[0].start()
+            try await log.waitUntil("member 1's first assignment", within: .seconds(20)) {
+                $0.contains { if case .assigned(1, let partitions) = $0 { partitions.count == 4 } else { false } }
+            }
+            try consumers[1].subscribe(topics: [topic])
+            try consumers[1].start()
+            try await log.waitUntil("a revocation at member 1 when member 2 joins", within: .seconds(20)) {
+                $0.contains { if case .revoked(1, _) = $0 { true } else { false } }
+            }
+            let memberTwoAssigned: @Sendable ([Entry]) -> Bool = {
+                $0.contains { if case .assigned(2, let partitions) = $0 { !partitions.isEmpty } else { false } }
+            }
+            // Waiting for something that must not happen: member 2 gets nothing while member 1 drains.
+            await #expect(throws: TestFailure.self, "member 2 got partitions before member 1 acknowledged") {
+                try await log.waitUntil("member 2 being assigned partitions", within: .seconds(3), memberTwoAssigned)
+            }
+            for entry in log.entries {
+                if case .revoked(1, let revocation) = entry { revocation.acknowledge() }
+            }
+            try await log.waitUntil("member 2 being assigned partitions after member 1 acknowledged",
+                                    within: .seconds(20), memberTwoAssigned)
+            // close() releases a revocation still waiting for acknowledgement, so nothing else to do.
+            for consumer in consumers { try await consumer.close() }
+            try await tasks.waitForAll()
+        }
+    }
+}
+
+@Suite("Failover on the mock cluster")
+struct FailoverTests {
+    /// A broker goes down and its partitions' leadership moves: producing and consuming carry on and no
+    /// record is lost (duplicates are tolerated: librdkafka 2.0.2 may redeliver).
+    @Test(.timeLimit(.minutes(1)))
+    func producerAndConsumerFollowMovedLeaders() async throws {
+        let cluster = try MockKafkaCluster(brokers: 3, logger: testLogger("test.mock", level: .critical))
+        let topic = "failover"
+        try cluster.createTopic(topic, partitions: 2)
+        let group = uniqueGroupID()
+        try cluster.setGroupCoordinator(group: group, brokerID: 3)
+        for partition in Int32(0)..<2 { try cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: 1) }
+
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: topic, count: 50, keyPrefix: "before")
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group),
+                                         logger: testLogger("test.consumer", level: .critical))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var keys: Set<String> = []
+        var iterator = consumer.events.makeAsyncIterator()
+        while keys.count < 50 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "records before failover") {
+                keys.insert(message.keyString ?? "")
+                try consumer.storeOffset(for: message)
+            }
+        }
+
+        try cluster.setBrokerDown(1)
+        for partition in Int32(0)..<2 { try cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: 2) }
+        try await produceKeyed(producer, topic: topic, count: 50, keyPrefix: "after")
+        while keys.count < 100 {
+            switch try await nextEvent(&iterator, within: .seconds(20), expecting: "records after failover (\(keys.count) of 100)") {
+            case .message(let message):
+                keys.insert(message.keyString ?? "")
+            case .partitionsRevoked(let revocation):
+                revocation.acknowledge()
+            case .partitionsAssigned, .partitionsLost:
+                break
+            }
+        }
+        #expect(keys == Set((0..<50).map { "before-\($0)" } + (0..<50).map { "after-\($0)" }))
+        try await consumer.close()
+        try await producer.close()
+    }
+}
+
+@Suite("Lost assignments and slow brokers")
+struct FaultInjectionTests {
+    /// When the group coordinator is unreachable for longer than the session timeout, librdkafka gives the
+    /// assignment up as lost; the application hears `partitionsLost` (not a revocation it could drain) and
+    /// gets the partitions back once the coordinator returns.
+    @Test(.timeLimit(.minutes(1)))
+    func unreachableCoordinatorMakesTheAssignmentLost() async throws {
+        let cluster = try MockKafkaCluster(brokers: 2, logger: testLogger("test.mock", level: .critical))
+        let topic = "lost"
+        try cluster.createTopic(topic, partitions: 2)
+        let group = uniqueGroupID()
+        try cluster.setGroupCoordinator(group: group, brokerID: 2)
+        for partition in Int32(0)..<2 { try cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: 1) }
+
+        var configuration = testConsumerConfiguration(cluster, group: group)
+        configuration.sessionTimeout = .seconds(3)
+        configuration.maxPollInterval = .seconds(3)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: testLogger("test.consumer", level: .critical))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        guard case .partitionsAssigned(let assigned) = try await nextEvent(&iterator, within: .seconds(20), expecting: "the first assignment") else {
+            Issue.record("first event was not an assignment")
+            return
+        }
+        #expect(assigned.count == 2)
+
+        try cluster.setBrokerDown(2)
+        var lost: [KafkaTopicPartition] = []
+        while lost.isEmpty {
+            switch try await nextEvent(&iterator, within: .seconds(20), expecting: "partitionsLost after the coordinator went away") {
+            case .partitionsLost(let partitions): lost = partitions
+            case .partitionsRevoked(let revocation):
+                Issue.record("got a drainable revocation instead of a loss: \(revocation)")
+                revocation.acknowledge()
+            case .partitionsAssigned, .message: break
+            }
+        }
+        #expect(Set(lost) == Set(assigned))
+
+        try cluster.setBrokerUp(2)
+        while true {
+            if case .partitionsAssigned(let again) = try await nextEvent(&iterator, within: .seconds(30), expecting: "a new assignment after the coordinator returned") {
+                #expect(Set(again) == Set(assigned))
+                break
+            }
+        }
+        try await consumer.close()
+    }
+
+    /// Broker round-trip time injection slows deliveries down by at least that much.
+    @Test(.timeLimit(.minutes(1)))
+    func injectedRoundTripTimeDelaysDelivery() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("slow", partitions: 1)
+        let producer = try testProducer(cluster)
+        _ = try await producer.send(topic: "slow", key: "warm-up", value: "x")
+        try cluster.setBrokerRoundTripTime(1, .milliseconds(400))
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure { _ = try await producer.send(topic: "slow", key: "k", value: "v") }
+        #expect(elapsed >= .milliseconds(400), "delivery took \(elapsed)")
+        try cluster.setBrokerRoundTripTime(1, .zero)
+        try await producer.close()
+    }
+
+    /// run() is a service-style entry point: it polls until its task is cancelled, then closes cleanly.
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingRunClosesTheConsumer() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("service", partitions: 1)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: ["service"])
+        let service = Task { try await consumer.run() }
+        var iterator = consumer.events.makeAsyncIterator()
+        _ = try await nextEvent(&iterator, within: .seconds(20), expecting: "an assignment while run() polls")
+        service.cancel()
+        try await service.value
+        // The final revocation from leaving the group may still be in the buffer; then the events finish.
+        var remaining: [KafkaConsumerEvent] = []
+        while let event = try await iterator.next(within: .seconds(5)) { remaining.append(event) }
+        #expect(remaining.allSatisfy { if case .partitionsRevoked = $0 { true } else { false } },
+                "only the final revocation after run() closed the consumer: \(remaining)")
+    }
+}

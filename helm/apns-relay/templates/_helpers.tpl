@@ -1,0 +1,168 @@
+{{/* Chart name, truncated to a DNS label. */}}
+{{- define "apns-relay.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, unless it already contains the chart name. */}}
+{{- define "apns-relay.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "apns-relay.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Standard labels (app.kubernetes.io/*) on every object. */}}
+{{- define "apns-relay.labels" -}}
+helm.sh/chart: {{ include "apns-relay.chart" . }}
+{{ include "apns-relay.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: relay
+app.kubernetes.io/part-of: apns-relay
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades. */}}
+{{- define "apns-relay.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "apns-relay.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "apns-relay.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "apns-relay.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "apns-relay.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* Where the pieces are mounted in the container. */}}
+{{- define "apns-relay.configDir" -}}/etc/apns-relay{{- end }}
+{{- define "apns-relay.tokenDir" -}}/etc/apns-relay/apns-token{{- end }}
+{{- define "apns-relay.certificateDir" -}}/etc/apns-relay/apns-certificate{{- end }}
+
+{{/* The Secret holding the .p8 key: the user's, or the chart's (created when apns.token.privateKey is set,
+     otherwise expected to be created out of band under this name; see NOTES.txt). */}}
+{{- define "apns-relay.tokenSecretName" -}}
+{{- .Values.apns.token.existingSecret | default (printf "%s-apns-token" (include "apns-relay.fullname" .)) }}
+{{- end }}
+{{- define "apns-relay.tokenSecretKey" -}}
+{{- if .Values.apns.token.existingSecret }}{{ .Values.apns.token.existingSecretKey }}{{ else }}AuthKey.p8{{ end }}
+{{- end }}
+
+{{- define "apns-relay.certificateSecretName" -}}
+{{- .Values.apns.certificate.existingSecret | default (printf "%s-apns-certificate" (include "apns-relay.fullname" .)) }}
+{{- end }}
+
+{{/* Does the chart create the credentials Secret itself? */}}
+{{- define "apns-relay.createSecret" -}}
+{{- $a := .Values.apns -}}
+{{- if and (eq $a.auth "token") (not $a.token.existingSecret) $a.token.privateKey -}}true
+{{- else if and (eq $a.auth "certificate") (not $a.certificate.existingSecret) (or $a.certificate.certificate $a.certificate.pkcs12Base64) -}}true
+{{- end -}}
+{{- end }}
+
+{{/* kafka.bootstrapServers as one comma-separated string (it may be given as a list). */}}
+{{- define "apns-relay.bootstrapServers" -}}
+{{- $s := .Values.kafka.bootstrapServers -}}
+{{- if kindIs "slice" $s }}{{ join "," $s }}{{ else }}{{ $s }}{{ end -}}
+{{- end }}
+
+{{/* kafka.topics.input as a list. */}}
+{{- define "apns-relay.inputTopics" -}}
+{{- $t := .Values.kafka.topics.input -}}
+{{- $list := list -}}
+{{- if kindIs "slice" $t }}{{ $list = $t }}{{ else }}{{ $list = splitList "," $t }}{{ end -}}
+{{- $out := list -}}
+{{- range $list }}{{ if trim . }}{{ $out = append $out (trim .) }}{{ end }}{{ end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/* Grace period: given, or the drain deadline rounded up plus a margin; must exceed the drain deadline. */}}
+{{- define "apns-relay.terminationGracePeriodSeconds" -}}
+{{- $drainMs := int64 .Values.relay.drainTimeoutMs -}}
+{{- $drainS := div (add $drainMs 999) 1000 -}}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
+{{- add $drainS .Values.terminationGraceMarginSeconds -}}
+{{- else -}}
+{{- $grace := int64 .Values.terminationGracePeriodSeconds -}}
+{{- if le (mul $grace 1000) $drainMs -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d s) must be longer than relay.drainTimeoutMs (%d ms): Kubernetes would kill the relay before it drains" $grace $drainMs) -}}
+{{- end -}}
+{{- $grace -}}
+{{- end -}}
+{{- end }}
+
+{{/* librdkafka properties passed through the environment when SASL is on (the password stays in its Secret). */}}
+{{- define "apns-relay.saslProperties" -}}
+{{- $s := .Values.kafka.sasl -}}
+{{- $props := concat (.Values.kafka.properties | default list) (list (printf "security.protocol=%s" $s.securityProtocol) (printf "sasl.mechanism=%s" $s.mechanism) (printf "sasl.username=%s" $s.username) "sasl.password=$(KAFKA_SASL_PASSWORD)") -}}
+{{- join "," $props -}}
+{{- end }}
+
+{{/* relay.yaml: the relay's own keys from the values, chart-only keys left out, file paths filled in. */}}
+{{- define "apns-relay.config" -}}
+{{- $v := .Values -}}
+{{- /* Checks the relay would make at start, made here so that a wrong release fails at install instead. */ -}}
+{{- if gt (int64 $v.apns.pool.minConnections) (int64 $v.apns.pool.maxConnections) }}
+{{- fail (printf "apns.pool.minConnections (%d) is above apns.pool.maxConnections (%d)" (int64 $v.apns.pool.minConnections) (int64 $v.apns.pool.maxConnections)) }}
+{{- end }}
+{{- $inputs := include "apns-relay.inputTopics" . | fromJsonArray -}}
+{{- if not $inputs }}{{ fail "kafka.topics.input lists no topic" }}{{ end -}}
+{{- range $out := list $v.kafka.topics.results $v.kafka.topics.removedTokens $v.kafka.topics.deadLetters }}
+{{- if has $out $inputs }}{{ fail (printf "topic '%s' is both an input (kafka.topics.input) and an output topic; the relay would consume its own records" $out) }}{{ end }}
+{{- end }}
+{{- /* The chart derives the probes' port and the grace period from these; a second source would disagree. */ -}}
+{{- if and (hasKey $v.extraConfig "admin") (hasKey (get $v.extraConfig "admin" | default dict) "port") }}
+{{- fail "set admin.port, not extraConfig.admin.port (the chart's probes, Service and annotations use admin.port)" }}
+{{- end }}
+{{- if and (hasKey $v.extraConfig "relay") (hasKey (get $v.extraConfig "relay" | default dict) "drainTimeoutMs") }}
+{{- fail "set relay.drainTimeoutMs, not extraConfig.relay.drainTimeoutMs (the grace period is computed from it)" }}
+{{- end }}
+{{- $kafka := deepCopy $v.kafka -}}
+{{- $_ := unset $kafka "sasl" -}}
+{{- if $v.kafka.sasl.enabled }}{{ $_ := unset $kafka "properties" }}{{ end -}}
+{{- range $k := list "properties" "consumerProperties" "producerProperties" }}
+{{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
+{{- end -}}
+{{- $apns := dict "auth" $v.apns.auth "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs -}}
+{{- if eq $v.apns.auth "token" -}}
+{{- $token := dict "rotationMinutes" $v.apns.token.rotationMinutes "privateKeyFile" (printf "%s/AuthKey.p8" (include "apns-relay.tokenDir" .)) -}}
+{{- with $v.apns.token.keyId }}{{ $_ := set $token "keyId" . }}{{ end -}}
+{{- with $v.apns.token.teamId }}{{ $_ := set $token "teamId" . }}{{ end -}}
+{{- $_ := set $apns "token" $token -}}
+{{- else -}}
+{{- $dir := include "apns-relay.certificateDir" . -}}
+{{- $c := $v.apns.certificate -}}
+{{- if eq $c.format "pkcs12" -}}
+{{- $cert := dict "pkcs12File" (printf "%s/certificate.p12" $dir) -}}
+{{- if or $c.passphraseKey $c.passphrase }}{{ $_ := set $cert "passphraseFile" (printf "%s/passphrase" $dir) }}{{ end -}}
+{{- $_ := set $apns "certificate" $cert -}}
+{{- else -}}
+{{- $_ := set $apns "certificate" (dict "certificateFile" (printf "%s/tls.crt" $dir) "privateKeyFile" (printf "%s/tls.key" $dir)) -}}
+{{- end -}}
+{{- end -}}
+{{- $config := dict "kafka" $kafka "apns" $apns "relay" $v.relay "admin" (dict "host" "0.0.0.0" "port" $v.admin.port) "log" $v.log -}}
+{{- $config = mustMergeOverwrite $config (deepCopy $v.extraConfig) -}}
+{{- toYaml $config -}}
+{{- end }}
