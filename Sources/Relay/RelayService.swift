@@ -33,7 +33,7 @@ public final class RelayService: Service, Sendable {
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
-    ///   - producer: the service flushes it on shutdown but does not close it (the caller may share it).
+    ///   - producer: the service flushes and closes it on shutdown.
     ///   - wallClock: UNIX seconds now (for expirations and timings); injectable for tests.
     public init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
@@ -108,9 +108,9 @@ public final class RelayService: Service, Sendable {
             group.cancelAll()
         }
         do {
-            try await producer.flush(timeout: .seconds(10))
+            try await producer.close(timeout: .seconds(10))
         } catch {
-            logger.error("producer flush failed at shutdown", metadata: ["error": "\(error)"])
+            logger.error("producer close failed at shutdown; unacknowledged results are redone after restart", metadata: ["error": "\(error)"])
         }
         do {
             try await consumer.close(timeout: .seconds(10))

@@ -86,20 +86,24 @@ struct DemoCommand: AsyncParsableCommand {
 final class ProgressLine: @unchecked Sendable {
     // Only touched from the collecting task; @unchecked because the closure that calls it is @Sendable-free.
     private let total: Int
-    private var lastPrinted = ContinuousClock.now - .seconds(1)
+    private let interactive = isatty(STDOUT_FILENO) != 0
+    private var lastPrinted = ContinuousClock.now - .seconds(5)
 
     init(total: Int) { self.total = total }
 
     func update(_ done: Int) {
-        guard ContinuousClock.now - lastPrinted > .milliseconds(250) || done == total else { return }
+        // A terminal gets one line rewritten in place; a log gets a line every two seconds.
+        let interval: Duration = interactive ? .milliseconds(250) : .seconds(2)
+        guard ContinuousClock.now - lastPrinted > interval || done == total else { return }
         lastPrinted = .now
         let width = 30
         let filled = total == 0 ? width : done * width / total
-        print("\r  results: [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)", terminator: "")
+        let bar = "  results: [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)"
+        if interactive { print("\r" + bar, terminator: "") } else { print(bar) }
         fflush(nil)
     }
 
-    func finish() { print("\n") }
+    func finish() { print(interactive ? "\n" : "") }
 }
 
 func format(_ duration: Duration) -> String {

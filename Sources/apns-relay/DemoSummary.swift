@@ -17,7 +17,11 @@ struct DemoSummary {
         var byReason: [String: Int] = [:]
         var latencies: [Int] = []
         var attempts = 0
+        var firstReceived = Int.max
+        var lastCompleted = 0
         for result in results {
+            firstReceived = min(firstReceived, result["receivedAt"] as? Int ?? Int.max)
+            lastCompleted = max(lastCompleted, result["completedAt"] as? Int ?? 0)
             let outcome = result["outcome"] as? String ?? "?"
             byOutcome[outcome, default: 0] += 1
             if let reason = result["reason"] as? String { byReason["\(outcome): \(reason)", default: 0] += 1 }
@@ -29,7 +33,9 @@ struct DemoSummary {
 
         var lines: [String] = []
         lines.append("Summary")
-        lines.append("  events: \(scenario.events.count)   results: \(results.count)   in \(format(elapsed)) → \(Int(Double(results.count) / max(elapsed.seconds, 0.001))) events/s")
+        let busy = Double(max(1, lastCompleted - firstReceived)) / 1000
+        lines.append("  events: \(scenario.events.count)   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s")
+        lines.append("  wall time from relay start (group join included): \(format(elapsed))")
         lines.append("  latency (consume → result durable), delivered events: p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms")
         lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted)")
         lines.append("")

@@ -17,9 +17,11 @@ struct EventTriage {
 
     func triage(_ message: KafkaConsumerMessage, receivedAt: Int64, nowSeconds: Int64) -> Triage {
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
-        func invalid(_ stage: DeadLetter.Stage, code: String, message text: String, event: NotificationEvent? = nil) -> Triage {
+        func invalid(
+            _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil
+        ) -> Triage {
             let result = DeliveryResult(
-                eventID: event?.id, metadata: event?.metadata, outcome: .invalid, reason: code, message: text,
+                eventID: id, metadata: metadata, outcome: .invalid, reason: code, message: text,
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
             let deadLetter = DeadLetter(
@@ -42,7 +44,10 @@ struct EventTriage {
         do {
             event = try decoder.decode(value)
         } catch {
-            return invalid(.schema, code: error.code.rawValue, message: error.description)
+            // Echo what can still be read of the event, so producers can correlate the result.
+            let salvaged = SalvagedEvent(salvaging: value)
+            let text = error.message.hasPrefix(error.pointer) || error.pointer.isEmpty ? error.message : "\(error.pointer): \(error.message)"
+            return invalid(.schema, code: error.code.rawValue, message: text, id: salvaged.id, metadata: salvaged.metadata)
         }
         let notification = event.notification
         if let expiration = notification.expiration, expiration > 0, expiration <= nowSeconds {
@@ -56,7 +61,7 @@ struct EventTriage {
         do {
             try notification.validate(authentication: configuration.authentication)
         } catch {
-            return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, event: event)
+            return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata)
         }
         return .deliver(event, notification)
     }

@@ -57,7 +57,8 @@ public struct DeliveryResult: Sendable, Hashable {
     /// The record's JSON value.
     public func jsonBytes() -> [UInt8] {
         var writer = JSONWriter()
-        writer.field("id", eventID)
+        // The contract: an empty string when the event was too broken to read an id.
+        writer.field("id", eventID ?? "")
         writer.rawField("metadata", metadata)
         writer.field("outcome", outcome.rawValue)
         writer.field("status", status)
