@@ -39,6 +39,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var streams: [HTTP2StreamID: OpenStream] = [:]
     private var messageIDs = MessageIDGenerator()
     private var outbox: [HTTP2Frame] = []
+    /// Outcomes of this read batch, recorded with one lock before the answers are written.
+    private var records: [ObservationStore.Record] = []
     private var closeAfterOutbox = false
     private var unreturnedConnectionWindow = 0
     private var streamLimitRaised = false
@@ -61,6 +63,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var latency: FaultInjector.Latency?
     private var stallFlowControl = false
     private var goAwayAfterStreams: Int?
+    private var dropLimitAfterRejection = false
+    /// The limit was dropped to 1 after a rejection (dropStreamLimitAfterRejection).
+    private var streamLimitDropped = false
 
     /// Certificate connection whose peer certificate has not been read yet.
     private var certificatePending: Bool
@@ -157,7 +162,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     private func loadBatchSettings() {
-        (latency, stallFlowControl, goAwayAfterStreams) = server.faults.batchSettings()
+        (latency, stallFlowControl, goAwayAfterStreams, dropLimitAfterRejection) = server.faults.batchSettings()
         batchLoaded = true
     }
 
@@ -170,16 +175,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         switch server.faults.nextRequestFault() {
         case .refuse:
             outbox.append(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
-            server.observations.record(.refused, connectionID: connectionID, deviceToken: nil)
+            records.append(.init(outcome: .refused))
             return
         case .drop:
-            server.observations.record(.dropped, connectionID: connectionID, deviceToken: nil)
+            records.append(.init(outcome: .dropped))
+            commitRecords()
             outbox.removeAll()
             closed = true
             context?.close(promise: nil)
             return
         case .withhold:
-            server.observations.record(.withheld, connectionID: connectionID, deviceToken: nil)
+            records.append(.init(outcome: .withheld))
             closeIfDrained()
             return
         case .fail(let reason):
@@ -240,6 +246,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             reject(streamID, apnsID: apnsID, reason: rejection.reason, timestamp: nil, deviceToken: request.deviceToken)
             return
         }
+        if streamLimitDropped {
+            streamLimitDropped = false
+            advertise(maxConcurrentStreams: server.maxConcurrentStreams)
+        }
         let notification = AcceptedNotification(
             deviceToken: request.deviceToken,
             topic: request.topic,
@@ -252,7 +262,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             connectionID: connectionID,
             receivedAtMilliseconds: now
         )
-        server.observations.record(.accepted(notification), connectionID: connectionID, deviceToken: request.deviceToken)
+        records.append(.init(outcome: .accepted(notification), deviceToken: request.deviceToken))
         var responseHeaders = HPACKHeaders()
         responseHeaders.reserveCapacity(3)
         responseHeaders.add(name: ":status", value: "200")
@@ -275,7 +285,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         deviceToken: String?
     ) {
         let status = reason.status ?? 400
-        server.observations.record(.rejected(status: status, reason: reason), connectionID: connectionID, deviceToken: deviceToken)
+        if dropLimitAfterRejection, streamLimitRaised, !streamLimitDropped, case .token = authentication.mode {
+            streamLimitDropped = true
+            advertise(maxConcurrentStreams: 1)
+        }
+        records.append(.init(outcome: .rejected(status: status, reason: reason), deviceToken: deviceToken))
         var headers = HPACKHeaders()
         headers.reserveCapacity(4)
         headers.add(name: ":status", value: String(status))
@@ -338,7 +352,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: Output
 
+    private func commitRecords() {
+        guard !records.isEmpty else { return }
+        server.observations.record(records, connectionID: connectionID)
+        records.removeAll(keepingCapacity: true)
+    }
+
     private func flushOutput(returnAllCredit: Bool = false) {
+        commitRecords()
         guard let context, !closed else { return }
         if !stallFlowControl, unreturnedConnectionWindow >= (returnAllCredit ? 1 : Self.connectionWindowThreshold) {
             outbox.append(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedConnectionWindow)))

@@ -28,6 +28,7 @@ public final class FaultInjector: Sendable {
         var withholdAll = false
         var goAwayAfterStreams: Int?
         var stallFlowControl = false
+        var dropStreamLimitAfterRejection = false
         var random = Xorshift(seed: 0x9E37_79B9_7F4A_7C15)
     }
 
@@ -97,6 +98,13 @@ public final class FaultInjector: Sendable {
         }
     }
 
+    /// APNs behaviour seen in the wild: after a rejected notification a token connection's
+    /// MAX_CONCURRENT_STREAMS drops to 1, and returns to the configured value after the next accepted one.
+    public var dropStreamLimitAfterRejection: Bool {
+        get { plan.withLock { $0.dropStreamLimitAfterRejection } }
+        set { plan.withLock { $0.dropStreamLimitAfterRejection = newValue } }
+    }
+
     /// Clears every fault.
     public func reset() {
         plan.withLock { $0 = Plan() }
@@ -143,8 +151,8 @@ public final class FaultInjector: Sendable {
     }
 
     /// Per-batch settings read once per read batch.
-    func batchSettings() -> (latency: Latency?, stall: Bool, goAwayAfter: Int?) {
-        plan.withLock { ($0.latency, $0.stallFlowControl, $0.goAwayAfterStreams) }
+    func batchSettings() -> (latency: Latency?, stall: Bool, goAwayAfter: Int?, dropLimitAfterRejection: Bool) {
+        plan.withLock { ($0.latency, $0.stallFlowControl, $0.goAwayAfterStreams, $0.dropStreamLimitAfterRejection) }
     }
 }
 

@@ -10,7 +10,8 @@ import Synchronization
 /// - `GET /stats` → counters; `GET /accepted` → accepted notifications (payload as UTF-8 text)
 /// - `POST /faults` with any of: `{"rttMs":40,"jitterMs":5,"failNext":{"count":3,"reason":"TooManyRequests"},
 ///   "failureRate":{"reason":"ServiceUnavailable","rate":0.1},"refuseNext":2,"withholdNext":1,"withholdAll":false,
-///   "dropNext":1,"goAwayAfterStreams":100,"stallFlowControl":true,"reset":true}`
+///   "dropNext":1,"goAwayAfterStreams":100,"stallFlowControl":true,"dropStreamLimitAfterRejection":true,
+///   "reset":true}`
 /// - `POST /goaway` `{"reason":"Shutdown"}`; `POST /max-streams` `{"value":1}`; `POST /close-connections`
 /// - `POST /registry` `{"token":"…","state":"unregistered","sinceMs":…}` (`expired`, `active` with
 ///   `bundleId`/`environment`, `remove`)
@@ -174,6 +175,7 @@ enum ControlCommands {
         if let count = object["dropNext"] as? Int { faults.dropConnectionOnNext(count) }
         if object.keys.contains("goAwayAfterStreams") { faults.goAwayAfterStreams = object["goAwayAfterStreams"] as? Int }
         if let stall = object["stallFlowControl"] as? Bool { faults.stallFlowControl = stall }
+        if let drop = object["dropStreamLimitAfterRejection"] as? Bool { faults.dropStreamLimitAfterRejection = drop }
         return ok([:])
     }
 

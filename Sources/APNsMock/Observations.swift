@@ -85,32 +85,48 @@ final class ObservationStore: Sendable {
         case dropped
     }
 
+    /// One request's outcome, collected by a connection and recorded with the rest of its read batch.
+    struct Record {
+        var outcome: Outcome
+        var deviceToken: String?
+    }
+
     /// Records one request. Resumes waiters whose condition now holds (outside the lock).
     func record(_ outcome: Outcome, connectionID: Int, deviceToken: String?) {
+        record([Record(outcome: outcome, deviceToken: deviceToken)], connectionID: connectionID)
+    }
+
+    /// Records a batch of requests under one lock acquisition.
+    func record(_ records: [Record], connectionID: Int) {
+        guard !records.isEmpty else { return }
         let ready: [Waiter] = state.withLock { state in
-            state.statistics.requests += 1
-            state.statistics.requestsByConnection[connectionID, default: 0] += 1
-            if let deviceToken { state.statistics.requestsByDeviceToken[deviceToken, default: 0] += 1 }
-            switch outcome {
-            case .accepted(let notification):
-                state.statistics.accepted += 1
-                state.statistics.responses["200", default: 0] += 1
-                state.statistics.acceptedByDeviceToken[notification.deviceToken, default: 0] += 1
-                if state.ring.count < historyLimit {
-                    state.ring.append(notification)
-                } else {
-                    state.ring[state.ringStart] = notification
-                    state.ringStart = (state.ringStart + 1) % historyLimit
+            state.statistics.requests += records.count
+            state.statistics.requestsByConnection[connectionID, default: 0] += records.count
+            for record in records {
+                if let deviceToken = record.deviceToken {
+                    state.statistics.requestsByDeviceToken[deviceToken, default: 0] += 1
                 }
-            case .rejected(let status, let reason):
-                state.statistics.responses["\(status) \(reason.rawValue)", default: 0] += 1
-            case .refused:
-                state.statistics.refusedStreams += 1
-            case .withheld:
-                state.statistics.withheldReplies += 1
-            case .dropped:
-                state.statistics.droppedConnections += 1
+                switch record.outcome {
+                case .accepted(let notification):
+                    state.statistics.accepted += 1
+                    state.statistics.acceptedByDeviceToken[notification.deviceToken, default: 0] += 1
+                    if state.ring.count < historyLimit {
+                        state.ring.append(notification)
+                    } else {
+                        state.ring[state.ringStart] = notification
+                        state.ringStart = (state.ringStart + 1) % historyLimit
+                    }
+                case .rejected(let status, let reason):
+                    state.statistics.responses["\(status) \(reason.rawValue)", default: 0] += 1
+                case .refused:
+                    state.statistics.refusedStreams += 1
+                case .withheld:
+                    state.statistics.withheldReplies += 1
+                case .dropped:
+                    state.statistics.droppedConnections += 1
+                }
             }
+            state.statistics.responses["200"] = state.statistics.accepted > 0 ? state.statistics.accepted : nil
             return Self.takeReady(&state)
         }
         for waiter in ready { waiter.continuation.resume() }
@@ -150,6 +166,7 @@ final class ObservationStore: Sendable {
         state.withLock { state in
             state.statistics = MockStatistics()
             state.ring = []
+            state.ringStart = 0
             state.ringStart = 0
         }
     }

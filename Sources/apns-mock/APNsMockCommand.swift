@@ -90,28 +90,36 @@ struct APNsMockCommand: AsyncParsableCommand {
     }
 }
 
-/// Waits for SIGTERM or SIGINT (installed before the server starts so an early signal is not lost).
-// Immutable after init; dispatch sources are thread-safe.
-final class SignalWaiter: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let stream: AsyncStream<Int32>
+/// Write end of the pipe the signal handler writes the signal number to (set once, before handlers exist).
+nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
+
+/// Waits for SIGTERM or SIGINT. A plain signal handler writes the number to a pipe (write(2) is
+/// async-signal-safe) and a dispatch thread reads it, so the handler is installed before the server starts
+/// and no cooperative-pool thread blocks.
+final class SignalWaiter: Sendable {
+    private let readEnd: Int32
 
     init() {
-        let (stream, continuation) = AsyncStream<Int32>.makeStream()
-        self.stream = stream
-        var sources: [any DispatchSourceSignal] = []
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { fatalError("pipe() failed: errno \(errno)") }
+        readEnd = fds[0]
+        signalPipeWriteEnd = fds[1]
         for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            sources.append(source)
+            signal(number) { received in
+                var byte = UInt8(truncatingIfNeeded: received)
+                _ = write(signalPipeWriteEnd, &byte, 1)
+            }
         }
-        self.sources = sources
     }
 
     func wait() async -> Int32 {
-        for await number in stream { return number }
-        return 0
+        let fd = readEnd
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var byte: UInt8 = 0
+                while read(fd, &byte, 1) < 0, errno == EINTR {}
+                continuation.resume(returning: Int32(byte))
+            }
+        }
     }
 }

@@ -109,6 +109,18 @@ import Testing
         await fixture.stop()
     }
 
+    @Test func dropsStreamLimitAfterRejectionUntilNextAcceptedPush() async throws {
+        let fixture = try await MockFixture.start()
+        fixture.server.faults.dropStreamLimitAfterRejection = true
+        let client = try await fixture.connect()
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(try await client.send(fixture.request([("apns-priority", "7")])).reason == "BadPriority")
+        #expect(try await client.advertisedMaxConcurrentStreams() == [1, 1000, 1])
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(try await client.advertisedMaxConcurrentStreams() == [1, 1000, 1, 1000])
+        await fixture.stop()
+    }
+
     @Test func latencyDelaysRepliesAndWindowUpdates() async throws {
         let fixture = try await MockFixture.start()
         let client = try await fixture.connect()

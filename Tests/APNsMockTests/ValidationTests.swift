@@ -154,6 +154,18 @@ import Testing
         await fixture.stop()
     }
 
+    @Test func failureRateAppliesUntilRemoved() async throws {
+        let fixture = try await MockFixture.start()
+        let client = try await fixture.connect()
+        fixture.server.faults.setFailureRate(1.0, for: .serviceUnavailable)
+        let failed = try await client.sendConcurrently(Array(repeating: fixture.request(), count: 5))
+        #expect(failed.allSatisfy { $0.status == 503 && $0.reason == "ServiceUnavailable" })
+        fixture.server.faults.setFailureRate(0, for: .serviceUnavailable)
+        #expect(try await client.send(fixture.request()).status == 200)
+        #expect(fixture.server.statistics.count(.serviceUnavailable) == 5)
+        await fixture.stop()
+    }
+
     @Test func acceptsClientWithoutALPN() async throws {
         let fixture = try await MockFixture.start()
         let client = try await fixture.connect(alpn: false)

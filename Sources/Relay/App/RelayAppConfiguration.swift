@@ -78,7 +78,9 @@ public struct RelayAppConfiguration: Sendable {
             clientID: settings.string("kafka.clientId", default: "apns-relay"),
             sessionTimeout: try settings.milliseconds("kafka.sessionTimeoutMs", default: .seconds(45), range: 1000...3_600_000),
             maxPollInterval: try settings.milliseconds("kafka.maxPollIntervalMs", default: .seconds(300), range: 1000...86_400_000),
-            assignmentStrategy: try settings.oneOf("kafka.assignmentStrategy", default: .cooperativeSticky, [
+            // Not cooperative-sticky by default: librdkafka before 2.3 aborts in rd_kafka_destroy when that
+            // assignor's state was never set (librdkafka #4312), which Debian 12's 2.0.2 hits on shutdown.
+            assignmentStrategy: try settings.oneOf("kafka.assignmentStrategy", default: KafkaPartitionAssignmentStrategy(assignors: ["range"]), [
                 "cooperative-sticky": .cooperativeSticky, "range": KafkaPartitionAssignmentStrategy(assignors: ["range"]),
                 "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
             ]),

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+/// The `apns-mock` executable: first line `listening port=… ca=…`, serves, exits 0 on SIGTERM.
+@Suite struct ExecutableTests {
+    static var executable: URL? {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [directory, directory.deletingLastPathComponent()] {
+            let url = candidate.appendingPathComponent("apns-mock")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return nil
+    }
+
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func printsPortAndCAThenServesAndExitsOnSIGTERM() async throws {
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = ["--port", "0", "--max-streams", "10", "--control-port", "0"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        let exited = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let line = try await awaitWithDeadline("the first line of apns-mock") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    var bytes: [UInt8] = []
+                    while true {
+                        let chunk = out.fileHandleForReading.readData(ofLength: 1)
+                        if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
+                        bytes.append(contentsOf: chunk)
+                    }
+                    continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+                }
+            }
+        }
+        let fields = Dictionary(
+            line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        #expect(line.hasPrefix("listening "), "first line: \(line)")
+        let port = try #require(fields["port"].flatMap(Int.init), "no port in: \(line)")
+        let ca = try #require(fields["ca"], "no ca in: \(line)")
+        #expect(fields["control"] != nil)
+        // No key configured: the request is refused for the token, which proves TLS, ALPN h2 and validation.
+        let result = try await runTool("/usr/bin/curl", [
+            "-sS", "--http2", "--cacert", ca, "--max-time", "10", "-w", " %{http_code} %{http_version}",
+            "-H", "apns-topic: com.example.app", "-H", "authorization: bearer a.b.c", "--data-binary", "{}",
+            "https://localhost:\(port)/3/device/\(deviceToken)",
+        ])
+        #expect(result.stdout == #"{"reason":"InvalidProviderToken"} 403 2"#, "curl: \(result.stdout) \(result.stderr)")
+        process.terminate()  // SIGTERM
+        let status = try await awaitWithDeadline("apns-mock exiting after SIGTERM") {
+            for await status in exited.stream { return status }
+            return -1
+        }
+        #expect(status == 0)
+    }
+}

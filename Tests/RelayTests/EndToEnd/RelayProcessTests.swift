@@ -1,0 +1,177 @@
+import Foundation
+import Logging
+import RelaySandbox
+import Testing
+
+/// `apns-relay run` as users run it: separate processes, configured by environment variables, stopped by
+/// signals, watched through the admin endpoint.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct RelayProcessTests {
+    let logger = Logger(label: "process")
+
+    private func environment(_ sandbox: RelaySandbox, group: String, extra: [String: String] = [:]) -> [String: String] {
+        var environment = sandbox.relayEnvironment(groupID: group)
+        environment["APNS_RELAY_LOG_LEVEL"] = "info"
+        environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "200"
+        return environment.merging(extra) { $1 }
+    }
+
+    @Test func sigtermUnderLoadExitsCleanlyWithinTheDrainDeadlineAndRestartAddsNoDuplicates() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let count = 3000
+            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            try await sandbox.produce(events)
+            let env = environment(sandbox, group: "term-\(UUID().uuidString.prefix(8))", extra: ["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "5000"])
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = sandbox.options.topics.results
+
+            let first = try RelayProcess(environment: env)
+            var collected = try await reader.collect(timeout: .seconds(120)) { $0.filter { $0.topic == results }.count >= count / 3 }
+            let stopStart = ContinuousClock.now
+            let status = await first.terminate(timeout: .seconds(15))
+            let stopTime = ContinuousClock.now - stopStart
+            #expect(status == 0, "SIGTERM exits 0; log:\n\(first.log.suffix(3000))")
+            #expect(stopTime < .seconds(10), "stopped in \(stopTime), within the 5 s drain deadline plus closing")
+
+            let second = try RelayProcess(environment: env)
+            let seenBefore = Set(collected.filter { $0.topic == results }.map(\.keyString))
+            collected += try await reader.collect(timeout: .seconds(120)) { new in
+                seenBefore.union(new.filter { $0.topic == results }.map(\.keyString)).count >= count
+            }
+            #expect(await second.terminate(timeout: .seconds(15)) == 0)
+            await reader.close()
+            let keys = collected.filter { $0.topic == results }.map(\.keyString)
+            #expect(Set(keys).count == count, "every event has a result")
+            #expect(keys.count == count, "a clean stop commits everything it finished: \(keys.count - Set(keys).count) duplicates")
+        }
+    }
+
+    @Test func twoRelaysShareTheGroupAndNothingIsLostWhenOneJoinsAndTheOtherLeaves() async throws {
+        var options = RelaySandbox.Options()
+        options.partitions = 8
+        try await withSandbox(options, logger: logger) { sandbox in
+            let count = 4000
+            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            let env = environment(sandbox, group: "pair-\(UUID().uuidString.prefix(8))")
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = sandbox.options.topics.results
+            try await sandbox.produce(Array(events.prefix(count / 2)))
+
+            let a = try RelayProcess(environment: env)
+            var collected = try await reader.collect(timeout: .seconds(120)) { $0.filter { $0.topic == results }.count >= count / 8 }
+            let b = try RelayProcess(environment: env)  // joins mid-stream: a rebalance
+            try await sandbox.produce(Array(events.suffix(count / 2)))
+            collected += try await reader.collect(timeout: .seconds(120)) { new in
+                collected.filter { $0.topic == results }.count + new.filter { $0.topic == results }.count >= count / 2
+            }
+            #expect(await a.terminate(timeout: .seconds(30)) == 0, "the leaving relay exits cleanly; log:\n\(a.log.suffix(2000))")
+            let seenBefore = Set(collected.filter { $0.topic == results }.map(\.keyString))
+            collected += try await reader.collect(timeout: .seconds(120)) { new in
+                seenBefore.union(new.filter { $0.topic == results }.map(\.keyString)).count >= count
+            }
+            let bStatus = await b.terminate(timeout: .seconds(30))
+            #expect(bStatus == 0, "log:\n\(b.log.suffix(4000))")
+            await reader.close()
+            let keys = collected.filter { $0.topic == results }.map(\.keyString)
+            #expect(Set(keys) == Set(events.map(\.key)), "nothing lost across the join and the leave")
+            print("two relays: \(count) events, \(keys.count - Set(keys).count) duplicates")
+            #expect(a.log.contains("partitions revoked"), "the first relay saw its partitions revoked when the second joined")
+        }
+    }
+
+    @Test func adminEndpointServesMetricsAndProbesAndLogsCarryNoSecrets() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let count = 200
+            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            let env = environment(sandbox, group: "admin-\(UUID().uuidString.prefix(8))", extra: [
+                "APNS_RELAY_LOG_LEVEL": "trace", "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "4000",
+                "APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(try freePort()),
+            ])
+            let port = env["APNS_RELAY_ADMIN_PORT"]!
+            let relay = try RelayProcess(environment: env)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            try await eventually("/healthz answers 200", timeout: .seconds(30)) { try http("http://127.0.0.1:\(port)/healthz").status == 200 }
+            try await eventually("/readyz answers 200 once the relay runs", timeout: .seconds(30)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await sandbox.produce(events)
+            _ = try await reader.results(count: count, timeout: .seconds(90))
+            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            #expect(metric(metrics, "apns_relay_events_consumed_total") == Double(count), "\(metrics.prefix(3000))")
+            #expect(metric(metrics, #"apns_relay_results_total{outcome="delivered",reason=""}"#) == Double(count))
+            #expect(metrics.contains("apns_relay_event_latency_seconds_bucket"), "latency histogram")
+            #expect(metrics.contains("apns_relay_events_in_flight"))
+
+            // Hold APNs' answers so the stop has something to drain; /readyz must say so meanwhile.
+            sandbox.apns.faults.withholdAllReplies = true
+            try await sandbox.produce([(key: "held", value: SampleEvents.event(id: "held", deviceToken: SampleEvents.token(9999)))])
+            try await eventually("the held event is in flight", timeout: .seconds(30)) {
+                metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == 1
+            }
+            relay.process.terminate()
+            try await eventually("/readyz answers 503 while draining", timeout: .seconds(10)) { try http("http://127.0.0.1:\(port)/readyz").status == 503 }
+            sandbox.apns.faults.withholdAllReplies = false
+            let status = await relay.terminate(timeout: .seconds(20))
+            #expect(status == 0)
+            await reader.close()
+
+            let log = relay.log
+            #expect(log.contains("\"message\":\"relay started\""), "JSON log lines")
+            let key = try String(contentsOfFile: sandbox.keyFile, encoding: .utf8)
+            let keyBody = key.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            #expect(!log.contains(keyBody.prefix(40)), "no key material in the logs")
+            #expect(!log.contains("PRIVATE KEY"), "no PEM in the logs")
+            #expect(!log.contains("eyJhbGciOi") && !log.contains("eyJraWQiOi"), "no JWT in the logs")
+            #expect(!log.contains("bearer "), "no authorization header in the logs")
+        }
+    }
+}
+
+/// The value of the first sample line that starts with `series` (name plus labels, exactly).
+func metric(_ text: String, _ series: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1).split(separator: " ").first ?? "")
+    }
+    return nil
+}
+
+/// GET with curl (an independent HTTP client).
+func http(_ url: String) throws -> (status: Int, body: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = ["-s", "-m", "5", "-w", "\n%{http_code}", url]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let status = Int(output.split(separator: "\n").last ?? "") ?? 0
+    let body = output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().joined(separator: "\n")
+    return (status, body)
+}
+
+/// A TCP port that was free a moment ago (the relay binds it next).
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    try withUnsafeMutablePointer(to: &address) { pointer in
+        try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            guard bind(fd, $0, length) == 0, getsockname(fd, $0, &length) == 0 else { throw RelayProcessError("cannot bind a port") }
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Re-checks `condition` until it holds or `timeout` passes. For state only observable by asking (an HTTP
+/// probe of another process); each check is itself bounded.
+func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if (try? await condition()) == true { return }
+        try await Task.sleep(for: .milliseconds(100))  // between probes of another process
+    }
+    throw RelayProcessError("timed out after \(timeout) waiting until \(what)")
+}
