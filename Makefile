@@ -58,8 +58,31 @@ test-swift:
 test-python: venv
 	@for t in Tests/schema/check_*.py Tests/chart/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
 
+# Every Benchmarks/*.sh, then one table: the rows end-to-end.sh writes to $$BENCH_TABLE, plus the summary
+# lines of the other scripts (consume path vs kcat, mock APNs vs nghttpd). Logs stay in bench-results/.
 bench: deps-test
-	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; bash $$b || exit 1; done
+	@mkdir -p bench-results; : > bench-results/table.txt
+	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; \
+		BENCH_TABLE=$(CURDIR)/bench-results/table.txt bash $$b 2>&1 | tee bench-results/$$(basename $$b .sh).log; \
+		[ "$${PIPESTATUS[0]}" = 0 ] || exit 1; done
+	@grep -hE '^(KafkaConsumer|kcat)[^:]*: [0-9]+ records' bench-results/kafka-consume.log 2>/dev/null \
+		| sed -E 's/^([^:]*): .* = ([0-9]+) records\/s, CPU .* = ([0-9.]+) µs\/record/kafka consume, \1|\2 rec\/s, \3 µs\/rec||/' >> bench-results/table.txt || true
+	@grep -hE '^(mock|nghttpd) +[0-9]+ req/s' bench-results/mock-apns.log 2>/dev/null \
+		| awk '{ printf "mock APNs server (h2load), %s|%s req/s, %s us/req||\n", $$1, $$2, $$(NF-1) }' >> bench-results/table.txt || true
+	@echo; echo "== apns-relay benchmarks, one table ($$(nproc) cores; floors measured in the same run)"
+	@{ echo "figure|relay|floor (same run)|relay/floor"; cat bench-results/table.txt; } | column -t -s'|'
+
+# Fault-injection runs at full size (make test runs them reduced): kills, broker outages, APNs faults,
+# rebalance churn, input fuzzing. Prints one line per run and the totals.
+faults: deps-test
+	$(SWIFT) build --build-tests
+	@mkdir -p bench-results
+	@APNS_RELAY_FAULTS=full $(SWIFT) test --skip-build --filter 'RelayTests.FaultTests' 2>&1 | tee bench-results/faults.log; \
+		status=$${PIPESTATUS[0]}; echo; grep -E '^fault [^:]+: events' bench-results/faults.log; \
+		grep -E '^fault [^:]+: events' bench-results/faults.log \
+		| sed -E 's/.*events ([0-9]+), kills ([0-9]+), faults ([0-9]+), lost ([0-9]+), duplicates ([0-9]+).*/\1 \2 \3 \4 \5/' \
+		| awk '{ e += $$1; k += $$2; f += $$3; l += $$4; d += $$5; n++ } END { printf "faults total: %d runs, events %d, kills %d, faults %d, lost %d, duplicates %d\n", n, e, k, f, l, d }'; \
+		exit $$status
 
 clean:
 	rm -rf .build .build-* $(VENV)

@@ -137,6 +137,16 @@ let package = Package(
         ),
 
         .executableTarget(name: "DecodeBenchmark", dependencies: ["Relay", "CEventJSON"], path: "Benchmarks/Decode"),
+        // Mock Kafka + mock APNs here, `apns-relay run` as a child process; floors (h2load, kcat, openssl) in the same run.
+        .executableTarget(
+            name: "EndToEndBenchmark",
+            dependencies: [
+                "Relay", "RelaySandbox", "APNsClient", "APNsMock", "Kafka",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/EndToEnd"
+        ),
         .executableTarget(
             name: "apns-client-tool",
             dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# End-to-end and per-stage benchmarks of the relay (release build), each figure beside a floor measured in
+# the same run on this machine:
+#   1. throughput: 200k events, 300 B payloads, mock Kafka + mock APNs (0 ms); relay in its own process
+#      (events/s, p50/p99 consume→result latency, CPU s per 100k events, peak RSS);
+#      floors: kcat consume | kcat produce (CPU/message) + h2load against the same mock (CPU/request)
+#   2. the same at 40 ms RTT with 1 KiB payloads: events/s, connections the pool opened; floor: h2load
+#      over that many connections at the same RTT
+#   3. per stage: decode + validate (DecodeBenchmark), provider-token signing (floor: openssl speed),
+#      offset-ledger operations (floor: Set insert+remove), result encoding
+#   4. memory under backpressure: APNs withholds every reply, Kafka full of events: RSS over time
+#
+# Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
+#                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, BENCH_TABLE=file)
+# Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVENTS=${EVENTS:-200000}
+PARTITIONS=${PARTITIONS:-32}   # librdkafka 2.0.2's mock keeps ~5 MB per partition: 200k x ~560 B needs >= 24
+RTT_EVENTS=${RTT_EVENTS:-40000}
+BACKPRESSURE_SECONDS=${BACKPRESSURE_SECONDS:-30}
+SCRATCH=.build-release
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  for product in apns-relay EndToEndBenchmark DecodeBenchmark; do
+    swift build -c release --scratch-path "$SCRATCH" --product "$product" >&2
+  done
+fi
+BIN="$SCRATCH/release"
+ROWS=$(mktemp)
+trap 'rm -f "$ROWS"' EXIT
+
+run() { # prints the benchmark's lines and keeps its ROW lines
+  "$@" | tee >(grep '^ROW|' | cut -d'|' -f2- >>"$ROWS") | grep -v '^ROW|'
+}
+
+echo "== decode + validate (DecodeBenchmark)"
+DECODE=$("$BIN/DecodeBenchmark")
+echo "$DECODE"
+# Rows "300 B | simdjson fields | fast path + rules | valijson | JSONSerialization".
+awk -F'|' '/^[0-9]+ B/ { gsub(/ +$/, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3);
+  gsub(/^ +| +$/, "", $4); r2 = $2; r3 = $3; sub(/ µs/, "", r2); sub(/ µs/, "", r3);
+  printf "stage: decode+validate µs, %s|%s|simdjson fields %s (valijson %s)|%.2f\n", $1, $3, $2, $4, r3 / r2 }' \
+  <<<"$DECODE" >>"$ROWS"
+
+run "$BIN/EndToEndBenchmark" stages
+run "$BIN/EndToEndBenchmark" throughput --events "$EVENTS" --partitions "$PARTITIONS" --payload 300
+run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PARTITIONS" --payload 1024 --rtt-ms 40
+run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
+
+echo
+echo "== apns-relay benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+{ echo "figure|relay|floor (same run)|relay/floor"; cat "$ROWS"; } | column -t -s'|'
+if [[ -n "${BENCH_TABLE:-}" ]]; then cat "$ROWS" >>"$BENCH_TABLE"; fi

@@ -1,0 +1,66 @@
+import APNsCore
+import APNsMock
+import Foundation
+import RelaySandbox
+import Testing
+
+extension FaultTests {
+    /// One relay, one mock APNs, a phase per kind of APNs trouble: GOAWAY every N streams,
+    /// MAX_CONCURRENT_STREAMS dropped to 1, 429/500/503 storms, withheld replies, abrupt TCP closes.
+    /// Each phase streams its own events and must end with a result for every one of them.
+    @Test func apnsMisbehaviourLosesNothing() async throws {
+        let perPhase = FaultSize.pick(reduced: 600, full: 3000)
+        let maxInFlight = 500
+        try await withSandbox(logger: logger) { sandbox in
+            let apns = sandbox.apns
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = sandbox.options.topics.results
+            var phase = 0
+            try await withRelay(sandbox, overrides: [
+                "relay.maxInFlightEvents": String(maxInFlight),
+                // Withheld replies must time out quickly and be retried; storms need many attempts.
+                "relay.requestTimeoutMs": "1000", "relay.retry.maxAttempts": "30",
+                "relay.retry.initialBackoffMs": "20", "relay.retry.maxBackoffMs": "500",
+            ], logger: logger) { _ in
+                /// Streams a phase's events with `arm` applied, waits for all their results, then clears faults.
+                func run(_ name: String, arm: () async -> Void, during: (() async throws -> Void)? = nil, faults: (MockStatistics, MockStatistics) -> Int) async throws {
+                    let events = faultEvents((phase * perPhase)..<((phase + 1) * perPhase), prefix: "a")
+                    phase += 1
+                    let before = apns.statistics
+                    let tally = ResultTally(resultsTopic: results)
+                    await arm()
+                    async let producing: Void = produceSpread(sandbox, events, batches: 4, spacing: .milliseconds(300))
+                    if let during { try await during() }
+                    try await producing
+                    try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(180))
+                    apns.faults.reset()
+                    await apns.setMaxConcurrentStreams(1000)
+                    let injected = faults(before, apns.statistics)
+                    finishFaultRun("apns-\(name)", tally: tally, expected: Set(events.map(\.key)), faults: injected, duplicateBound: 0)
+                    #expect(tally.outcomes["delivered"] == perPhase, "apns-\(name): every event delivered in the end: \(tally.outcomes)")
+                    #expect(injected > 0, "apns-\(name): the fault happened")
+                }
+
+                try await run("goaway-every-50-streams", arm: { apns.faults.goAwayAfterStreams = 50 }) { $1.goAwaysSent - $0.goAwaysSent }
+                try await run("max-concurrent-streams-1", arm: { await apns.setMaxConcurrentStreams(1) }) { _, _ in 1 }
+                try await run("429-500-503-storm", arm: {
+                    apns.faults.failNext(perPhase / 4, with: .tooManyRequests)
+                    apns.faults.failNext(perPhase / 4, with: .internalServerError)
+                    apns.faults.failNext(perPhase / 4, with: .serviceUnavailable)
+                    apns.faults.setFailureRate(0.2, for: .serviceUnavailable)
+                }) { before, after in
+                    [APNsReason.tooManyRequests, .internalServerError, .serviceUnavailable].reduce(0) { $0 + after.count($1) - before.count($1) }
+                }
+                try await run("withheld-replies", arm: { apns.faults.withholdNext(perPhase / 10) }) { $1.withheldReplies - $0.withheldReplies }
+                try await run("abrupt-tcp-close", arm: { apns.faults.dropConnectionOnNext(5) }, during: {
+                    // A second kind of close while the stream runs: every connection at once, then a GOAWAY.
+                    try await Task.sleep(for: .milliseconds(400))  // spaces the injected faults in time
+                    await apns.closeAllConnections()
+                    try await Task.sleep(for: .milliseconds(400))  // spaces the injected faults in time
+                    await apns.goAway()
+                }) { $1.droppedConnections - $0.droppedConnections + 2 }
+            }
+            await reader.close()
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Kafka
+import RelaySandbox
+import Testing
+
+extension FaultTests {
+    /// Kafka misbehaves while events stream through: NOT_LEADER and REQUEST_TIMED_OUT on produce and fetch,
+    /// then brokers go down for seconds at a time with partition leaders moved away (and back).
+    @Test func brokerOutagesAndRequestErrorsLoseNothing() async throws {
+        let count = FaultSize.pick(reduced: 2000, full: 8000)
+        let outages = FaultSize.pick(reduced: 1, full: 4)
+        let errorsPerBurst = FaultSize.pick(reduced: 10, full: 30)
+        let maxInFlight = 500
+        var options = RelaySandbox.Options()
+        options.brokers = 3
+        options.partitions = 6
+        try await withSandbox(options, logger: logger) { sandbox in
+            let cluster = sandbox.cluster
+            let group = "brokers-\(UUID().uuidString.prefix(8))"
+            // The group coordinator stays on broker 1 except in the last full-size outage, which takes it down.
+            try cluster.setGroupCoordinator(group: group, brokerID: 1)
+            let topics = sandbox.options.topics
+            let allTopics = Array(Set(topics.input + [topics.results, topics.removedTokens, topics.deadLetters]))
+            let events = faultEvents(0..<count, prefix: "b")
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let tally = ResultTally(resultsTopic: topics.results)
+            var faults = 0
+            try await withRelay(sandbox, groupID: group, overrides: [
+                "relay.maxInFlightEvents": String(maxInFlight), "kafka.autoCommitIntervalMs": "200",
+            ], logger: logger) { _ in
+                async let producing: Void = produceSpread(sandbox, events, batches: 4 + 3 * outages, spacing: .milliseconds(700))
+                // Request errors, answered by the next requests of each type from any client.
+                let burst = (0..<errorsPerBurst).map { $0 % 2 == 0 ? KafkaResponseCode.notLeaderForPartition : .requestTimedOut }
+                for round in 0...outages {
+                    cluster.pushRequestErrors(.produce, burst)
+                    cluster.pushRequestErrors(.fetch, burst)
+                    faults += 2 * burst.count
+                    guard round < outages else { break }
+                    let down: Int32 = FaultSize.full && round == outages - 1 ? 1 : Int32(2 + round % 2)
+                    let up = (1...Int32(cluster.brokerCount)).filter { $0 != down }
+                    for topic in allTopics {
+                        for partition in 0..<Int32(sandbox.options.partitions) {
+                            try cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: up[Int(partition) % up.count])
+                        }
+                    }
+                    try cluster.setBrokerDown(down)
+                    faults += 1
+                    // The outage lasts this long; the relay must ride it out (not a wait for an event).
+                    try await Task.sleep(for: .seconds(FaultSize.pick(reduced: 4, full: 6)))
+                    try cluster.setBrokerUp(down)
+                    // Leaders move back onto the returned broker: another round of NOT_LEADER for clients.
+                    for topic in allTopics {
+                        for partition in stride(from: Int32(0), to: Int32(sandbox.options.partitions), by: 2) {
+                            try cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: down)
+                        }
+                    }
+                    faults += 1
+                    // Gives clients a moment on the restored cluster before the next burst.
+                    try await Task.sleep(for: .seconds(1))
+                }
+                try await producing
+                try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+            }
+            await reader.close()
+            // No process dies here: duplicates can only come from rebalances or re-fetches after the errors.
+            finishFaultRun("kafka-brokers", tally: tally, expected: Set(events.map(\.key)), faults: faults, duplicateBound: 2 * maxInFlight * (outages + 1))
+        }
+    }
+}

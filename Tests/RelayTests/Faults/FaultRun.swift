@@ -1,0 +1,65 @@
+import Foundation
+import Logging
+import RelaySandbox
+import Testing
+
+/// Fault-injection runs: each drives the real pipeline (mock Kafka → relay → mock APNs → result topics)
+/// through one kind of trouble, then checks the at-least-once invariant — every input event has at least
+/// one terminal result — and that duplicates stay within the bound the in-flight limit allows.
+///
+/// `make test` runs the reduced form (a few minutes in total); `make faults` sets `APNS_RELAY_FAULTS=full`.
+/// Each run prints one line: `fault <name>: events N, kills K, faults F, lost L, duplicates D`.
+/// Serialized: the runs share two cores with each other and with the rest of the suite.
+@Suite(.serialized, .timeLimit(.minutes(20)))
+struct FaultTests {
+    let logger = Logger(label: "faults")
+}
+
+enum FaultSize {
+    /// `APNS_RELAY_FAULTS=full` (what `make faults` sets) selects the full sizes.
+    static let full = ProcessInfo.processInfo.environment["APNS_RELAY_FAULTS"] == "full"
+
+    /// `reduced` in `make test`, `full` in `make faults`.
+    static func pick<T>(reduced: T, full: T) -> T { Self.full ? full : reduced }
+
+    /// `APNS_RELAY_FAULTS_SEED` replays a run; otherwise a fresh seed (printed by the runs that use it).
+    static func seed() -> UInt64 {
+        if let text = ProcessInfo.processInfo.environment["APNS_RELAY_FAULTS_SEED"], let seed = UInt64(text) { return seed }
+        return UInt64.random(in: 1...UInt64(UInt32.max))
+    }
+}
+
+/// Keyed sample events `prefix0…` for a run; the key is what the result is keyed by.
+func faultEvents(_ range: Range<Int>, prefix: String, payloadBytes: Int? = nil) -> [(key: String, value: [UInt8])] {
+    range.map { n in
+        let payload = payloadBytes.map { SampleEvents.payload(bytes: $0) } ?? #"{"aps":{"alert":{"title":"Hello","body":"World"}}}"#
+        return (key: "\(prefix)\(n)", value: SampleEvents.event(id: "\(prefix)\(n)", deviceToken: SampleEvents.token(n), payload: payload))
+    }
+}
+
+/// Checks the invariant and prints the run's line.
+/// - Parameter duplicateBound: the most duplicate results the run's disruptions can explain.
+func finishFaultRun(
+    _ name: String, tally: ResultTally, expected: Set<String>, kills: Int = 0, faults: Int, duplicateBound: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    let lost = tally.missing(expected)
+    let strangers = tally.resultsByKey.keys.filter { !expected.contains($0) }
+    print("fault \(name): events \(expected.count), kills \(kills), faults \(faults), lost \(lost.count), duplicates \(tally.duplicates)"
+        + "  [outcomes \(tally.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))]")
+    #expect(lost.isEmpty, "\(name): \(lost.count) events without a result, e.g. \(lost.sorted().prefix(5))", sourceLocation: sourceLocation)
+    #expect(strangers.isEmpty, "\(name): results for keys never produced: \(strangers.prefix(5))", sourceLocation: sourceLocation)
+    #expect(tally.duplicates <= duplicateBound, "\(name): \(tally.duplicates) duplicates > bound \(duplicateBound)", sourceLocation: sourceLocation)
+}
+
+/// Produces `events` in `batches` batches, `spacing` apart, so input keeps arriving while faults happen.
+func produceSpread(
+    _ sandbox: RelaySandbox, _ events: [(key: String, value: [UInt8])], batches: Int, spacing: Duration
+) async throws {
+    let size = max(1, (events.count + batches - 1) / batches)
+    for (index, start) in stride(from: 0, to: events.count, by: size).enumerated() {
+        // Spaces the input in time (a stream, not one backlog); nothing waits on this sleep.
+        if index > 0 { try await Task.sleep(for: spacing) }
+        try await sandbox.produce(Array(events[start..<min(start + size, events.count)]))
+    }
+}

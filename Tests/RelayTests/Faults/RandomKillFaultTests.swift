@@ -1,0 +1,58 @@
+import Foundation
+import RelaySandbox
+import Testing
+
+extension FaultTests {
+    /// The relay process is SIGKILLed at random points of a stream of events (during the group join, mid
+    /// delivery, between commits) and restarted each time. Seeded: `APNS_RELAY_FAULTS_SEED=<seed>` replays a
+    /// run's kill points.
+    @Test func randomSigkillsDuringAStreamLoseNothing() async throws {
+        let seed = FaultSize.seed()
+        print("fault random-sigkill: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
+        var random = SeededGenerator(seed: seed)
+        let kills = FaultSize.pick(reduced: 5, full: 20)
+        let perRound = FaultSize.pick(reduced: 400, full: 800)
+        let maxInFlight = 200
+        var options = RelaySandbox.Options()
+        options.partitions = 6
+        try await withSandbox(options, logger: logger) { sandbox in
+            let events = faultEvents(0..<(perRound * (kills + 1)), prefix: "k")
+            var environment = sandbox.relayEnvironment(groupID: "kills-\(UUID().uuidString.prefix(8))")
+            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
+            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "100"
+            environment["APNS_RELAY_LOG_LEVEL"] = "warning"
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var killPoints: [String] = []
+            for round in 0..<kills {
+                // Each round adds input, so every incarnation has work when it dies.
+                try await sandbox.produce(Array(events[(round * perRound)..<((round + 1) * perRound)]))
+                let relay = try RelayProcess(environment: environment)
+                if Int.random(in: 0..<3, using: &random) == 0 {
+                    // A kill at a random moment after start: often during start-up or the group join.
+                    let delay = Int.random(in: 0...4000, using: &random)
+                    killPoints.append("\(delay)ms")
+                    try await Task.sleep(for: .milliseconds(delay))  // the random kill point itself, not a wait
+                } else {
+                    // A kill after a random amount of progress, mid-stream.
+                    let progress = Int.random(in: 1...perRound, using: &random)
+                    killPoints.append("+\(progress)")
+                    try await tally.collect(from: reader, untilResults: tally.results + progress, timeout: .seconds(120))
+                }
+                relay.kill()
+            }
+            try await sandbox.produce(Array(events[(kills * perRound)...]))
+            let relay = try RelayProcess(environment: environment)
+            try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+            let status = await relay.terminate(timeout: .seconds(30))
+            #expect(status == 0, "SIGTERM ends the last relay cleanly; log:\n\(relay.log.suffix(2000))")
+            await reader.close()
+            print("fault random-sigkill: kill points \(killPoints.joined(separator: " "))")
+            // Per kill: the events in flight, plus those finished since the last commit (100 ms of work).
+            finishFaultRun(
+                "random-sigkill", tally: tally, expected: Set(events.map(\.key)), kills: kills, faults: kills,
+                duplicateBound: kills * 2 * maxInFlight
+            )
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import RelaySandbox
+import Testing
+
+extension FaultTests {
+    /// Relay processes join and leave the consumer group every few seconds while events stream in: every
+    /// join and every leave is a rebalance with revoked partitions drained and handed over.
+    @Test func rebalanceChurnLosesNothing() async throws {
+        let seed = FaultSize.seed()
+        print("fault rebalance-churn: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
+        var random = SeededGenerator(seed: seed)
+        let steps = FaultSize.pick(reduced: 6, full: 24)
+        let count = FaultSize.pick(reduced: 3000, full: 12000)
+        let maxInFlight = 200
+        var options = RelaySandbox.Options()
+        options.partitions = 8
+        try await withSandbox(options, logger: logger) { sandbox in
+            var environment = sandbox.relayEnvironment(groupID: "churn-\(UUID().uuidString.prefix(8))")
+            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
+            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "200"
+            environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "5000"
+            environment["APNS_RELAY_RELAY_REVOCATION_DRAIN_TIMEOUT_MS"] = "5000"
+            environment["APNS_RELAY_LOG_LEVEL"] = "warning"
+            let events = faultEvents(0..<count, prefix: "r")
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var relays = [try RelayProcess(environment: environment)]
+            var joins = 1
+            var leaves = 0
+            var badExits: [String] = []
+            async let producing: Void = produceSpread(sandbox, events, batches: steps + 2, spacing: .seconds(2))
+            for _ in 0..<steps {
+                // Membership changes this often; the point is to change it while the group is busy.
+                try await Task.sleep(for: .milliseconds(Int.random(in: 2000...4000, using: &random)))
+                let join = relays.count == 1 || (relays.count < 3 && Bool.random(using: &random))
+                if join {
+                    relays.append(try RelayProcess(environment: environment))
+                    joins += 1
+                } else {
+                    let leaving = relays.remove(at: Int.random(in: 0..<relays.count, using: &random))
+                    // A leave is a SIGTERM: drain, commit, leave the group.
+                    let status = await leaving.terminate(timeout: .seconds(30))
+                    if status != 0 { badExits.append("exit \(status.map(String.init) ?? "none (killed)"): \(leaving.log.suffix(1500))") }
+                    leaves += 1
+                }
+            }
+            try await producing
+            try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+            for relay in relays {
+                let status = await relay.terminate(timeout: .seconds(30))
+                if status != 0 { badExits.append("exit \(status.map(String.init) ?? "none (killed)"): \(relay.log.suffix(1500))") }
+            }
+            await reader.close()
+            #expect(badExits.isEmpty, "every leaving relay exits 0 after SIGTERM: \(badExits)")
+            print("fault rebalance-churn: \(joins) joins, \(leaves) leaves")
+            // Graceful leaves commit what they finished; a rebalance can still redo what was in flight.
+            finishFaultRun(
+                "rebalance-churn", tally: tally, expected: Set(events.map(\.key)), faults: joins - 1 + leaves,
+                duplicateBound: (joins + leaves) * maxInFlight
+            )
+        }
+    }
+}
