@@ -43,8 +43,9 @@ public final class ResultTally: @unchecked Sendable {
             _ = try await reader.collect(timeout: timeout) { records in
                 // Called after every record: look only at the ones not seen yet (O(n) in total).
                 while consumed < records.count {
-                    add(records[consumed])
-                    if let key = records[consumed].key { remaining.remove(String(decoding: key, as: UTF8.self)) }
+                    let record = records[consumed]
+                    add(record)
+                    if record.topic == resultsTopic, let key = record.key { remaining.remove(String(decoding: key, as: UTF8.self)) }
                     consumed += 1
                 }
                 return remaining.isEmpty
