@@ -43,7 +43,7 @@ final class RelayUnderTest {
     init(_ sandbox: RelaySandbox, extra: [String: String] = [:]) throws {
         var environment = sandbox.relayEnvironment(groupID: "bench-\(UUID().uuidString.prefix(8))")
         environment["APNS_RELAY_LOG_LEVEL"] = "warning"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: relayBinary)
         process.arguments = ["run"]

@@ -11,46 +11,52 @@ extension FaultTests {
         print("fault random-sigkill: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
         var random = SeededGenerator(seed: seed)
         let kills = FaultSize.pick(reduced: 5, full: 20)
-        let perRound = FaultSize.pick(reduced: 400, full: 800)
         let maxInFlight = 200
         var options = RelaySandbox.Options()
         options.partitions = 6
         try await withSandbox(options, logger: logger) { sandbox in
-            let events = faultEvents(0..<(perRound * (kills + 1)), prefix: "k")
+            // APNs answers in 50–150 ms, so every incarnation has events in flight when it dies.
+            sandbox.apns.faults.latency = .init(rtt: .milliseconds(100), jitter: .milliseconds(50))
             var environment = sandbox.relayEnvironment(groupID: "kills-\(UUID().uuidString.prefix(8))")
             environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
             environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "100"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            let stream = try EventStream(sandbox: sandbox, logger: logger)
+            // 300 events/s for as long as the kills take (at most 10000 per partition: the mock keeps ~5 MB each).
+            async let streamed = stream.run(batch: 30, interval: .milliseconds(100), limit: 6 * 10_000) { n in
+                (key: "k\(n)", value: SampleEvents.event(id: "k\(n)", deviceToken: SampleEvents.token(n)))
+            }
             var killPoints: [String] = []
-            for round in 0..<kills {
-                // Each round adds input, so every incarnation has work when it dies.
-                try await sandbox.produce(Array(events[(round * perRound)..<((round + 1) * perRound)]))
+            for _ in 0..<kills {
                 let relay = try RelayProcess(environment: environment)
                 if Int.random(in: 0..<3, using: &random) == 0 {
                     // A kill at a random moment after start: often during start-up or the group join.
-                    let delay = Int.random(in: 0...4000, using: &random)
+                    let delay = Int.random(in: 200...6000, using: &random)
                     killPoints.append("\(delay)ms")
                     try await Task.sleep(for: .milliseconds(delay))  // the random kill point itself, not a wait
                 } else {
                     // A kill after a random amount of progress, mid-stream.
-                    let progress = Int.random(in: 1...perRound, using: &random)
+                    let progress = Int.random(in: 1...400, using: &random)
                     killPoints.append("+\(progress)")
                     try await tally.collect(from: reader, untilResults: tally.results + progress, timeout: .seconds(120))
                 }
                 relay.kill()
             }
-            try await sandbox.produce(Array(events[(kills * perRound)...]))
+            stream.stop()
+            let count = try await streamed
+            await stream.close()
+            let expected = Set((0..<count).map { "k\($0)" })
             let relay = try RelayProcess(environment: environment)
-            try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+            try await tally.collect(from: reader, expected: expected, timeout: .seconds(240))
             let status = await relay.terminate(timeout: .seconds(30))
             #expect(status == 0, "SIGTERM ends the last relay cleanly; log:\n\(relay.log.suffix(2000))")
             await reader.close()
             print("fault random-sigkill: kill points \(killPoints.joined(separator: " "))")
             // Per kill: the events in flight, plus those finished since the last commit (100 ms of work).
             finishFaultRun(
-                "random-sigkill", tally: tally, expected: Set(events.map(\.key)), kills: kills, faults: kills,
+                "random-sigkill", tally: tally, expected: expected, kills: kills, faults: kills,
                 duplicateBound: kills * 2 * maxInFlight
             )
         }
