@@ -83,8 +83,7 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// A progress line, rewritten in place at most a few times a second.
-final class ProgressLine: @unchecked Sendable {
-    // Only touched from the collecting task; @unchecked because the closure that calls it is @Sendable-free.
+final class ProgressLine {
     private let total: Int
     private let interactive = isatty(STDOUT_FILENO) != 0
     private var lastPrinted = ContinuousClock.now - .seconds(5)
