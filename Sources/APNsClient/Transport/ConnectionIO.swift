@@ -84,17 +84,18 @@ final class ConnectionIO {
                 fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
             }
             if fatal != nil { break }
-            let (incoming, drain) = connection.shared.withLock { s -> ([StreamRequest], Bool) in
+            let (incoming, drain, cancellations) = connection.shared.withLock { s -> ([StreamRequest], Bool, Bool) in
                 let taken = s.inbox
                 s.inbox.removeAll(keepingCapacity: true)
-                return (taken, s.drainRequested)
+                defer { s.cancellationsPending = false }
+                return (taken, s.drainRequested, s.cancellationsPending)
             }
             for r in incoming {
                 queue.append(r)
                 if r.deadline < nextDeadlineScan { nextDeadlineScan = r.deadline }
             }
             if goawayLastStreamID != nil { failQueued(.notProcessed, "connection received GOAWAY") }
-            if now >= nextDeadlineScan { expireDeadlines(now: now) }
+            if now >= nextDeadlineScan || cancellations { expireDeadlines(now: now) }
             submitQueued()
             keepalive(now: now)
             if drain && streams.isEmpty && queueHead == queue.count && !terminated {
@@ -191,14 +192,26 @@ final class ConnectionIO {
     private func expireDeadlines(now: ContinuousClock.Instant) {
         var next = now.advanced(by: .seconds(3600))
         for r in queue[queueHead...] where !r.isCompleted {
-            if r.deadline <= now {
+            if r.cancelled.load(ordering: .acquiring) {
+                completedSincePublish += 1
+                r.completeCancelled()
+            } else if r.deadline <= now {
                 finish(r, .failure(APNsClientError(transport: .timedOut, "deadline passed while queued for a stream")))
                 timeoutsSincePublish += 1
             } else if r.deadline < next { next = r.deadline }
         }
         var expired: [Int32] = []
+        var cancelled: [Int32] = []
         for (id, r) in streams {
-            if r.deadline <= now { expired.append(id) } else if r.deadline < next { next = r.deadline }
+            if r.cancelled.load(ordering: .acquiring) {
+                cancelled.append(id)
+            } else if r.deadline <= now { expired.append(id) } else if r.deadline < next { next = r.deadline }
+        }
+        for id in cancelled {
+            guard let r = streams.removeValue(forKey: id) else { continue }
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_CANCEL.rawValue)
+            completedSincePublish += 1
+            r.completeCancelled()
         }
         for id in expired {
             guard let r = streams.removeValue(forKey: id) else { continue }
