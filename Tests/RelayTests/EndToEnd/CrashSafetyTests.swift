@@ -6,7 +6,7 @@ import Testing
 /// The relay as a separate process, killed and restarted mid-stream: nothing may be lost.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct CrashSafetyTests {
-    let logger = Logger(label: "crash")
+    let logger = Logger.quiet("crash")
 
     @Test func sigkillMidStreamLosesNothingAndDuplicatesStayWithinTheInFlightBound() async throws {
         try await withSandbox(logger: logger) { sandbox in

@@ -10,7 +10,7 @@ import Testing
 /// APNs (TLS + HTTP/2) on the other side. These are the tests a user would write.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct EndToEndTests {
-    let logger = Logger(label: "e2e")
+    let logger = Logger.quiet("e2e")
 
     @Test func validEventsAreDeliveredExactlyOnceEach() async throws {
         try await withSandbox(logger: logger) { sandbox in
@@ -186,6 +186,29 @@ extension EndToEndTests {
             } else {
                 #expect(letter.value == huge, "the dead letter carries the original bytes")
             }
+        }
+    }
+}
+
+extension EndToEndTests {
+    @Test func unreachableAPNsFailsEventsAfterBoundedRetriesAndTurnsUnready() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let deadPort = try freePort()
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let overrides = [
+                "apns.development.port": String(deadPort), "relay.retry.maxAttempts": "2", "relay.retry.initialBackoffMs": "10",
+            ]
+            let (result, readiness) = try await withRelay(sandbox, overrides: overrides, logger: logger) { app in
+                #expect(app.relay.readiness == nil || app.relay.readiness == "starting")
+                try await sandbox.produce([(key: "lost-at-sea", value: SampleEvents.event(id: "l", deviceToken: SampleEvents.token(5)))])
+                let results = try await reader.results(count: 1, timeout: .seconds(60))
+                return (results[0].json ?? [:], app.relay.readiness)
+            }
+            await reader.close()
+            #expect(result["outcome"] as? String == "failed", "\(result)")
+            #expect(result["attempts"] as? Int == 2)
+            #expect(result["reason"] as? String == "connectFailed", "\(result)")
+            #expect(readiness?.contains("APNs unreachable") == true, "\(readiness ?? "ready")")
         }
     }
 }

@@ -90,3 +90,12 @@ func validateWithPython(_ records: [[UInt8]], schema: String) throws -> [String]
     if process.terminationStatus != 0 && output.isEmpty { return ["python exited \(process.terminationStatus)"] }
     return output.split(separator: "\n").map(String.init)
 }
+
+extension Logger {
+    /// A logger for tests: warnings and worse only, so test output stays readable.
+    static func quiet(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        return logger
+    }
+}
