@@ -96,6 +96,36 @@ import Testing
         await mock.stop()
     }
 
+    @Test func streamLimitDroppingToOneAfterRejectionsLosesNothing() async throws {
+        let mock = try await MockFixture()
+        mock.server.faults.dropStreamLimitAfterRejection = true
+        mock.server.faults.setFailureRate(0.05, for: .badDeviceToken)
+        let client = try mock.client { $0.pool.maxConnections = 2 }
+        let results = await withTaskGroup(of: Result<APNsResponse, any Error>.self) { group in
+            for i in 0..<500 {
+                group.addTask {
+                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: .seconds(20))) }
+                    catch { return .failure(error) }
+                }
+            }
+            return await group.reduce(into: [Result<APNsResponse, any Error>]()) { $0.append($1) }
+        }
+        #expect(results.count == 500)
+        var delivered = 0
+        for result in results {
+            switch result {
+            case .success(let r):
+                #expect(r.status == 200 || r.reason == .badDeviceToken, "\(r)")
+                if r.status == 200 { delivered += 1 }
+            case .failure(let e):
+                #expect((e as? APNsClientError)?.transportFailure != nil, "\(e)")
+            }
+        }
+        #expect(mock.server.statistics.accepted == delivered)
+        await client.shutdown()
+        await mock.stop()
+    }
+
     @Test func withheldRepliesHitTheDeadline() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
@@ -186,13 +216,14 @@ import Testing
         await mock.stop()
     }
 
-    @Test func expiredProviderTokenReplacesTheConnection() async throws {
+    @Test(arguments: [APNsReason.expiredProviderToken, .tooManyProviderTokenUpdates, .unrelatedKeyIdInToken])
+    func spoiledTokenConnectionIsReplaced(reason: APNsReason) async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
-        mock.server.faults.failNext(1, with: .expiredProviderToken)
+        mock.server.faults.failNext(1, with: reason)
         let r = try await client.send(try MockFixture.notification(1), timeout: .seconds(10))
-        #expect(r.reason == .expiredProviderToken)
+        #expect(r.reason == reason)
         #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
         #expect(mock.server.statistics.connectionsOpened == 2)
         await client.shutdown()

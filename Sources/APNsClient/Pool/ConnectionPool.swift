@@ -129,11 +129,15 @@ final class ConnectionPool: Sendable {
         let pool = configuration.pool
         var usable = 0
         var saturated = 0
-        for entry in s.entries.values {
-            let load = entry.connection.load
+        let loads = s.entries.values.map { ($0, $0.connection.load) }
+        // Latency growth is a saturation signal too (queueing in our buffers or the peer's): a connection
+        // whose latency is well above the best one is treated as full when deciding to open another.
+        let bestLatency = loads.compactMap { $0.1.latency > 0 ? $0.1.latency : nil }.min() ?? 0
+        for (entry, load) in loads {
             guard load.phase != .closed, !load.retired, load.phase != .draining else { continue }
             usable += 1
-            if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096) {
+            let slow = bestLatency > 0 && load.latency > max(0.02, bestLatency * 3)
+            if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096 || slow) {
                 saturated += 1
             }
         }
@@ -263,7 +267,8 @@ final class ConnectionPool: Sendable {
                     s.connecting -= 1
                     s.failedConnects = 0
                     s.lastConnectError = nil
-                    if !s.shuttingDown { s.entries[id] = Entry(connection: connection) }
+                    // It may already have closed (its `.closed` event found no entry): then it is not added.
+                    if !s.shuttingDown && connection.load.phase != .closed { s.entries[id] = Entry(connection: connection) }
                     return s.shuttingDown
                 }
                 metrics.connectionsOpened.increment()
