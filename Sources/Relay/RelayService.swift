@@ -96,7 +96,9 @@ public final class RelayService: Service, Sendable {
         phase.store(1, ordering: .relaxed)
         logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
 
-        await withTaskGroup(of: Void.self) { group in
+        // Discarding: a long-running relay starts millions of child tasks; a plain task group would keep every
+        // finished child until someone awaited it.
+        await withDiscardingTaskGroup { group in
             // The consumer loop ends on graceful shutdown (or when the consumer closes).
             for await event in consumer.events.cancelOnGracefulShutdown() {
                 handle(event, triage: triage, group: &group)
@@ -126,7 +128,7 @@ public final class RelayService: Service, Sendable {
         logger.info("relay stopped")
     }
 
-    private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout TaskGroup<Void>) {
+    private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
         switch event {
         case .message(let message):
             accept(message, triage: triage, group: &group)
@@ -153,7 +155,7 @@ public final class RelayService: Service, Sendable {
         }
     }
 
-    private func accept(_ message: KafkaConsumerMessage, triage: EventTriage, group: inout TaskGroup<Void>) {
+    private func accept(_ message: KafkaConsumerMessage, triage: EventTriage, group: inout DiscardingTaskGroup) {
         metrics.consumed.increment()
         let size = message.value?.count ?? 0
         switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
