@@ -92,7 +92,7 @@ public final class RelayService: Service, Sendable {
             throw error
         }
         let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
-        let triage = EventTriage(configuration: configuration, decoder: decoder)
+        let triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
         phase.store(1, ordering: .relaxed)
         logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
 

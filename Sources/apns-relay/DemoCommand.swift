@@ -50,7 +50,7 @@ struct DemoCommand: AsyncParsableCommand {
         let app = try RelayApp(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [
-                .init(service: APNsClientService(client: app.apns)),
+                .init(service: APNsClientService(clients: app.clients)),
                 .init(service: app.relay),
             ],
             logger: logger

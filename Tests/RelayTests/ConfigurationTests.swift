@@ -1,3 +1,4 @@
+import APNsCore
 import Foundation
 import Relay
 import Testing
@@ -49,7 +50,11 @@ import Testing
         try await withFile(json, suffix: ".json") { path in
             let configuration = try RelayAppConfiguration(reader: try await RelayAppConfiguration.reader(file: path, environment: [:], overrides: [:]))
             #expect(configuration.kafka.bootstrapServers == ["a:1", "b:2"])
-            #expect(configuration.relay.authentication == .certificate)
+            guard case .certificate(.pkcs12(let file, nil))? = configuration.apns.credentials.first?.auth else {
+                Issue.record("expected one PKCS#12 certificate credential, got \(configuration.apns.credentials)")
+                return
+            }
+            #expect(file == "/c.p12")
         }
     }
 
@@ -78,6 +83,50 @@ import Testing
         } catch {
             #expect("\(error)".contains(mentions), "\(error)")
         }
+    }
+
+    @Test func namedCredentialsEachCoverTheirTopics() async throws {
+        let yaml = """
+            kafka: { bootstrapServers: "b:9092" }
+            apns:
+              credentials: [acme, beta]
+              credential:
+                acme:
+                  token: { keyId: AAAAAAAAAA, teamId: TEAMACME01, privateKeyFile: /acme.p8 }
+                  topics: [com.acme.*]
+                beta:
+                  auth: certificate
+                  certificate: { pkcs12File: /beta.p12 }
+                  topics: [com.beta.app]
+            """
+        try await withFile(yaml, suffix: ".yaml") { path in
+            let configuration = try RelayAppConfiguration(reader: try await RelayAppConfiguration.reader(file: path, environment: [:], overrides: [:]))
+            #expect(configuration.apns.credentials.map(\.name) == ["acme", "beta"], "no default credential when named ones exist")
+            #expect(configuration.apns.credentials.map(\.topics) == [["com.acme.*"], ["com.beta.app"]])
+        }
+        let missingTopics = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: [
+            "kafka.bootstrapServers": "b:9092", "apns.credentials": "x",
+            "apns.credential.x.token.keyId": "K", "apns.credential.x.token.teamId": "T", "apns.credential.x.token.privateKeyFile": "/x.p8",
+        ])
+        #expect(throws: RelayError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
+    }
+
+    @Test func routerPicksTheCredentialByBundleID() {
+        struct Never: NotificationSender {
+            func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse { APNsResponse(status: 500) }
+            func authentication(forTopic topic: String) -> AuthenticationKind? { nil }
+        }
+        let router = CredentialRouter(routes: [
+            .init(patterns: ["com.acme.*"], authentication: .token, sender: Never()),
+            .init(patterns: ["com.beta.app"], authentication: .certificate, sender: Never()),
+        ])
+        #expect(router.authentication(forTopic: "com.acme.shop") == .token)
+        #expect(router.authentication(forTopic: "com.acme.shop.voip") == .token)
+        #expect(router.authentication(forTopic: "com.beta.app.voip") == .certificate)
+        #expect(router.authentication(forTopic: "com.beta.application") == nil)
+        #expect(router.authentication(forTopic: "com.acmeshop") == nil)
+        let catchAll = CredentialRouter(routes: [.init(patterns: [], authentication: .token, sender: Never())])
+        #expect(catchAll.authentication(forTopic: "anything") == .token)
     }
 
     @Test func environmentNamesFollowTheKeys() {

@@ -214,3 +214,27 @@ extension EndToEndTests {
         }
     }
 }
+
+extension EndToEndTests {
+    @Test func eventsNoCredentialCoversAreRefusedNotSent() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            try await sandbox.produce([
+                (key: "ours", value: SampleEvents.event(id: "ours", deviceToken: SampleEvents.token(1), topic: "com.example.app", pushType: .voip, priority: 10)),
+                (key: "theirs", value: SampleEvents.event(id: "theirs", deviceToken: SampleEvents.token(2), topic: "com.other.app")),
+            ])
+            let topics = sandbox.options.topics
+            let records = try await withRelay(sandbox, overrides: ["apns.topics": "com.example.app"], logger: logger) { _ in
+                try await reader.collect(timeout: .seconds(60)) { records in
+                    records.filter { $0.topic == topics.results }.count >= 2 && records.contains { $0.topic == topics.deadLetters }
+                }
+            }
+            await reader.close()
+            let results = Dictionary(records.filter { $0.topic == topics.results }.map { ($0.keyString, $0.json ?? [:]) }) { a, _ in a }
+            #expect(results["ours"]?["outcome"] as? String == "delivered", "com.example.app.voip is covered by com.example.app")
+            #expect(results["theirs"]?["outcome"] as? String == "invalid")
+            #expect(results["theirs"]?["reason"] as? String == "NoCredentialForTopic")
+            #expect(sandbox.apns.statistics.requests == 1, "the uncovered event never reached APNs")
+        }
+    }
+}

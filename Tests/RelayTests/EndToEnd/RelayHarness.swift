@@ -15,7 +15,7 @@ func withRelay<T: Sendable>(
     let configuration = try await sandbox.relayConfiguration(groupID: groupID, overrides: overrides)
     let app = try RelayApp(configuration: configuration, logger: logger)
     let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-        services: [.init(service: APNsClientService(client: app.apns)), .init(service: app.relay)],
+        services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)],
         logger: logger
     ))
     return try await withThrowingTaskGroup(of: Void.self) { tasks in
