@@ -146,6 +146,7 @@ public struct RelayAppConfiguration: Sendable {
 
         var relay = RelayConfiguration(topics: topics)
         relay.maxEventBytes = try settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
+        relay.maxDeadLetterBytes = try settings.int("relay.maxDeadLetterBytes", default: 900 * 1024, range: 1024...(64 << 20))
         relay.requestTimeout = try settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
         relay.inFlight = InFlightGate.Limits(
             maxEvents: try settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
