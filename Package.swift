@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 //
 // apns-relay: Kafka → JSON Schema validation → APNs (HTTP/2) → results, at least once.
 // Targets and their single jobs are described in README.md ("Code map").
