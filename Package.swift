@@ -140,7 +140,8 @@ let package = Package(
         .executableTarget(
             name: "apns-client-tool",
             dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],
-            path: "Benchmarks/APNsClient"
+            path: "Benchmarks/APNsClient",
+            exclude: ["README.md"]
         ),
 
         // MARK: Tests
