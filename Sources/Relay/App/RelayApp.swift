@@ -36,7 +36,12 @@ public struct RelayApp: Sendable {
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
-        consumerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.consumerProperties) { $1 }
+        // librdkafka prefetches up to 64 MB and 100k messages per partition by default; the relay already
+        // buffers and bounds its own work, so a smaller prefetch keeps memory small with many partitions.
+        let prefetch = ["queued.max.messages.kbytes": "8192", "queued.min.messages": "10000"]
+        consumerConfiguration.additionalProperties = prefetch
+            .merging(configuration.kafka.properties) { $1 }
+            .merging(configuration.kafka.consumerProperties) { $1 }
         consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
         consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
         consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
