@@ -42,8 +42,10 @@ build: deps
 release: deps
 	$(SWIFT) build -c release --product apns-relay
 
-demo: release
-	.build/release/apns-relay demo
+# The demo shares the debug build with `make test` (a release build takes much longer on a small machine).
+demo: deps
+	$(SWIFT) build --product apns-relay
+	.build/debug/apns-relay demo
 
 venv: deps-test
 	@test -x $(PY) || python3 -m venv $(VENV)

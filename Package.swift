@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 //
 // apns-relay: Kafka → JSON Schema validation → APNs (HTTP/2) → results, at least once.
 // Targets and their single jobs are described in README.md ("Code map").
@@ -150,7 +150,8 @@ let package = Package(
         .executableTarget(
             name: "apns-client-tool",
             dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],
-            path: "Benchmarks/APNsClient"
+            path: "Benchmarks/APNsClient",
+            exclude: ["README.md"]
         ),
 
         // MARK: Tests

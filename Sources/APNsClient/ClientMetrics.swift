@@ -12,7 +12,9 @@ struct ClientMetrics: Sendable {
     let connectFailures = Counter(label: "apns_client_connect_failures_total")
     let goaways = Counter(label: "apns_client_goaway_total")
     let tokenRotations = Counter(label: "apns_client_token_rotations_total")
-    let connections = Gauge(label: "apns_client_connections")
+    let connectionsConnecting = Gauge(label: "apns_client_connections", dimensions: [("state", "connecting")])
+    let connectionsReady = Gauge(label: "apns_client_connections", dimensions: [("state", "ready")])
+    let connectionsDraining = Gauge(label: "apns_client_connections", dimensions: [("state", "draining")])
     let streamsInUse = Gauge(label: "apns_client_streams_in_use")
 
     func response(_ response: APNsResponseSummary) {

@@ -26,8 +26,6 @@ public struct RelayConfiguration: Sendable {
     public var maxEventBytes: Int = 64 * 1024
     /// The largest dead-letter value sent; a larger original is cut and the cut said in a header.
     public var maxDeadLetterBytes: Int = 900 * 1024
-    /// How the APNs credential authenticates (decides which push types are allowed).
-    public var authentication: AuthenticationKind = .token
     public var retry = RetryPolicy()
     /// How long one APNs request may wait for its response.
     public var requestTimeout: Duration = .seconds(10)

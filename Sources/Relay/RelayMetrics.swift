@@ -1,4 +1,5 @@
 import CoreMetrics
+import Synchronization
 
 /// The relay's metrics, named for Prometheus (`apns_relay_*`, seconds for time, `_total` for counters).
 /// Backed by whatever `MetricsSystem` the process bootstrapped (swift-prometheus in `apns-relay run`).
@@ -15,10 +16,30 @@ struct RelayMetrics: Sendable {
     /// From consume to result durable in Kafka.
     let latency = Timer(label: "apns_relay_event_latency_seconds", preferredDisplayUnit: .seconds)
 
+    /// Counters per (outcome, reason), made once: asking the metrics factory per event costs a lock and a
+    /// lookup by name and labels.
+    private let resultCounters = ResultCounters()
+
     func result(_ outcome: DeliveryOutcome, reason: String?) {
-        Counter(
-            label: "apns_relay_results_total",
-            dimensions: [("outcome", outcome.rawValue), ("reason", reason ?? "")]
-        ).increment()
+        resultCounters.counter(outcome, reason ?? "").increment()
+    }
+}
+
+private final class ResultCounters: Sendable {
+    private struct Key: Hashable {
+        let outcome: DeliveryOutcome
+        let reason: String
+    }
+
+    private let counters = Mutex<[Key: Counter]>([:])
+
+    func counter(_ outcome: DeliveryOutcome, _ reason: String) -> Counter {
+        counters.withLock { counters in
+            let key = Key(outcome: outcome, reason: reason)
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: "apns_relay_results_total", dimensions: [("outcome", outcome.rawValue), ("reason", reason)])
+            counters[key] = counter
+            return counter
+        }
     }
 }

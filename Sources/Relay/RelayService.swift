@@ -30,6 +30,8 @@ public final class RelayService: Service, Sendable {
     private let started = Atomic<Bool>(false)
     /// 0 created, 1 running, 2 stopping, 3 stopped, 4 failed.
     private let phase = Atomic<Int>(0)
+    /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
+    private let connectFailureStreak = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -61,14 +63,17 @@ public final class RelayService: Service, Sendable {
         phase.load(ordering: .relaxed) == 4 ? "the relay stopped with an error" : nil
     }
 
-    /// `nil` when the service takes work (for `/readyz`), else why not.
+    /// `nil` when the service takes work (for `/readyz`), else why not: running in its consumer group, and
+    /// APNs reachable (no streak of deliveries that could not open a connection).
     public var readiness: String? {
         switch phase.load(ordering: .relaxed) {
-        case 0: "starting"
-        case 1: nil
-        case 2: "shutting down"
-        default: "stopped"
+        case 0: return "starting"
+        case 1: break
+        case 2: return "shutting down"
+        default: return "stopped"
         }
+        let streak = connectFailureStreak.load(ordering: .relaxed)
+        return streak > 0 ? "APNs unreachable: the last \(streak) deliveries could not open a connection" : nil
     }
 
     public var status: Status {
@@ -87,12 +92,12 @@ public final class RelayService: Service, Sendable {
             throw error
         }
         let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
-        let triage = EventTriage(configuration: configuration, decoder: decoder)
+        let triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
         phase.store(1, ordering: .relaxed)
         logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
 
-        // Discarding: a child task's memory is freed when it finishes. (A plain TaskGroup keeps every
-        // finished child until `next()` collects it, which this loop never does: memory grew per event.)
+        // Discarding: a long-running relay starts millions of child tasks; a plain task group would keep every
+        // finished child until someone awaited it.
         await withDiscardingTaskGroup { group in
             // The consumer loop ends on graceful shutdown (or when the consumer closes).
             for await event in consumer.events.cancelOnGracefulShutdown() {
@@ -192,6 +197,11 @@ public final class RelayService: Service, Sendable {
                 return
             }
             if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
+            if report.response != nil {
+                connectFailureStreak.store(0, ordering: .relaxed)
+            } else if report.failure == .connectFailed {
+                connectFailureStreak.add(1, ordering: .relaxed)
+            }
             result = DeliveryResult(
                 eventID: event.id, metadata: event.metadata, outcome: report.outcome,
                 status: report.response?.status, reason: Self.reason(of: report),

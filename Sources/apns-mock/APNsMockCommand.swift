@@ -78,7 +78,7 @@ struct APNsMockCommand: AsyncParsableCommand {
         }
         server.faults.goAwayAfterStreams = goAwayAfter
 
-        let signals = SignalWaiter()
+        let signals = try SignalWaiter()
         let port = try await server.start()
         var line = "listening port=\(port) ca=\(server.caCertificatePEMPath ?? "")"
         if let control = server.controlPort { line += " control=\(control)" }
@@ -99,9 +99,13 @@ nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
 final class SignalWaiter: Sendable {
     private let readEnd: Int32
 
-    init() {
+    struct SetupFailed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    init() throws {
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { fatalError("pipe() failed: errno \(errno)") }
+        guard pipe(&fds) == 0 else { throw SetupFailed(description: "cannot create the signal pipe: errno \(errno)") }
         readEnd = fds[0]
         signalPipeWriteEnd = fds[1]
         for number in [SIGTERM, SIGINT] {

@@ -50,7 +50,7 @@ struct DemoCommand: AsyncParsableCommand {
         let app = try RelayApp(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [
-                .init(service: APNsClientService(client: app.apns)),
+                .init(service: APNsClientService(clients: app.clients)),
                 .init(service: app.relay),
             ],
             logger: logger
@@ -83,8 +83,7 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// A progress line, rewritten in place at most a few times a second.
-final class ProgressLine: @unchecked Sendable {
-    // Only touched from the collecting task; @unchecked because the closure that calls it is @Sendable-free.
+final class ProgressLine {
     private let total: Int
     private let interactive = isatty(STDOUT_FILENO) != 0
     private var lastPrinted = ContinuousClock.now - .seconds(5)

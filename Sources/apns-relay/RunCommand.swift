@@ -62,7 +62,7 @@ struct RunCommand: AsyncParsableCommand {
         let logger = Logger(label: "apns-relay")
 
         let app = try RelayApp(configuration: configuration, logger: logger)
-        var services: [any Service] = [APNsClientService(client: app.apns)]
+        var services: [any Service] = [APNsClientService(clients: app.clients)]
         if configuration.admin.port > 0 {
             services.append(AdminServer(
                 host: configuration.admin.host, port: configuration.admin.port,

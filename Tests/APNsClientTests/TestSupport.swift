@@ -87,29 +87,51 @@ func waitForListener(port: Int, timeout: Duration = .seconds(10)) async throws {
     throw TestFailure("nothing listened on 127.0.0.1:\(port) within \(timeout)")
 }
 
+/// A child process started with posix_spawn, stopped with SIGTERM + waitpid (Foundation's Process can hang
+/// in waitUntilExit when called from a task).
+final class ChildProcess: @unchecked Sendable {
+    let pid: pid_t
+    init(_ path: String, _ arguments: [String]) throws {
+        var pid: pid_t = 0
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else { throw TestFailure("posix_spawn \(path) failed: \(rc)") }
+        self.pid = pid
+    }
+    func stop() {
+        kill(pid, SIGKILL)  // children inherit a signal mask that can block SIGTERM
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
 /// Debian's nghttpd as a TLS HTTP/2 peer for transport tests.
-final class NGHTTPD {
-    let process = Process()
+final class NGHTTPD: @unchecked Sendable {
+    let child: ChildProcess
     let port: Int
     let caFile: String
     let directory: URL
+    private var stopped = false
 
     init(extraArguments: [String] = []) async throws {
         directory = try makeTemporaryDirectory()
         let (cert, key) = try generateServerCertificate(in: directory)
         caFile = cert
         port = try freeLocalPort()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/nghttpd")
-        process.arguments = ["-a", "127.0.0.1", "--echo-upload", "-d", directory.path] + extraArguments + [String(port), key, cert]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        child = try ChildProcess("/usr/sbin/nghttpd", ["-a", "127.0.0.1", "--echo-upload", "-d", directory.path] + extraArguments + [String(port), key, cert])
         try await waitForListener(port: port)
     }
 
     func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        guard !stopped else { return }
+        stopped = true
+        child.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -1,6 +1,7 @@
 import APNsCore
 import CNGHTTP2
 import Foundation
+import Logging
 import Testing
 @testable import APNsClient
 
@@ -20,7 +21,9 @@ import Testing
         configuration.connection.connectTimeout = connectTimeout
         configuration.pool.maxConnections = maxConnections
         configuration.pool.reconnectBackoffBase = .milliseconds(10)
-        return try APNsClient(configuration: configuration)
+        var logger = Logger(label: "apns-client")
+        logger.logLevel = .critical
+        return try APNsClient(configuration: configuration, logger: logger)
     }
 
     @Test func sendsOverTLSWithALPNh2AndReadsTheResponse() async throws {

@@ -13,6 +13,8 @@ private final class ScriptedSender: NotificationSender {
 
     init(_ answers: [Answer]) { script = Mutex(answers) }
 
+    func authentication(forTopic topic: String) -> AuthenticationKind? { .token }
+
     func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         calls.add(1, ordering: .relaxed)
         let next = script.withLock { $0.isEmpty ? nil : $0.removeFirst() }

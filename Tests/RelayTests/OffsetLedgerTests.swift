@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func randomCompletionOrderMatchesAReferenceModel() {
-        var generator = SplitMix64(seed: 42)
+        var generator = SeededGenerator(seed: 42)
         for _ in 0..<50 {
             var ledger = OffsetLedger<Int>()
             let count = Int.random(in: 1...3000, using: &generator)
@@ -78,18 +78,5 @@ import Testing
             }
             #expect(stored == Int64((count - 1) * 2 + 1))
         }
-    }
-}
-
-/// Deterministic generator so randomised tests replay.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -6,14 +6,14 @@ import Testing
     let policy = RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(100), maxBackoff: .seconds(1))
 
     @Test func finalDecisionsFinishAtOnce() {
-        var rng = SplitMix64(seed: 1)
+        var rng = SeededGenerator(seed: 1)
         #expect(policy.nextStep(after: .delivered, attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.delivered))
         #expect(policy.nextStep(after: .unregistered(invalidatedAt: 5), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.unregistered))
         #expect(policy.nextStep(after: .rejected(removesToken: true), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.rejected))
     }
 
     @Test func backoffGrowsJitteredAndCapped() {
-        var rng = SplitMix64(seed: 2)
+        var rng = SeededGenerator(seed: 2)
         for attempt in 1...10 {
             let bound = policy.backoffBound(afterAttempt: attempt).seconds
             #expect(bound <= 1.0)
@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func attemptsAreBoundedAndEndAsFailed() {
-        var rng = SplitMix64(seed: 3)
+        var rng = SeededGenerator(seed: 3)
         guard case .retry = policy.nextStep(after: .retry(.backoff), attempt: 3, now: 0, expiration: nil, using: &rng) else {
             Issue.record("attempt 3 of 4 should retry"); return
         }
@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test func neverRetriesPastExpiration() {
-        var rng = SplitMix64(seed: 4)
+        var rng = SeededGenerator(seed: 4)
         #expect(policy.nextStep(after: .retry(.backoff), attempt: 1, now: 99.99, expiration: 100, using: &rng) == .finish(.expired))
         // 0 means "do not store at APNs", not "expired".
         guard case .retry = policy.nextStep(after: .retry(.backoff), attempt: 1, now: 99.99, expiration: 0, using: &rng) else {
@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func staleProviderTokenRetriesOnceWithoutDelay() {
-        var rng = SplitMix64(seed: 5)
+        var rng = SeededGenerator(seed: 5)
         #expect(policy.nextStep(after: .retry(.refreshToken), attempt: 1, now: 0, expiration: nil, using: &rng) == .retry(after: .zero, .refreshToken))
         #expect(policy.nextStep(after: .retry(.refreshToken), attempt: 2, tokenRefreshes: 1, now: 0, expiration: nil, using: &rng) == .finish(.rejected))
         #expect(policy.nextStep(after: .retry(.resendNow), attempt: 1, now: 0, expiration: nil, using: &rng) == .retry(after: .zero, .resendNow))

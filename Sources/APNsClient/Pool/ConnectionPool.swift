@@ -16,17 +16,21 @@ final class ConnectionPool: Sendable {
     }
     private struct Waiter {
         let id: Int
+        let deadline: ContinuousClock.Instant
         let continuation: CheckedContinuation<APNsConnection, any Error>
     }
     private struct State {
         var entries: [Int: Entry] = [:]
         var connecting = 0
-        var waiters: [Waiter] = []
+        var waiters = WaitQueue<Waiter>()
+        /// One task expires waiters past their deadline while any wait (not one timer per waiter).
+        var sweeperRunning = false
         var nextID = 0
         var failedConnects = 0
         var lastConnectError: APNsClientError?
         var reconnectScheduled = false
         var shuttingDown = false
+        var closedWaiters: [CheckedContinuation<Void, Never>] = []
         var lastMaintenance = ContinuousClock.now
     }
 
@@ -58,6 +62,9 @@ final class ConnectionPool: Sendable {
                 result = .success(try await connection.send(request, deadline: deadline))
             } catch let error as APNsClientError {
                 result = .failure(error)
+            } catch {
+                release(connection, result: .failure(APNsClientError(transport: .timedOut, "cancelled")), countsAsTimeout: false)
+                throw error  // CancellationError: the caller gave up
             }
             release(connection, result: result)
             switch result {
@@ -122,11 +129,15 @@ final class ConnectionPool: Sendable {
         let pool = configuration.pool
         var usable = 0
         var saturated = 0
-        for entry in s.entries.values {
-            let load = entry.connection.load
+        let loads = s.entries.values.map { ($0, $0.connection.load) }
+        // Latency growth is a saturation signal too (queueing in our buffers or the peer's): a connection
+        // whose latency is well above the best one is treated as full when deciding to open another.
+        let bestLatency = loads.compactMap { $0.1.latency > 0 ? $0.1.latency : nil }.min() ?? 0
+        for (entry, load) in loads {
             guard load.phase != .closed, !load.retired, load.phase != .draining else { continue }
             usable += 1
-            if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096) {
+            let slow = bestLatency > 0 && load.latency > max(0.02, bestLatency * 3)
+            if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096 || slow) {
                 saturated += 1
             }
         }
@@ -142,32 +153,45 @@ final class ConnectionPool: Sendable {
 
     private func wait(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
         let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
-        // The timer makes this wait end by the deadline even if no connection ever frees up.
-        let timer = Task { [weak self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self?.expireWaiter(id: id)
-        }
-        defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { continuation in
-            let immediate = state.withLock { s -> APNsConnection? in
-                if let c = Self.choose(&s) { return c }
-                s.waiters.append(Waiter(id: id, continuation: continuation))
-                return nil
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let (immediate, startSweeper) = state.withLock { s -> (APNsConnection?, Bool) in
+                    if let c = Self.choose(&s) { return (c, false) }
+                    s.waiters.append(Waiter(id: id, deadline: deadline, continuation: continuation))
+                    guard !s.sweeperRunning else { return (nil, false) }
+                    s.sweeperRunning = true
+                    return (nil, true)
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+                if startSweeper { startWaiterSweeper() }
             }
-            if let immediate { continuation.resume(returning: immediate) }
+        } onCancel: {
+            let waiter = state.withLock { s in s.waiters.remove { $0.id == id } }
+            waiter?.continuation.resume(throwing: CancellationError())
         }
     }
 
-    private func expireWaiter(id: Int) {
-        let (waiter, lastError) = state.withLock { s -> (Waiter?, APNsClientError?) in
-            guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return (nil, nil) }
-            return (s.waiters.remove(at: index), s.lastConnectError)
-        }
-        guard let waiter else { return }
-        if let lastError, state.withLock({ $0.entries.isEmpty }) {
-            waiter.continuation.resume(throwing: APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastError.message)"))
-        } else {
-            waiter.continuation.resume(throwing: APNsClientError(transport: .timedOut, "no free stream before the deadline"))
+    /// Ends waits whose deadline passed, every 10 ms while anyone waits; exits when the queue is empty.
+    private func startWaiterSweeper() {
+        Task { [weak self] in
+            while let self {
+                try? await Task.sleep(for: .milliseconds(10))
+                let now = ContinuousClock.now
+                let (expired, lastError, keepGoing) = self.state.withLock { s -> ([Waiter], APNsClientError?, Bool) in
+                    let expired = s.waiters.removeAll { $0.deadline <= now }
+                    let connected = s.entries.values.contains { $0.connection.load.phase == .ready }
+                    if s.waiters.isEmpty { s.sweeperRunning = false }
+                    return (expired, connected ? nil : s.lastConnectError, !s.waiters.isEmpty)
+                }
+                for waiter in expired {
+                    if let lastError {
+                        waiter.continuation.resume(throwing: APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastError.message)"))
+                    } else {
+                        waiter.continuation.resume(throwing: APNsClientError(transport: .timedOut, "no free stream before the deadline"))
+                    }
+                }
+                if !keepGoing { return }
+            }
         }
     }
 
@@ -176,13 +200,14 @@ final class ConnectionPool: Sendable {
         var handOff: [(Waiter, APNsConnection)] = []
         state.withLock { s in
             while !s.waiters.isEmpty, let c = Self.choose(&s) {
-                handOff.append((s.waiters.removeFirst(), c))
+                guard let w = s.waiters.popFirst() else { break }
+                handOff.append((w, c))
             }
         }
         for (w, c) in handOff { w.continuation.resume(returning: c) }
     }
 
-    private func release(_ connection: APNsConnection, result: Result<APNsResponse, APNsClientError>) {
+    private func release(_ connection: APNsConnection, result: Result<APNsResponse, APNsClientError>, countsAsTimeout: Bool = true) {
         var retire = false
         switch result {
         case .success(let response):
@@ -192,7 +217,7 @@ final class ConnectionPool: Sendable {
             default: break
             }
         case .failure(let error):
-            if error.transportFailure == .timedOut,
+            if countsAsTimeout, error.transportFailure == .timedOut,
                 connection.load.timeouts + 1 >= configuration.pool.maxTimeoutsPerConnection { retire = true }
         }
         if retire {
@@ -242,24 +267,35 @@ final class ConnectionPool: Sendable {
                     s.connecting -= 1
                     s.failedConnects = 0
                     s.lastConnectError = nil
-                    if !s.shuttingDown { s.entries[id] = Entry(connection: connection) }
+                    // It may already have closed (its `.closed` event found no entry): then it is not added.
+                    if !s.shuttingDown && connection.load.phase != .closed { s.entries[id] = Entry(connection: connection) }
                     return s.shuttingDown
                 }
                 metrics.connectionsOpened.increment()
+                recordConnectionGauges()
                 if shuttingDown { connection.drain() }
                 dispatchWaiters()
             } catch {
                 let clientError = error as? APNsClientError ?? APNsClientError(transport: .connectFailed, "\(error)")
                 logger.warning("APNs connect failed: \(clientError.message)")
                 metrics.connectFailures.increment()
-                let delay = state.withLock { s -> Duration? in
+                let (delay, stranded) = state.withLock { s -> (Duration?, [Waiter]) in
                     s.connecting -= 1
                     s.failedConnects += 1
                     s.lastConnectError = clientError
-                    guard !s.shuttingDown, !s.reconnectScheduled else { return nil }
+                    // With nothing usable and nothing else connecting, waiting callers learn now rather than
+                    // at their deadline: the relay's backoff is the right place to wait.
+                    var stranded: [Waiter] = []
+                    let usable = s.entries.values.contains { $0.connection.load.phase == .ready && !$0.connection.load.retired }
+                    if !usable && s.connecting == 0 {
+                        stranded = s.waiters.removeAll()
+                    }
+                    guard !s.shuttingDown, !s.reconnectScheduled else { return (nil, stranded) }
                     s.reconnectScheduled = true
-                    return backoff(attempt: s.failedConnects)
+                    return (backoff(attempt: s.failedConnects), stranded)
                 }
+                for w in stranded { w.continuation.resume(throwing: clientError) }
+                resumeClosedWaiters(force: false)
                 if let delay { scheduleReconnect(after: delay) }
             }
         }
@@ -285,6 +321,7 @@ final class ConnectionPool: Sendable {
     }
 
     private func handle(_ event: ConnectionEvent, connectionID: Int) {
+        defer { recordConnectionGauges() }
         switch event {
         case .ready:
             break
@@ -302,25 +339,61 @@ final class ConnectionPool: Sendable {
                 return s.shuttingDown || (s.waiters.isEmpty && s.entries.count >= configuration.pool.minConnections) ? 0 : connectionsToOpen(&s)
             }
             for _ in 0..<open { openConnection() }
+            resumeClosedWaiters(force: false)
         }
     }
 
     var connectionCount: Int { state.withLock { $0.entries.count } }
 
+    /// Publishes connections by state (connecting, ready, draining) to the gauges.
+    private func recordConnectionGauges() {
+        let (connecting, ready, draining) = state.withLock { s -> (Int, Int, Int) in
+            var ready = 0
+            var draining = 0
+            for e in s.entries.values {
+                let load = e.connection.load
+                if load.phase == .ready && !load.retired { ready += 1 } else if load.phase != .closed { draining += 1 }
+            }
+            return (s.connecting, ready, draining)
+        }
+        metrics.connectionsConnecting.record(connecting)
+        metrics.connectionsReady.record(ready)
+        metrics.connectionsDraining.record(draining)
+    }
+
     var loads: [ConnectionLoad] { state.withLock { $0.entries.values.map { $0.connection.load } } }
 
     /// Stops taking requests, lets in-flight ones finish (each bounded by its own deadline), closes connections.
+    /// Returns when every connection closed, or at `deadline`.
     func shutdown(deadline: ContinuousClock.Instant) async {
         let (waiters, connections) = state.withLock { s -> ([Waiter], [APNsConnection]) in
             s.shuttingDown = true
-            let w = s.waiters
-            s.waiters.removeAll()
+            let w = s.waiters.removeAll()
             return (w, s.entries.values.map(\.connection))
         }
         for w in waiters { w.continuation.resume(throwing: APNsClientError(.shutdown, "client is shutting down")) }
         for c in connections { c.drain() }
-        while ContinuousClock.now < deadline && state.withLock({ !$0.entries.isEmpty || $0.connecting > 0 }) {
-            try? await Task.sleep(for: .milliseconds(10))
+        let timer = Task { [weak self] in
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            self?.resumeClosedWaiters(force: true)
         }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { s -> Bool in
+                if s.entries.isEmpty && s.connecting == 0 { return true }
+                s.closedWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    private func resumeClosedWaiters(force: Bool) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            guard force || (s.entries.isEmpty && s.connecting == 0) else { return [] }
+            defer { s.closedWaiters.removeAll() }
+            return s.closedWaiters
+        }
+        for w in waiters { w.resume() }
     }
 }

@@ -62,6 +62,7 @@ final class APNsConnection: Sendable {
         var inbox: [StreamRequest] = []
         var load = ConnectionLoad()
         var drainRequested = false
+        var cancellationsPending = false
     }
     let id: Int
     let configuration: APNsConnectionConfiguration
@@ -101,20 +102,32 @@ final class APNsConnection: Sendable {
     /// Sends one prepared request and waits for its response, at most until `deadline`.
     /// - Throws: `APNsClientError` carrying a `TransportFailure`.
     func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        try await withCheckedThrowingContinuation { continuation in
-            let stream = StreamRequest(prepared: request, deadline: deadline, continuation: continuation)
-            let (accepted, wake) = shared.withLock { s -> (Bool, Bool) in
-                guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
-                s.inbox.append(stream)
-                s.load.outstanding += 1
-                // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
-                return (true, s.inbox.count == 1)
+        let stream = StreamRequest(prepared: request, deadline: deadline)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                stream.attach(continuation)
+                if stream.cancelled.load(ordering: .acquiring) {
+                    stream.completeCancelled()
+                    return
+                }
+                let (accepted, wake) = shared.withLock { s -> (Bool, Bool) in
+                    guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
+                    s.inbox.append(stream)
+                    s.load.outstanding += 1
+                    // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
+                    return (true, s.inbox.count == 1)
+                }
+                guard accepted else {
+                    stream.fail(.notProcessed, "connection \(id) is not accepting requests")
+                    return
+                }
+                if wake { self.wake() }
             }
-            guard accepted else {
-                stream.fail(.notProcessed, "connection \(id) is not accepting requests")
-                return
-            }
-            if wake { self.wake() }
+        } onCancel: {
+            // The I/O thread owns the request: flag it and let the thread reset the stream (RST_STREAM CANCEL).
+            stream.cancelled.store(true, ordering: .releasing)
+            shared.withLock { $0.cancellationsPending = true }
+            wake()
         }
     }
 

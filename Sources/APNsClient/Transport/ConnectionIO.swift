@@ -14,39 +14,39 @@ final class ConnectionIO {
     let tls: TLSContext
     let token: TokenSource?
     let onEvent: @Sendable (ConnectionEvent) -> Void
-    private var ready: CheckedContinuation<Void, any Error>?
-    private var logger: Logger { connection.logger }
+    var ready: CheckedContinuation<Void, any Error>?
+    var logger: Logger { connection.logger }
 
-    private var fd: Int32 = -1
-    private var ssl: OpaquePointer?
-    private var session: OpaquePointer?
+    var fd: Int32 = -1
+    var ssl: OpaquePointer?
+    var session: OpaquePointer?
 
-    private var streams: [Int32: StreamRequest] = [:]
-    private var queue: [StreamRequest] = []
-    private var queueHead = 0
-    private var outbuf: [UInt8] = []
-    private var outPos = 0
-    private var writeBlocked = false
-    private var readMore = false
-    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    var streams: [Int32: StreamRequest] = [:]
+    var queue: [StreamRequest] = []
+    var queueHead = 0
+    var outbuf: [UInt8] = []
+    var outPos = 0
+    var writeBlocked = false
+    var readMore = false
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
-    private var settingsReceived = false
-    private var maxConcurrent = 1
-    private var goawayLastStreamID: Int32?
-    private var terminated = false
-    private var fatal: (TransportFailure, String)?
+    var settingsReceived = false
+    var maxConcurrent = 1
+    var goawayLastStreamID: Int32?
+    var terminated = false
+    var fatal: (TransportFailure, String)?
 
-    private var currentToken: ProviderToken?
-    private var tokenAdoptedAt: Int64 = 0
-    private var lastTokenCheck: Int64 = .min
-    private var authorization: [UInt8]?
+    var currentToken: ProviderToken?
+    var tokenAdoptedAt: Int64 = 0
+    var lastTokenCheck: Int64 = .min
+    var authorization: [UInt8]?
 
-    private var lastReceive = ContinuousClock.now
-    private var pingSentAt: ContinuousClock.Instant?
-    private var nextDeadlineScan = ContinuousClock.Instant.now.advanced(by: .seconds(3600))
-    private var completedSincePublish = 0
-    private var timeoutsSincePublish = 0
-    private var latencyEWMA: Double = 0
+    var lastReceive = ContinuousClock.now
+    var pingSentAt: ContinuousClock.Instant?
+    var nextDeadlineScan = ContinuousClock.Instant.now.advanced(by: .seconds(3600))
+    var completedSincePublish = 0
+    var timeoutsSincePublish = 0
+    var latencyEWMA: Double = 0
 
     init(connection: APNsConnection, tls: TLSContext, token: TokenSource?,
          onEvent: @escaping @Sendable (ConnectionEvent) -> Void, ready: CheckedContinuation<Void, any Error>) {
@@ -84,17 +84,18 @@ final class ConnectionIO {
                 fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
             }
             if fatal != nil { break }
-            let (incoming, drain) = connection.shared.withLock { s -> ([StreamRequest], Bool) in
+            let (incoming, drain, cancellations) = connection.shared.withLock { s -> ([StreamRequest], Bool, Bool) in
                 let taken = s.inbox
                 s.inbox.removeAll(keepingCapacity: true)
-                return (taken, s.drainRequested)
+                defer { s.cancellationsPending = false }
+                return (taken, s.drainRequested, s.cancellationsPending)
             }
             for r in incoming {
                 queue.append(r)
                 if r.deadline < nextDeadlineScan { nextDeadlineScan = r.deadline }
             }
             if goawayLastStreamID != nil { failQueued(.notProcessed, "connection received GOAWAY") }
-            if now >= nextDeadlineScan { expireDeadlines(now: now) }
+            if now >= nextDeadlineScan || cancellations { expireDeadlines(now: now) }
             submitQueued()
             keepalive(now: now)
             if drain && streams.isEmpty && queueHead == queue.count && !terminated {
@@ -150,7 +151,7 @@ final class ConnectionIO {
             queueHead += 1
             if r.isCompleted { continue }
             let streamID = r.prepared.withHeaders(authorization: authorization) { nva -> Int32 in
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readPayload)
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)
                 return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
             }
             guard streamID > 0 else {
@@ -191,14 +192,26 @@ final class ConnectionIO {
     private func expireDeadlines(now: ContinuousClock.Instant) {
         var next = now.advanced(by: .seconds(3600))
         for r in queue[queueHead...] where !r.isCompleted {
-            if r.deadline <= now {
+            if r.cancelled.load(ordering: .acquiring) {
+                completedSincePublish += 1
+                r.completeCancelled()
+            } else if r.deadline <= now {
                 finish(r, .failure(APNsClientError(transport: .timedOut, "deadline passed while queued for a stream")))
                 timeoutsSincePublish += 1
             } else if r.deadline < next { next = r.deadline }
         }
         var expired: [Int32] = []
+        var cancelled: [Int32] = []
         for (id, r) in streams {
-            if r.deadline <= now { expired.append(id) } else if r.deadline < next { next = r.deadline }
+            if r.cancelled.load(ordering: .acquiring) {
+                cancelled.append(id)
+            } else if r.deadline <= now { expired.append(id) } else if r.deadline < next { next = r.deadline }
+        }
+        for id in cancelled {
+            guard let r = streams.removeValue(forKey: id) else { continue }
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_CANCEL.rawValue)
+            completedSincePublish += 1
+            r.completeCancelled()
         }
         for id in expired {
             guard let r = streams.removeValue(forKey: id) else { continue }
@@ -264,7 +277,7 @@ final class ConnectionIO {
 
     // MARK: - nghttp2 events (called from the callbacks below, on this thread)
 
-    fileprivate func settingsChanged() {
+    func settingsChanged() {
         maxConcurrent = Int(min(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 1 << 20))
         guard !settingsReceived else { return }
         settingsReceived = true
@@ -274,7 +287,7 @@ final class ConnectionIO {
         onEvent(.ready)
     }
 
-    fileprivate func goawayReceived(lastStreamID: Int32, errorCode: UInt32, debug: String) {
+    func goawayReceived(lastStreamID: Int32, errorCode: UInt32, debug: String) {
         goawayLastStreamID = lastStreamID
         connection.shared.withLock { $0.load.phase = .draining }
         logger.notice("GOAWAY received", metadata: ["last-stream-id": "\(lastStreamID)", "error-code": "\(errorCode)", "debug": "\(debug)"])
@@ -282,7 +295,7 @@ final class ConnectionIO {
         onEvent(.goaway(lastStreamID: lastStreamID, errorCode: errorCode, debug: debug))
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+    func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         guard let r = streams[streamID] else { return }
         if name.elementsEqual(":status".utf8) {
             var status = 0
@@ -295,13 +308,13 @@ final class ConnectionIO {
         }
     }
 
-    fileprivate func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
+    func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
         guard let r = streams[streamID] else { return }
         let room = StreamRequest.maxBody - r.body.count
         if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
     }
 
-    fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
+    func streamClosed(streamID: Int32, errorCode: UInt32) {
         guard let r = streams.removeValue(forKey: streamID) else { return }
         if let last = goawayLastStreamID, streamID > last {
             finish(r, .failure(APNsClientError(transport: .notProcessed, "stream above GOAWAY last-stream-id \(last)")))
@@ -315,14 +328,14 @@ final class ConnectionIO {
         }
     }
 
-    fileprivate func requestNotSent(streamID: Int32, error: Int32) {
+    func requestNotSent(streamID: Int32, error: Int32) {
         guard let r = streams.removeValue(forKey: streamID) else { return }
         finish(r, .failure(APNsClientError(transport: .notProcessed, "request not sent: \(Self.describe(error))", underlyingCode: Int(error))))
     }
 
-    fileprivate func pingAcknowledged() { pingSentAt = nil }
+    func pingAcknowledged() { pingSentAt = nil }
 
-    fileprivate func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let r = streams[streamID] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let payload = r.prepared.payload
         let n = min(length, payload.count - r.payloadOffset)
@@ -369,7 +382,7 @@ final class ConnectionIO {
         readMore = true  // more may be buffered inside OpenSSL; come back without waiting.
     }
 
-    private func flush() {
+    func flush() {
         let cap = connection.configuration.maxOutputBufferBytes
         while outbuf.count - outPos < cap {
             var data: UnsafePointer<UInt8>?
@@ -408,121 +421,6 @@ final class ConnectionIO {
         }
     }
 
-    private func openSocket(deadline: ContinuousClock.Instant) throws(APNsClientError) {
-        let host = connection.configuration.host
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        // A fresh lookup per connection, as Apple asks (no cached addresses).
-        let rc = getaddrinfo(host, String(connection.configuration.port), &hints, &result)
-        guard rc == 0, let first = result else {
-            throw APNsClientError(transport: .connectFailed, "cannot resolve \(host): \(String(cString: gai_strerror(rc)))", underlyingCode: Int(rc))
-        }
-        defer { freeaddrinfo(first) }
-        var lastError: Int32 = 0
-        var candidate: UnsafeMutablePointer<addrinfo>? = first
-        while let ai = candidate {
-            candidate = ai.pointee.ai_next
-            let s = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
-            guard s >= 0 else { lastError = errno; continue }
-            if Glibc.connect(s, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
-                if Self.wait(fd: s, events: Int16(POLLOUT), until: deadline) {
-                    var soError: Int32 = 0
-                    var length = socklen_t(MemoryLayout<Int32>.size)
-                    getsockopt(s, SOL_SOCKET, SO_ERROR, &soError, &length)
-                    if soError == 0 {
-                        var one: Int32 = 1
-                        setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                        fd = s
-                        return
-                    }
-                    lastError = soError
-                } else {
-                    lastError = ETIMEDOUT
-                }
-            } else {
-                lastError = errno
-            }
-            close(s)
-        }
-        throw APNsClientError(transport: .connectFailed, "cannot connect to \(host):\(connection.configuration.port): \(String(cString: strerror(lastError)))", underlyingCode: Int(lastError))
-    }
-
-    private func handshake(deadline: ContinuousClock.Instant) throws(APNsClientError) {
-        let host = connection.configuration.host
-        guard let ssl = tls.withContext({ SSL_new($0) }) else {
-            throw APNsClientError(transport: .connectFailed, "SSL_new failed")
-        }
-        self.ssl = ssl  // freed in teardown
-        SSL_set_fd(ssl, fd)
-        let isIP = Self.isIPAddress(host)
-        if !isIP { _ = copenssl_SSL_set_tlsext_host_name(ssl, host) }
-        if tls.verifiesPeer {
-            let param = SSL_get0_param(ssl)
-            if isIP { X509_VERIFY_PARAM_set1_ip_asc(param, host) } else { X509_VERIFY_PARAM_set1_host(param, host, 0) }
-        }
-        while true {
-            ERR_clear_error()
-            let rc = SSL_connect(ssl)
-            if rc == 1 { break }
-            let error = SSL_get_error(ssl, rc)
-            let events: Int16
-            switch error {
-            case SSL_ERROR_WANT_READ: events = Int16(POLLIN)
-            case SSL_ERROR_WANT_WRITE: events = Int16(POLLOUT)
-            default:
-                let sslError = ERR_get_error()
-                let verify = SSL_get_verify_result(ssl)
-                let detail = verify != X509_V_OK ? " (certificate: \(String(cString: X509_verify_cert_error_string(verify))))" : ""
-                throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) failed\(detail)", underlyingCode: Int(sslError))
-            }
-            guard Self.wait(fd: fd, events: events, until: deadline) else {
-                throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) timed out")
-            }
-        }
-        var alpn: UnsafePointer<UInt8>?
-        var alpnLength: UInt32 = 0
-        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
-        // APNs also speaks HTTP/2 without ALPN (prior knowledge); anything other than h2 is not HTTP/2.
-        if alpnLength > 0, let alpn, !UnsafeBufferPointer(start: alpn, count: Int(alpnLength)).elementsEqual("h2".utf8) {
-            throw APNsClientError(transport: .connectFailed, "server negotiated ALPN \(String(decoding: UnsafeBufferPointer(start: alpn, count: Int(alpnLength)), as: UTF8.self)), not h2")
-        }
-    }
-
-    private func startSession() throws(APNsClientError) {
-        var callbacks: OpaquePointer?
-        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_session_callbacks_new failed")
-        }
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
-        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, onFrameNotSend)
-        var option: OpaquePointer?
-        guard nghttp2_option_new(&option) == 0, let option else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_option_new failed")
-        }
-        defer { nghttp2_option_del(option) }
-        // Until the server's SETTINGS arrive, assume one stream (APNs' limit before the first valid token).
-        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
-        var session: OpaquePointer?
-        // Unretained: this object outlives the session (the thread body holds it until teardown deletes the session).
-        let rc = nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        guard rc == 0, let session else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_session_client_new2: \(Self.describe(rc))")
-        }
-        self.session = session
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
-        ]
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        flush()
-    }
-
     private func teardown() {
         let leftovers = connection.shared.withLock { s -> [StreamRequest] in
             s.load.phase = .closed
@@ -557,82 +455,9 @@ final class ConnectionIO {
         if fd >= 0 { close(fd) }
         fd = -1
         if fatal != nil { logger.notice("connection closed: \(message)") }
-        onEvent(.closed)
+        // Only connections that became ready were handed to the owner; a failed connect reports through
+        // `connect` throwing, and a `.closed` as well would make the pool reconnect twice (without backoff).
+        if settingsReceived { onEvent(.closed) }
     }
 
-    static func wait(fd: Int32, events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
-        while true {
-            let left = (deadline - .now).milliseconds
-            if left <= 0 { return false }
-            var p = pollfd(fd: fd, events: events, revents: 0)
-            let rc = poll(&p, 1, Int32(min(left, 1000)))
-            if rc > 0 { return true }
-            if rc < 0 && errno != EINTR { return false }
-        }
-    }
-
-    static func isIPAddress(_ host: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
-    }
-}
-
-// MARK: - C callbacks: record and hand over, nothing else. `user_data` is the unretained ConnectionIO.
-
-private func io(_ userData: UnsafeMutableRawPointer?) -> ConnectionIO {
-    Unmanaged<ConnectionIO>.fromOpaque(userData!).takeUnretainedValue()
-}
-
-private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
-    guard let frame else { return 0 }
-    let hd = frame.pointee.hd
-    switch UInt32(hd.type) {
-    case NGHTTP2_SETTINGS.rawValue:
-        if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { io(userData).settingsChanged() }
-    case NGHTTP2_GOAWAY.rawValue:
-        let g = frame.pointee.goaway
-        let debug = g.opaque_data_len > 0 ? String(decoding: UnsafeBufferPointer(start: g.opaque_data, count: g.opaque_data_len), as: UTF8.self) : ""
-        io(userData).goawayReceived(lastStreamID: g.last_stream_id, errorCode: g.error_code, debug: debug)
-    case NGHTTP2_PING.rawValue:
-        if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { io(userData).pingAcknowledged() }
-    default:
-        break  // HEADERS/DATA are handled per header and chunk; others need nothing from us.
-    }
-    return 0
-}
-
-private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
-    guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-    io(userData).header(
-        streamID: frame.pointee.hd.stream_id,
-        name: UnsafeBufferPointer(start: name, count: nameLength),
-        value: UnsafeBufferPointer(start: value, count: valueLength)
-    )
-    return 0
-}
-
-private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
-    io(userData).data(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
-    return 0
-}
-
-private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
-    io(userData).streamClosed(streamID: streamID, errorCode: errorCode)
-    return 0
-}
-
-private let onFrameNotSend: nghttp2_on_frame_not_send_callback = { _, frame, error, userData in
-    guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-    io(userData).requestNotSent(streamID: frame.pointee.hd.stream_id, error: error)
-    return 0
-}
-
-private let readPayload: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-    io(userData).payloadChunk(streamID: streamID, into: buffer!, length: length, flags: flags!)
-}
-
-extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

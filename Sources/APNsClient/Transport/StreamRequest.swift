@@ -1,4 +1,5 @@
 import APNsCore
+import Synchronization
 
 /// One request on its way through a connection.
 ///
@@ -9,6 +10,8 @@ final class StreamRequest: @unchecked Sendable {
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
     private var continuation: CheckedContinuation<APNsResponse, any Error>?
+    /// Set by the caller's cancellation handler (any thread); the I/O thread acts on it.
+    let cancelled = Atomic<Bool>(false)
     var streamID: Int32 = 0
     var payloadOffset = 0
     var status: Int?
@@ -18,10 +21,14 @@ final class StreamRequest: @unchecked Sendable {
     /// Bodies are a small JSON object; anything longer is cut to keep memory bounded.
     static let maxBody = 4096
 
-    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant, continuation: CheckedContinuation<APNsResponse, any Error>) {
+    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant) {
         self.prepared = prepared
         self.deadline = deadline
         self.enqueuedAt = .now
+    }
+
+    /// Called once, by the sender, before the request is handed to the I/O thread.
+    func attach(_ continuation: CheckedContinuation<APNsResponse, any Error>) {
         self.continuation = continuation
     }
 
@@ -35,6 +42,12 @@ final class StreamRequest: @unchecked Sendable {
         case .success(let r): c.resume(returning: r)
         case .failure(let e): c.resume(throwing: e)
         }
+    }
+
+    func completeCancelled() {
+        guard let c = continuation else { return }
+        continuation = nil
+        c.resume(throwing: CancellationError())
     }
 
     func fail(_ failure: TransportFailure, _ message: String) {

@@ -5,14 +5,23 @@ import Kafka
 import Logging
 import ServiceLifecycle
 
-extension APNsClient: NotificationSender {}
+extension APNsClient: NotificationSender {
+    public func authentication(forTopic topic: String) -> AuthenticationKind? {
+        switch configuration.credential {
+        case .token: .token
+        case .certificate: .certificate
+        }
+    }
+}
+
 extension APNsClientError: TransportFailureError {}
 
 /// Builds the running parts of the relay from its configuration: the Kafka clients, the APNs client and
 /// the `RelayService`, ready to run in a `ServiceGroup`.
 public struct RelayApp: Sendable {
     public let relay: RelayService
-    public let apns: APNsClient
+    /// One client per configured credential, in configuration order.
+    public let clients: [APNsClient]
     public let consumer: KafkaConsumer
     public let producer: KafkaProducer
 
@@ -27,7 +36,12 @@ public struct RelayApp: Sendable {
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
-        consumerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.consumerProperties) { $1 }
+        // librdkafka prefetches up to 64 MB and 100k messages per partition by default; the relay already
+        // buffers and bounds its own work, so a smaller prefetch keeps memory small with many partitions.
+        let prefetch = ["queued.max.messages.kbytes": "8192", "queued.min.messages": "10000"]
+        consumerConfiguration.additionalProperties = prefetch
+            .merging(configuration.kafka.properties) { $1 }
+            .merging(configuration.kafka.consumerProperties) { $1 }
         consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
         consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
         consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
@@ -38,14 +52,31 @@ public struct RelayApp: Sendable {
 
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        apns = try APNsClient(configuration: try Self.clientConfiguration(configuration.apns, logger: logger), logger: logger)
-        relay = RelayService(configuration: configuration.relay, consumer: consumer, producer: producer, sender: apns, logger: logger)
+        var routes: [CredentialRouter.Route] = []
+        var clients: [APNsClient] = []
+        for credential in configuration.apns.credentials {
+            var credentialLogger = logger
+            credentialLogger[metadataKey: "credential"] = "\(credential.name)"
+            let client = try APNsClient(
+                configuration: try Self.clientConfiguration(configuration.apns, credential: credential, logger: logger),
+                logger: credentialLogger
+            )
+            clients.append(client)
+            routes.append(CredentialRouter.Route(patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
+        }
+        self.clients = clients
+        relay = RelayService(
+            configuration: configuration.relay, consumer: consumer, producer: producer,
+            sender: CredentialRouter(routes: routes), logger: logger
+        )
     }
 
     /// The APNs client's configuration; reads the key or certificate files.
-    public static func clientConfiguration(_ apns: RelayAppConfiguration.APNs, logger: Logger) throws -> APNsClientConfiguration {
+    public static func clientConfiguration(
+        _ apns: RelayAppConfiguration.APNs, credential configured: RelayAppConfiguration.APNs.Credential, logger: Logger
+    ) throws -> APNsClientConfiguration {
         let credential: APNsClientConfiguration.Credential
-        switch apns.auth {
+        switch configured.auth {
         case .token(let keyID, let teamID, let keyFile, let epoch):
             let pem: String
             do {
@@ -85,16 +116,20 @@ public struct RelayApp: Sendable {
     }
 }
 
-/// Closes the APNs client's connections when the service group shuts down (after the relay drained).
+/// Closes the APNs clients' connections when the service group shuts down (after the relay drained).
 public struct APNsClientService: Service {
-    let client: APNsClient
+    let clients: [APNsClient]
 
-    public init(client: APNsClient) {
-        self.client = client
+    public init(clients: [APNsClient]) {
+        self.clients = clients
     }
 
     public func run() async throws {
         try? await gracefulShutdown()
-        await client.shutdown(deadline: .now + .seconds(5))
+        await withDiscardingTaskGroup { group in
+            for client in clients {
+                group.addTask { await client.shutdown(deadline: .now + .seconds(5)) }
+            }
+        }
     }
 }

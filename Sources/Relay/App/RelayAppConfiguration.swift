@@ -33,12 +33,21 @@ public struct RelayAppConfiguration: Sendable {
             case certificate(ClientCertificateSource)
         }
 
+        public struct Credential: Sendable {
+            public var name: String
+            public var auth: Auth
+            /// Bundle ids (`com.example.app`, or `com.example.*`) this credential pushes to; empty: any.
+            public var topics: [String]
+        }
+
         public enum ClientCertificateSource: Sendable {
             case pem(certificateFile: String, privateKeyFile: String)
             case pkcs12(file: String, passphraseFile: String?)
         }
 
-        public var auth: Auth
+        /// One credential per team or certificate, each with its own connections (APNs binds a connection
+        /// to one team). The first whose `topics` match an event's topic sends it; empty `topics` match any.
+        public var credentials: [Credential]
         public var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint]
         /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
         public var caFile: String?
@@ -103,25 +112,18 @@ public struct RelayAppConfiguration: Sendable {
             throw RelayError("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
         }
 
-        let authKind = try settings.oneOf("apns.auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
-        let auth: APNs.Auth
-        switch authKind {
-        case .token:
-            guard let keyID = settings.string("apns.token.keyId"), let teamID = settings.string("apns.token.teamId"),
-                let keyFile = settings.string("apns.token.privateKeyFile")
-            else {
-                throw RelayError("token auth needs apns.token.keyId, apns.token.teamId and apns.token.privateKeyFile (APNS_RELAY_APNS_TOKEN_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+        var credentials: [APNs.Credential] = []
+        let named = settings.list("apns.credentials", default: [])
+        // The unnamed credential (apns.auth, apns.token.*, apns.certificate.*) is required unless named ones exist.
+        if let fallback = try Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty) {
+            credentials.append(fallback)
+        }
+        for name in named {
+            guard let credential = try Self.credential(settings, prefix: "apns.credential.\(name).", name: name, required: true) else { continue }
+            guard !credential.topics.isEmpty else {
+                throw RelayError("credential '\(name)' needs apns.credential.\(name).topics: the bundle ids it pushes to")
             }
-            let minutes = try settings.int("apns.token.rotationMinutes", default: 30, range: 20...35)
-            auth = .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60))
-        case .certificate:
-            if let p12 = settings.string("apns.certificate.pkcs12File") {
-                auth = .certificate(.pkcs12(file: p12, passphraseFile: settings.string("apns.certificate.passphraseFile")))
-            } else if let cert = settings.string("apns.certificate.certificateFile"), let key = settings.string("apns.certificate.privateKeyFile") {
-                auth = .certificate(.pem(certificateFile: cert, privateKeyFile: key))
-            } else {
-                throw RelayError("certificate auth needs apns.certificate.pkcs12File, or apns.certificate.certificateFile and apns.certificate.privateKeyFile")
-            }
+            credentials.append(credential)
         }
         var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
         for environment in APNsEnvironment.allCases {
@@ -136,15 +138,15 @@ public struct RelayAppConfiguration: Sendable {
             throw RelayError("apns.pool.minConnections (\(minConnections)) is above apns.pool.maxConnections (\(maxConnections))")
         }
         apns = APNs(
-            auth: auth, endpoints: endpoints, caFile: settings.string("apns.caFile"),
+            credentials: credentials, endpoints: endpoints, caFile: settings.string("apns.caFile"),
             insecureSkipVerify: try settings.bool("apns.insecureSkipVerify", default: false),
             minConnections: minConnections, maxConnections: maxConnections,
             connectTimeout: try settings.milliseconds("apns.connectTimeoutMs", default: .seconds(10), range: 100...120_000)
         )
 
         var relay = RelayConfiguration(topics: topics)
-        relay.authentication = authKind
         relay.maxEventBytes = try settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
+        relay.maxDeadLetterBytes = try settings.int("relay.maxDeadLetterBytes", default: 900 * 1024, range: 1024...(64 << 20))
         relay.requestTimeout = try settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
         relay.inFlight = InFlightGate.Limits(
             maxEvents: try settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
@@ -194,6 +196,40 @@ public struct RelayAppConfiguration: Sendable {
             }
         }
         return ConfigReader(providers: providers)
+    }
+
+    /// Reads one credential under `prefix` (`apns.` or `apns.credential.NAME.`).
+    /// - Returns: `nil` when nothing is configured there and `required` is false.
+    static func credential(_ settings: SettingsReader, prefix: String, name: String, required: Bool) throws -> APNs.Credential? {
+        let kind = try settings.oneOf(prefix + "auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
+        let topics = settings.list(prefix + "topics", default: [])
+        switch kind {
+        case .token:
+            let keyID = settings.string(prefix + "token.keyId")
+            let teamID = settings.string(prefix + "token.teamId")
+            let keyFile = settings.string(prefix + "token.privateKeyFile")
+            if keyID == nil, teamID == nil, keyFile == nil, !required { return nil }
+            guard let keyID, let teamID, let keyFile else {
+                let variable = "APNS_RELAY_" + environmentName(forKey: prefix + "token")
+                throw RelayError("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+            }
+            let minutes = try settings.int(prefix + "token.rotationMinutes", default: 30, range: 20...35)
+            return APNs.Credential(
+                name: name, auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),
+                topics: topics
+            )
+        case .certificate:
+            if let p12 = settings.string(prefix + "certificate.pkcs12File") {
+                return APNs.Credential(
+                    name: name, auth: .certificate(.pkcs12(file: p12, passphraseFile: settings.string(prefix + "certificate.passphraseFile"))),
+                    topics: topics
+                )
+            }
+            if let cert = settings.string(prefix + "certificate.certificateFile"), let key = settings.string(prefix + "certificate.privateKeyFile") {
+                return APNs.Credential(name: name, auth: .certificate(.pem(certificateFile: cert, privateKeyFile: key)), topics: topics)
+            }
+            throw RelayError("certificate auth needs \(prefix)certificate.pkcs12File, or \(prefix)certificate.certificateFile and \(prefix)certificate.privateKeyFile")
+        }
     }
 
     /// `kafka.bootstrapServers` → `KAFKA_BOOTSTRAP_SERVERS` (the variable name, without `APNS_RELAY_`).

@@ -7,6 +7,10 @@ public protocol NotificationSender: Sendable {
     ///
     /// - Throws: an error whose `transportFailure` says why no answer came (see `TransportFailureError`).
     func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+
+    /// How pushes to `topic` (an `apns-topic`) would authenticate, or `nil` when no credential covers it.
+    /// Decides the pre-send rules (some push types need a certificate, some a token).
+    func authentication(forTopic topic: String) -> AuthenticationKind?
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no

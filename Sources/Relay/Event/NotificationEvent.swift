@@ -1,27 +1,22 @@
 import APNsCore
 
-/// One input event that passed `Schemas/notification-event.schema.json`.
+/// One input event that passed `Schemas/notification-event.schema.json`: the APNs request it asks for, plus
+/// what the relay echoes (`id`, `metadata`) and the topic as the producer wrote it.
 ///
-/// `payload` and `metadata` are the producer's bytes, untouched (whitespace and escapes included).
+/// The request's fields read straight through (`event.deviceToken`, `event.payload`, …). `payload` and
+/// `metadata` are the producer's bytes, untouched (whitespace and escapes included).
+@dynamicMemberLookup
 public struct NotificationEvent: Sendable, Hashable {
     /// The producer's id, echoed in results.
     public var id: String
-    public var deviceToken: DeviceToken
     /// The topic as the producer wrote it; the push type's suffix may be missing (see `apnsTopic`).
     public var topic: String
-    public var pushType: PushType
-    public var priority: Priority?
-    /// UNIX seconds; `0` means one attempt, never stored.
-    public var expiration: Int64?
-    public var collapseID: String?
-    public var apnsID: String?
-    /// `production` when the event did not say.
-    public var environment: APNsEnvironment
-    /// The raw JSON text of `payload`.
-    public var payload: [UInt8]
     /// The raw JSON text of `metadata`, or `nil` when the event had none.
     public var metadata: [UInt8]?
+    /// The APNs request for this event (topic with its push-type suffix), not yet checked against APNs' rules.
+    public var notification: APNsNotification
 
+    /// - Parameter environment: `production` when the event did not say.
     public init(
         id: String,
         deviceToken: DeviceToken,
@@ -36,35 +31,21 @@ public struct NotificationEvent: Sendable, Hashable {
         metadata: [UInt8]? = nil
     ) {
         self.id = id
-        self.deviceToken = deviceToken
         self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.apnsID = apnsID
-        self.environment = environment
-        self.payload = payload
         self.metadata = metadata
+        notification = APNsNotification(
+            deviceToken: deviceToken, topic: pushType.topic(forBundleID: topic), pushType: pushType,
+            priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID,
+            environment: environment, payload: payload
+        )
+    }
+
+    public subscript<Value>(dynamicMember keyPath: KeyPath<APNsNotification, Value>) -> Value {
+        notification[keyPath: keyPath]
     }
 
     /// `apns-topic`: the topic with the push type's suffix appended when the producer left it off.
-    public var apnsTopic: String { pushType.topic(forBundleID: topic) }
-
-    /// The APNs request for this event, not yet checked against APNs' rules.
-    public var notification: APNsNotification {
-        APNsNotification(
-            deviceToken: deviceToken,
-            topic: apnsTopic,
-            pushType: pushType,
-            priority: priority,
-            expiration: expiration,
-            collapseID: collapseID,
-            apnsID: apnsID,
-            environment: environment,
-            payload: payload
-        )
-    }
+    public var apnsTopic: String { notification.topic }
 
     /// The APNs request, checked against the rules APNs enforces (collapse id bytes, background priority,
     /// payload size per push type, expiration, credential kind).
@@ -73,7 +54,6 @@ public struct NotificationEvent: Sendable, Hashable {
         authentication: AuthenticationKind? = nil,
         now: Int64? = nil
     ) throws(NotificationRuleViolation) -> APNsNotification {
-        let notification = self.notification
         try notification.validate(authentication: authentication, now: now)
         return notification
     }

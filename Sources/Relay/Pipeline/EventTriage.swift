@@ -14,6 +14,8 @@ enum Triage: Sendable {
 struct EventTriage {
     let configuration: RelayConfiguration
     let decoder: EventDecoder
+    /// Which credential kind would send a topic; `nil`: none covers it.
+    let authentication: (String) -> AuthenticationKind?
 
     func triage(_ message: KafkaConsumerMessage, receivedAt: Int64, nowSeconds: Int64) -> Triage {
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
@@ -58,8 +60,14 @@ struct EventTriage {
             )
             return .answer(result, nil)
         }
+        guard let authentication = authentication(notification.topic) else {
+            return invalid(
+                .apnsRules, code: "NoCredentialForTopic",
+                message: "no configured APNs credential covers topic \(notification.topic)", id: event.id, metadata: event.metadata
+            )
+        }
         do {
-            try notification.validate(authentication: configuration.authentication)
+            try notification.validate(authentication: authentication)
         } catch {
             return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata)
         }

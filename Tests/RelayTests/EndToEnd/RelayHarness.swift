@@ -15,7 +15,7 @@ func withRelay<T: Sendable>(
     let configuration = try await sandbox.relayConfiguration(groupID: groupID, overrides: overrides)
     let app = try RelayApp(configuration: configuration, logger: logger)
     let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-        services: [.init(service: APNsClientService(client: app.apns)), .init(service: app.relay)],
+        services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)],
         logger: logger
     ))
     return try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -89,4 +89,13 @@ func validateWithPython(_ records: [[UInt8]], schema: String) throws -> [String]
     process.waitUntilExit()
     if process.terminationStatus != 0 && output.isEmpty { return ["python exited \(process.terminationStatus)"] }
     return output.split(separator: "\n").map(String.init)
+}
+
+extension Logger {
+    /// A logger for tests: warnings and worse only, so test output stays readable.
+    static func quiet(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        return logger
+    }
 }

@@ -7,7 +7,7 @@ import Testing
 /// signals, watched through the admin endpoint.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct RelayProcessTests {
-    let logger = Logger(label: "process")
+    let logger = Logger.quiet("process")
 
     private func environment(_ sandbox: RelaySandbox, group: String, extra: [String: String] = [:]) -> [String: String] {
         var environment = sandbox.relayEnvironment(groupID: group)

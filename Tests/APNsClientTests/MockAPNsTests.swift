@@ -1,0 +1,279 @@
+import APNsCore
+import APNsMock
+import Foundation
+import Testing
+@testable import APNsClient
+
+/// APNs behaviour against the mock APNs over real TLS + HTTP/2.
+@Suite(.serialized) struct MockAPNsTests {
+    @Test func everyPushTypeSendsWithTheRightHeaders() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        let types = PushType.allCases.filter(\.allowedWithToken)
+        for (i, type) in types.enumerated() {
+            var n = try MockFixture.notification(i, pushType: type)
+            n.expiration = 2_000_000_000 + Int64(i)
+            n.collapseID = "collapse-\(i)"
+            n.apnsID = String(format: "123e4567-e89b-12d3-a456-%012x", i)
+            let response = try await client.send(n, timeout: .seconds(10))
+            #expect(response.status == 200, "\(type): \(response)")
+            #expect(response.apnsID?.lowercased() == n.apnsID)
+        }
+        let accepted = try await mock.server.waitForAccepted(count: types.count, timeout: .seconds(5))
+        for (i, type) in types.enumerated() {
+            let a = try #require(accepted.first { $0.pushType == type }, "mock never accepted \(type)")
+            #expect(a.topic == type.topic(forBundleID: "com.example.app"))
+            #expect(a.priority == (type == .background ? 5 : 10))
+            #expect(a.expiration == 2_000_000_000 + Int64(i))
+            #expect(a.collapseID == "collapse-\(i)")
+            #expect(a.apnsID.lowercased() == String(format: "123e4567-e89b-12d3-a456-%012x", i))
+            #expect(a.payload == Array(#"{"aps":{"alert":"hello"}}"#.utf8))
+        }
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func everyDocumentedReasonMapsToItsDecision() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        for reason in APNsReason.allKnown {
+            guard let status = reason.status else { continue }
+            mock.server.faults.failNext(1, with: reason)
+            let response = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+            #expect(response.status == status, "\(reason)")
+            #expect(response.reason == reason)
+            if status == 410 { #expect(response.timestamp != nil, "410 carries a timestamp") }
+            let expected = DeliveryDecision(response: APNsResponse(status: status, reason: reason, timestamp: response.timestamp))
+            #expect(DeliveryDecision(response: response) == expected, "\(reason)")
+        }
+        let unregistered = try MockFixture.notification(77)
+        mock.server.registry.unregister(unregistered.deviceToken.hex, sinceMilliseconds: 1_700_000_000_123)
+        let gone = try await client.send(unregistered, timeout: .seconds(10))
+        #expect(gone.status == 410)
+        #expect(DeliveryDecision(response: gone) == .unregistered(invalidatedAt: 1_700_000_000_123))
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func startsAtOneStreamAndRampsUpAfterTheFirstAcceptedPush() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client { $0.pool.maxConnections = 1 }
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<300 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: .seconds(20)).status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 300 && statuses.allSatisfy { $0 == 200 })
+        let stats = mock.server.statistics
+        #expect(stats.refusedStreams == 0, "the client never exceeded the advertised limit")
+        #expect(stats.connectionsOpened == 1)
+        #expect((stats.peakConcurrentStreamsByConnection.values.max() ?? 0) > 1, "ramped up past one stream")
+        #expect(client.maxConcurrentStreams(for: .production) == [1000])
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func goawayMidBurstLosesNothingAndHangsNothing() async throws {
+        let mock = try await MockFixture()
+        mock.server.faults.goAwayAfterStreams = 150
+        let client = try mock.client { $0.pool.maxConnections = 4; $0.pool.maxTransparentResends = 10 }
+        let results = await withTaskGroup(of: Result<Int, any Error>.self) { group in
+            for i in 0..<1000 {
+                group.addTask {
+                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: .seconds(20)).status) }
+                    catch { return .failure(error) }
+                }
+            }
+            return await group.reduce(into: [Result<Int, any Error>]()) { $0.append($1) }
+        }
+        #expect(results.count == 1000)
+        let ok = results.filter { if case .success(200) = $0 { true } else { false } }.count
+        for case .failure(let e) in results { #expect((e as? APNsClientError)?.transportFailure != nil, "\(e)") }
+        #expect(mock.server.statistics.accepted == ok, "accepted by the mock == reported delivered")
+        #expect(ok == 1000, "never-processed requests are resent transparently")
+        #expect(mock.server.statistics.goAwaysSent > 0)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func streamLimitDroppingToOneAfterRejectionsLosesNothing() async throws {
+        let mock = try await MockFixture()
+        mock.server.faults.dropStreamLimitAfterRejection = true
+        mock.server.faults.setFailureRate(0.05, for: .badDeviceToken)
+        let client = try mock.client { $0.pool.maxConnections = 2 }
+        let results = await withTaskGroup(of: Result<APNsResponse, any Error>.self) { group in
+            for i in 0..<500 {
+                group.addTask {
+                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: .seconds(20))) }
+                    catch { return .failure(error) }
+                }
+            }
+            return await group.reduce(into: [Result<APNsResponse, any Error>]()) { $0.append($1) }
+        }
+        #expect(results.count == 500)
+        var delivered = 0
+        for result in results {
+            switch result {
+            case .success(let r):
+                #expect(r.status == 200 || r.reason == .badDeviceToken, "\(r)")
+                if r.status == 200 { delivered += 1 }
+            case .failure(let e):
+                #expect((e as? APNsClientError)?.transportFailure != nil, "\(e)")
+            }
+        }
+        #expect(mock.server.statistics.accepted == delivered)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func withheldRepliesHitTheDeadline() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.withholdNext(3)
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<3 {
+                group.addTask {
+                    let error = try await #require(throws: APNsClientError.self) {
+                        try await client.send(try MockFixture.notification(i), timeout: .milliseconds(300))
+                    }
+                    #expect(error.transportFailure == .timedOut)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(try await client.send(try MockFixture.notification(9), timeout: .seconds(10)).status == 200)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func cancellingTheCallerResetsTheStreamAtOnce() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.withholdNext(1)
+        let task = Task { try await client.send(try MockFixture.notification(1), timeout: .seconds(30)) }
+        try await mock.server.waitUntil("the withheld request arrived", timeout: .seconds(5)) { $0.withheldReplies >= 1 }
+        let start = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func refusedStreamsAreResentTransparently() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.refuseNext(2)
+        #expect(try await client.send(try MockFixture.notification(1), timeout: .seconds(10)).status == 200)
+        #expect(mock.server.statistics.refusedStreams == 2)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func droppedConnectionFailsInFlightAndReconnects() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.dropConnectionOnNext(1)
+        let error = try await #require(throws: APNsClientError.self) {
+            try await client.send(try MockFixture.notification(1), timeout: .seconds(10))
+        }
+        #expect(error.transportFailure == .connectionLost)
+        #expect(DeliveryDecision(failure: error.transportFailure!) == .retry(.backoff))
+        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func slowReaderStallsWithinDeadlinesAndRecovers() async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client { $0.pool.maxConnections = 1 }
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.stallFlowControl = true
+        let big = Array(("{\"aps\":{},\"pad\":\"" + String(repeating: "x", count: 3900) + "\"}").utf8)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<100 {
+                group.addTask {
+                    var n = try! MockFixture.notification(i)
+                    n.payload = big
+                    do { return try await client.send(n, timeout: .milliseconds(800)).status == 200 }
+                    catch { return (error as? APNsClientError)?.transportFailure == .timedOut ? false : false }
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results.count == 100, "every request ended by its deadline")
+        #expect(results.contains(false), "a stalled window must delay some requests past their deadline")
+        mock.server.faults.stallFlowControl = false
+        #expect(try await client.send(try MockFixture.notification(5), timeout: .seconds(10)).status == 200)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test(arguments: [APNsReason.expiredProviderToken, .tooManyProviderTokenUpdates, .unrelatedKeyIdInToken])
+    func spoiledTokenConnectionIsReplaced(reason: APNsReason) async throws {
+        let mock = try await MockFixture()
+        let client = try mock.client()
+        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        mock.server.faults.failNext(1, with: reason)
+        let r = try await client.send(try MockFixture.notification(1), timeout: .seconds(10))
+        #expect(r.reason == reason)
+        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        #expect(mock.server.statistics.connectionsOpened == 2)
+        await client.shutdown()
+        await mock.stop()
+    }
+
+    @Test func threeProcessesShareTokensForTwoSimulatedHoursInStrictFleetMode() async throws {
+        let start: Int64 = 1_700_000_000
+        let clock = MockClock(millisecondsSinceEpoch: start * 1000)
+        let mock = try await MockFixture(strictFleet: true, clock: clock)
+        let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
+        let clockFile = mock.directory.appendingPathComponent("clock").path
+        try String(start).write(toFile: clockFile, atomically: true, encoding: .utf8)
+        var processes: [(Process, Pipe, String)] = []
+        for p in 0..<3 {
+            let progress = mock.directory.appendingPathComponent("progress-\(p)").path
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = ["fleet", "--port", String(mock.port), "--ca", mock.caPath, "--key", mock.keyPath,
+                                 "--kid", MockFixture.keyID, "--team", MockFixture.teamID, "--clock-file", clockFile,
+                                 "--progress-file", progress, "--per-step", "2", "--max-connections", "2"]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            processes.append((process, out, progress))
+        }
+        // Walk 2 hours in 60 s steps, in lockstep: every process sends at each instant before time moves on.
+        for t in stride(from: start, through: start + 2 * 3600, by: 60) {
+            clock.set(millisecondsSinceEpoch: t * 1000)
+            try String(t).write(toFile: clockFile + ".tmp", atomically: false, encoding: .utf8)
+            rename(clockFile + ".tmp", clockFile)
+            let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+            for (_, _, progress) in processes {
+                while (try? String(contentsOfFile: progress, encoding: .utf8)).flatMap({ Int64($0) }) != t {
+                    guard ContinuousClock.now < deadline else { throw TestFailure("a fleet process did not finish step \(t)") }
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
+        }
+        try "-1".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        var outputs: [String] = []
+        for (process, out, _) in processes {
+            outputs.append(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            process.waitUntilExit()
+        }
+        let stats = mock.server.statistics
+        #expect(stats.count(.tooManyProviderTokenUpdates) == 0, "\(outputs)")
+        #expect(stats.count(.expiredProviderToken) == 0, "\(outputs)")
+        #expect(stats.accepted == 3 * 121 * 2, "\(outputs)")
+        for output in outputs { #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == "200=242") }
+        await mock.stop()
+    }
+}
