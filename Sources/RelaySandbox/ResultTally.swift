@@ -29,6 +29,18 @@ public final class ResultTally: @unchecked Sendable {
     /// Results beyond the first per key.
     public var duplicates: Int { results - resultsByKey.count }
 
+    /// Results completed in the busiest wall-clock second: the relay's peak rate, which sets how much work
+    /// can sit between two offset commits.
+    public var peakPerSecond: Int { completedPerSecond.values.max() ?? 0 }
+    private var completedPerSecond: [Int64: Int] = [:]
+
+    /// The duplicates `changes` disruptions (kills, joins, leaves) can explain: per disruption, the events
+    /// in flight plus the work finished since the last commit (commits every 100 ms plus a round trip:
+    /// a quarter second at the peak rate), and never less than twice the in-flight bound.
+    public func duplicateBound(changes: Int, maxInFlight: Int) -> Int {
+        changes * max(2 * maxInFlight, maxInFlight + peakPerSecond / 4)
+    }
+
     /// The keys of `expected` that have no result yet.
     public func missing(_ expected: some Sequence<String>) -> [String] {
         expected.filter { resultsByKey[$0] == nil }
@@ -74,6 +86,9 @@ public final class ResultTally: @unchecked Sendable {
         results += 1
         if let json = record.json {
             outcomes[json["outcome"] as? String ?? "?", default: 0] += 1
+            if let completed = (json["completedAt"] as? NSNumber)?.int64Value {
+                completedPerSecond[completed / 1000, default: 0] += 1
+            }
             if keepTimings, let received = (json["receivedAt"] as? NSNumber)?.int64Value,
                 let completed = (json["completedAt"] as? NSNumber)?.int64Value
             {

@@ -54,10 +54,10 @@ extension FaultTests {
             #expect(status == 0, "SIGTERM ends the last relay cleanly; log:\n\(relay.log.suffix(2000))")
             await reader.close()
             print("fault random-sigkill: kill points \(killPoints.joined(separator: " "))")
-            // Per kill: the events in flight, plus those finished since the last commit (100 ms of work).
+            // Per kill: the events in flight, plus those finished since the last commit.
             finishFaultRun(
                 "random-sigkill", tally: tally, expected: expected, kills: kills, faults: kills,
-                duplicateBound: kills * 2 * maxInFlight
+                duplicateBound: tally.duplicateBound(changes: kills, maxInFlight: maxInFlight)
             )
         }
     }

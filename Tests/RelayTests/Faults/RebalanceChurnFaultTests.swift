@@ -60,7 +60,7 @@ extension FaultTests {
             // run saw 6809 duplicates over 25 changes, 272 per change: above one in-flight window of 200.)
             finishFaultRun(
                 "rebalance-churn", tally: tally, expected: Set(events.map(\.key)), faults: joins - 1 + leaves,
-                duplicateBound: (joins + leaves) * 2 * maxInFlight
+                duplicateBound: tally.duplicateBound(changes: joins + leaves, maxInFlight: maxInFlight)
             )
         }
     }
