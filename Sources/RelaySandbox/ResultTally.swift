@@ -7,8 +7,8 @@ import Relay
 /// duplicates, and benchmarks can read the timings.
 ///
 /// Not thread-safe: owned by the task that reads the output topics.
+// @unchecked Sendable: used by one task at a time (the one collecting output); never shared concurrently.
 public final class ResultTally: @unchecked Sendable {
-    // @unchecked Sendable: used by one task at a time (the one collecting output); never shared concurrently.
     public private(set) var resultsByKey: [String: Int] = [:]
     public private(set) var results = 0
     public private(set) var outcomes: [String: Int] = [:]

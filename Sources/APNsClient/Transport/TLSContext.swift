@@ -40,9 +40,9 @@ public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Owns one `SSL_CTX`: TLS 1.2+, ALPN h2, peer verification, optional client certificate.
+// @unchecked Sendable: the SSL_CTX is configured once in init and afterwards only used to create SSL objects,
+// which OpenSSL documents as thread-safe.
 final class TLSContext: @unchecked Sendable {
-    // @unchecked: the SSL_CTX is configured once in init and afterwards only used to create SSL objects,
-    // which OpenSSL documents as thread-safe.
     private let ctx: OpaquePointer
     let verifiesPeer: Bool
 
