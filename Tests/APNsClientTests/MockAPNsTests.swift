@@ -259,7 +259,7 @@ import Testing
             for (_, _, progress) in processes {
                 while (try? String(contentsOfFile: progress, encoding: .utf8)).flatMap({ Int64($0) }) != t {
                     guard ContinuousClock.now < deadline else { throw TestFailure("a fleet process did not finish step \(t)") }
-                    try await Task.sleep(for: .milliseconds(2))
+                    try await Task.sleep(for: .milliseconds(2))  // polls another process's progress file, bounded by `deadline`
                 }
             }
         }
