@@ -7,8 +7,9 @@ import NIOSSL
 /// Serves one APNs connection at the HTTP/2 frame level: it sits after `NIOHTTP2Handler` (no stream
 /// multiplexer), sees every stream's HEADERS and DATA, and writes the response frames itself.
 ///
-/// Output is collected per read batch and written with one flush (NIOSSL makes one TLS record per flush), or,
-/// with emulated latency, written one RTT later. The handler also returns connection- and stream-level flow
+/// Answers are written as soon as a request is complete (so NIOHTTP2Handler closes the stream at once and
+/// its stream map stays small) and flushed once per read batch (one TLS record per flush); with emulated
+/// latency they are held and written one RTT later instead. The handler also returns connection- and stream-level flow
 /// control credit (WINDOW_UPDATE), which NIOHTTP2Handler does not do in frame mode.
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
@@ -38,7 +39,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var authentication: ConnectionAuthentication
     private var streams: [HTTP2StreamID: OpenStream] = [:]
     private var messageIDs = MessageIDGenerator()
+    /// Frames held for delayed delivery (emulated latency only).
     private var outbox: [HTTP2Frame] = []
+    /// Frames were written since the last flush.
+    private var unflushed = false
     /// Outcomes of this read batch, recorded with one lock before the answers are written.
     private var records: [ObservationStore.Record] = []
     private var closeAfterOutbox = false
@@ -61,6 +65,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     // Fault settings, read once per read batch.
     private var batchLoaded = false
     private var latency: FaultInjector.Latency?
+    /// Emulated latency is on: output waits in `outbox` for its delivery time.
+    private var delaysOutput = false
     private var stallFlowControl = false
     private var goAwayAfterStreams: Int?
     private var dropLimitAfterRejection = false
@@ -100,6 +106,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    /// NIOHTTP2Handler announces every stream's creation, closure and window change as a user event. This is
+    /// the last handler and NIO's tail discards user events, so none travel on (and none is inspected: a
+    /// dynamic cast per event costs more than the hop it would save).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {}
+
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -110,7 +121,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         switch frame.payload {
         case .headers(let headers):
             if let last = goAwayLastStreamID, streamID > last { return }
-            if streams[streamID] == nil {
+            if streams.index(forKey: streamID) == nil {
                 streams[streamID] = OpenStream(headers: headers.headers)
                 if streamID > highestStreamID { highestStreamID = streamID }
                 if streams.count + answeredSinceFlush > peakOpenStreams {
@@ -126,16 +137,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             unreturnedConnectionWindow += flowControlled
             guard case .byteBuffer(var buffer) = payload.data else { return }
             if let last = goAwayLastStreamID, streamID > last { return }
-            guard streams[streamID] != nil else { return }
-            streams[streamID]!.append(&buffer)
+            // One lookup per DATA frame; the stream is updated in place and moved out when complete.
+            guard let index = streams.index(forKey: streamID) else { return }
+            streams.values[index].append(&buffer)
             if payload.endStream {
-                complete(streamID)
+                complete(streamID, streams.remove(at: index).value)
             } else {
-                streams[streamID]!.unreturnedWindow += flowControlled
-                let unreturned = streams[streamID]!.unreturnedWindow
+                streams.values[index].unreturnedWindow += flowControlled
+                let unreturned = streams.values[index].unreturnedWindow
                 if unreturned >= Self.streamWindowThreshold, !stallFlowControl {
-                    streams[streamID]!.unreturnedWindow = 0
-                    outbox.append(HTTP2Frame(streamID: streamID, payload: .windowUpdate(windowSizeIncrement: unreturned)))
+                    streams.values[index].unreturnedWindow = 0
+                    emit(HTTP2Frame(streamID: streamID, payload: .windowUpdate(windowSizeIncrement: unreturned)))
                 }
             }
         case .rstStream:
@@ -163,6 +175,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func loadBatchSettings() {
         (latency, stallFlowControl, goAwayAfterStreams, dropLimitAfterRejection) = server.faults.batchSettings()
+        delaysOutput = latency.map { $0.rtt > .zero || $0.jitter > .zero } ?? false
         batchLoaded = true
     }
 
@@ -171,10 +184,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// A request's last frame arrived: apply faults, validate, answer.
     private func complete(_ streamID: HTTP2StreamID) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
+        complete(streamID, stream)
+    }
+
+    private func complete(_ streamID: HTTP2StreamID, _ stream: OpenStream) {
         answeredSinceFlush += 1
         switch server.faults.nextRequestFault() {
         case .refuse:
-            outbox.append(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
+            emit(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
             records.append(.init(outcome: .refused))
             return
         case .drop:
@@ -258,7 +275,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             priority: request.priority,
             expiration: request.expiration,
             collapseID: headers.collapseID,
-            payload: stream.body.map { Array($0.readableBytesView) } ?? [],
+            payload: stream.body.map { $0.getBytes(at: $0.readerIndex, length: $0.readableBytes) ?? [] } ?? [],
             connectionID: connectionID,
             receivedAtMilliseconds: now
         )
@@ -267,13 +284,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         responseHeaders.reserveCapacity(3)
         responseHeaders.add(name: ":status", value: "200")
         addIDs(to: &responseHeaders, apnsID: apnsID)
-        outbox.append(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: responseHeaders, endStream: true))))
+        emit(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: responseHeaders, endStream: true))))
     }
 
     private func addIDs(to headers: inout HPACKHeaders, apnsID: String) {
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if server.environment == .development {
-            headers.add(name: "apns-unique-id", value: messageIDs.next().lowercased(), indexing: .nonIndexable)
+            headers.add(name: "apns-unique-id", value: messageIDs.next(lowercase: true), indexing: .nonIndexable)
         }
     }
 
@@ -299,15 +316,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if status == 410 { body += ",\"timestamp\":\(timestamp ?? server.clock.nowMilliseconds())" }
         body += "}"
         let buffer = context?.channel.allocator.buffer(string: body) ?? ByteBuffer(string: body)
-        outbox.append(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false))))
-        outbox.append(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
+        emit(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false))))
+        emit(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
     }
 
     // MARK: Connection-level actions (also driven from APNsMockServer commands)
 
     /// Sends SETTINGS MAX_CONCURRENT_STREAMS.
     func advertise(maxConcurrentStreams: Int) {
-        outbox.append(
+        emit(
             HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([.init(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
         )
     }
@@ -321,7 +338,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         streams = streams.filter { $0.key <= last }
         var debug = context?.channel.allocator.buffer(capacity: 32) ?? ByteBuffer()
         debug.writeString("{\"reason\":\"\(reason)\"}")
-        outbox.append(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
+        emit(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
         server.observations.update { $0.goAwaysSent += 1 }
         closeIfDrained()
     }
@@ -342,8 +359,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Writes pending output; used after commands that run outside a read batch.
     func flushFromCommand() {
         loadBatchSettings()
-        batchLoaded = false
         flushOutput(returnAllCredit: true)
+        batchLoaded = false
     }
 
     private func closeIfDrained() {
@@ -351,6 +368,18 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     // MARK: Output
+
+    /// Writes `frame` now (flushed at the end of the read batch) or, with emulated latency, holds it.
+    private func emit(_ frame: HTTP2Frame) {
+        guard let context, !closed else { return }
+        if !batchLoaded { loadBatchSettings() }
+        if delaysOutput {
+            outbox.append(frame)
+        } else {
+            context.write(wrapOutboundOut(frame), promise: nil)
+            unflushed = true
+        }
+    }
 
     private func commitRecords() {
         guard !records.isEmpty else { return }
@@ -362,32 +391,35 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         commitRecords()
         guard let context, !closed else { return }
         if !stallFlowControl, unreturnedConnectionWindow >= (returnAllCredit ? 1 : Self.connectionWindowThreshold) {
-            outbox.append(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedConnectionWindow)))
+            emit(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedConnectionWindow)))
             unreturnedConnectionWindow = 0
         }
-        guard !outbox.isEmpty || closeAfterOutbox else { return }
-        var frames: [HTTP2Frame] = []
-        swap(&frames, &outbox)
         answeredSinceFlush = 0
         let close = closeAfterOutbox
         closeAfterOutbox = false
         if close { closed = true }
-        if let latency, latency.rtt > .zero || latency.jitter > .zero {
-            var delay = TimeAmount(latency.rtt)
-            let jitter = TimeAmount(latency.jitter).nanoseconds
-            if jitter > 0 {
-                delay = delay + .nanoseconds(Int64(random.next() % UInt64(2 * jitter + 1)) - jitter)
+        guard delaysOutput, let latency else {
+            if unflushed {
+                unflushed = false
+                context.flush()
             }
-            var deadline = NIODeadline.now() + max(delay, .zero)
-            // Keep replies in order even when jitter would reorder batches.
-            if deadline < lastDeliveryDeadline { deadline = lastDeliveryDeadline }
-            lastDeliveryDeadline = deadline
-            let batch = frames
-            context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
-                self.write(batch, thenClose: close, context: context)
-            }
-        } else {
-            write(frames, thenClose: close, context: context)
+            if close { context.close(promise: nil) }
+            return
+        }
+        guard !outbox.isEmpty || close else { return }
+        var delay = TimeAmount(latency.rtt)
+        let jitter = TimeAmount(latency.jitter).nanoseconds
+        if jitter > 0 {
+            delay = delay + .nanoseconds(Int64(random.next() % UInt64(2 * jitter + 1)) - jitter)
+        }
+        var deadline = NIODeadline.now() + max(delay, .zero)
+        // Keep replies in order even when jitter would reorder batches.
+        if deadline < lastDeliveryDeadline { deadline = lastDeliveryDeadline }
+        lastDeliveryDeadline = deadline
+        let batch = outbox
+        outbox.removeAll(keepingCapacity: true)
+        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            self.write(batch, thenClose: close, context: context)
         }
     }
 

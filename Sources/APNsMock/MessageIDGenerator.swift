@@ -1,5 +1,6 @@
 /// Cheap `apns-id` / `apns-unique-id` values: a random 64-bit prefix per generator and a counter, formatted
-/// as an upper-case canonical UUID (APNs has answered upper-case ids). Foundation's `UUID()` costs ~20% of
+/// as a canonical UUID: upper-case for `apns-id` (APNs has answered upper-case ids), lower-case for
+/// `apns-unique-id`. Foundation's `UUID()` costs ~20% of
 /// the mock's throughput; this costs one small string.
 struct MessageIDGenerator {
     private let prefix: UInt64
@@ -11,12 +12,12 @@ struct MessageIDGenerator {
         counter = generator.next() & 0x0000_FFFF_FFFF_FFFF
     }
 
-    mutating func next() -> String {
+    mutating func next(lowercase: Bool = false) -> String {
         counter &+= 1
         let high = prefix
         let low = counter
         return String(unsafeUninitializedCapacity: 36) { buffer in
-            let digits: StaticString = "0123456789ABCDEF"
+            let digits: StaticString = lowercase ? "0123456789abcdef" : "0123456789ABCDEF"
             var out = 0
             digits.withUTF8Buffer { digits in
                 for nibble in 0..<32 {

@@ -32,10 +32,14 @@ public struct MockStatistics: Sendable, Hashable {
     public var responses: [String: Int] = [:]
     /// Requests per connection id.
     public var requestsByConnection: [Int: Int] = [:]
+    /// Requests and accepted notifications per device token (lower-case hex).
+    public var deviceTokens: [String: DeviceTokenCounts] = [:]
     /// Requests per device token (lower-case hex).
-    public var requestsByDeviceToken: [String: Int] = [:]
-    /// Accepted notifications per device token.
-    public var acceptedByDeviceToken: [String: Int] = [:]
+    public var requestsByDeviceToken: [String: Int] { deviceTokens.mapValues(\.requests) }
+    /// Accepted notifications per device token (tokens with at least one).
+    public var acceptedByDeviceToken: [String: Int] {
+        deviceTokens.compactMapValues { $0.accepted > 0 ? $0.accepted : nil }
+    }
     /// Streams reset with REFUSED_STREAM by fault injection.
     public var refusedStreams = 0
     /// Requests never answered (withheld by fault injection).
@@ -54,6 +58,14 @@ public struct MockStatistics: Sendable, Hashable {
         guard let status = reason.status else { return 0 }
         return responses["\(status) \(reason.rawValue)"] ?? 0
     }
+}
+
+/// What the mock answered for one device token.
+public struct DeviceTokenCounts: Sendable, Hashable {
+    /// Requests for the token (any outcome that reached validation).
+    public var requests = 0
+    /// Of those, answered 200.
+    public var accepted = 0
 }
 
 /// Waiting for traffic and the bounded history of accepted notifications.
@@ -104,12 +116,12 @@ final class ObservationStore: Sendable {
             state.statistics.requestsByConnection[connectionID, default: 0] += records.count
             for record in records {
                 if let deviceToken = record.deviceToken {
-                    state.statistics.requestsByDeviceToken[deviceToken, default: 0] += 1
+                    // One hash of the token per request: both counts are updated in place.
+                    state.statistics.deviceTokens[deviceToken, default: DeviceTokenCounts()].count(record.outcome)
                 }
                 switch record.outcome {
                 case .accepted(let notification):
                     state.statistics.accepted += 1
-                    state.statistics.acceptedByDeviceToken[notification.deviceToken, default: 0] += 1
                     if state.ring.count < historyLimit {
                         state.ring.append(notification)
                     } else {
@@ -218,4 +230,11 @@ public struct APNsMockTimeout: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
     public init(message: String) { self.message = message }
+}
+
+extension DeviceTokenCounts {
+    fileprivate mutating func count(_ outcome: ObservationStore.Outcome) {
+        requests += 1
+        if case .accepted = outcome { accepted += 1 }
+    }
 }
