@@ -69,8 +69,8 @@ bench: deps-test
 		[ "$${PIPESTATUS[0]}" = 0 ] || exit 1; done
 	@grep -hE '^(KafkaConsumer|kcat)[^:]*: [0-9]+ records' bench-results/kafka-consume.log 2>/dev/null \
 		| sed -E 's/^([^:]*): .* = ([0-9]+) records\/s, CPU .* = ([0-9.]+) µs\/record/kafka consume, \1|\2 rec\/s, \3 µs\/rec||/' >> bench-results/table.txt || true
-	@grep -hE '^(mock|nghttpd) +[0-9]+ req/s' bench-results/mock-apns.log 2>/dev/null \
-		| awk '{ printf "mock APNs server (h2load), %s|%s req/s, %s us/req||\n", $$1, $$2, $$(NF-1) }' >> bench-results/table.txt || true
+	@grep -hE '^(mock|nio-floor|nghttpd) +[0-9]+ req/s' bench-results/mock-apns.log 2>/dev/null \
+		| awk '{ printf "mock APNs server (h2load, median), %s|%s req/s, %s us/req||\n", $$1, $$2, $$6 }' >> bench-results/table.txt || true
 	@echo; echo "== apns-relay benchmarks, one table ($$(nproc) cores; floors measured in the same run)"
 	@{ echo "figure|relay|floor (same run)|relay/floor"; cat bench-results/table.txt; } | column -t -s'|'
 

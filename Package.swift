@@ -147,6 +147,19 @@ let package = Package(
             ],
             path: "Benchmarks/EndToEnd"
         ),
+        // The mock APNs benchmark's floor: NIOHTTP2Handler on the mock's stack, answering 200 and checking nothing.
+        .executableTarget(
+            name: "nio-h2-floor",
+            dependencies: [
+                "APNsMock",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/NIOHTTP2Floor"
+        ),
         .executableTarget(
             name: "apns-client-tool",
             dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],

@@ -66,6 +66,11 @@ public struct DeviceTokenCounts: Sendable, Hashable {
     public var requests = 0
     /// Of those, answered 200.
     public var accepted = 0
+
+    public init(requests: Int = 0, accepted: Int = 0) {
+        self.requests = requests
+        self.accepted = accepted
+    }
 }
 
 /// Waiting for traffic and the bounded history of accepted notifications.

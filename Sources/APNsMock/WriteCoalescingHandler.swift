@@ -3,15 +3,18 @@ import NIOCore
 /// Joins the byte buffers NIOHTTP2Handler writes (one per frame) into one buffer per flush.
 ///
 /// NIOSSL turns every write into its own TLS record (one `SSL_write`); a read batch of 100 requests answered
-/// frame by frame would cost 100 records. Sits between NIOSSLHandler and NIOHTTP2Handler.
-final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
-    typealias OutboundIn = IOData
-    typealias OutboundOut = IOData
+/// frame by frame would cost 100 records. Sits between NIOSSLHandler and NIOHTTP2Handler. Public for the
+/// benchmark floor server, which must run on the same stack as the mock.
+public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    public typealias OutboundIn = IOData
+    public typealias OutboundOut = IOData
 
     private var pending: ByteBuffer?
     private var promises: [EventLoopPromise<Void>] = []
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    public init() {}
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .byteBuffer(var buffer):
             if pending == nil {
@@ -26,12 +29,12 @@ final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
         }
     }
 
-    func flush(context: ChannelHandlerContext) {
+    public func flush(context: ChannelHandlerContext) {
         writePending(context: context)
         context.flush()
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         writePending(context: context)
         context.flush()
         context.close(mode: mode, promise: promise)

@@ -31,6 +31,8 @@ struct APNsMockCommand: AsyncParsableCommand {
     var strictFleet = false
     @Option(help: "Port of the HTTP/1.1 JSON control interface (0 picks one).") var controlPort: Int?
     @Option(help: "Event-loop threads.") var threads = 1
+    @Option(help: "Accepted notifications kept for the control interface's /accepted (oldest dropped first).")
+    var history = 10_000
     @Option(help: "Certificate chain PEM (with --tls-key and --tls-ca); default: self-signed.") var tlsCert: String?
     @Option(help: "Private key PEM for --tls-cert.") var tlsKey: String?
     @Option(help: "CA PEM clients should trust for --tls-cert.") var tlsCa: String?
@@ -56,6 +58,7 @@ struct APNsMockCommand: AsyncParsableCommand {
         configuration.strictFleet = strictFleet
         configuration.controlPort = controlPort
         configuration.eventLoopThreads = threads
+        configuration.acceptedHistoryLimit = history
         configuration.providerKeys = try zip(keyIDs, zip(teamIDs, publicKeys)).map { keyID, rest in
             try ProviderKey(keyID: keyID, teamID: rest.0, pem: String(contentsOfFile: rest.1, encoding: .utf8))
         }

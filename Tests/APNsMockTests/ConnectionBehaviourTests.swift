@@ -62,6 +62,27 @@ import Testing
         await fixture.stop()
     }
 
+    @Test func keepsTheNewestAcceptedNotificationsAndCountsEveryTokenOnce() async throws {
+        let fixture = try await MockFixture.start { $0.acceptedHistoryLimit = 3 }
+        let client = try await fixture.connect()
+        let other = String(repeating: "cd", count: 32)
+        let ids = (0..<5).map { "00000000-0000-0000-0000-00000000001\($0)" }
+        for id in ids { #expect(try await client.send(fixture.request([("apns-id", id)])).status == 200) }
+        #expect(try await client.send(fixture.request(token: other, [("apns-topic", "")])).status == 400)
+        #expect(try await client.send(fixture.request(token: other.uppercased())).status == 200)
+        // The ring keeps the newest three, oldest first; the counters saw everything.
+        let kept = fixture.server.acceptedNotifications
+        #expect(kept.map(\.apnsID).prefix(2) == ids.suffix(2)[...])
+        #expect(kept.count == 3 && kept.last?.deviceToken == other)
+        let statistics = fixture.server.statistics
+        #expect(statistics.accepted == 6)
+        #expect(statistics.deviceTokens[deviceToken] == DeviceTokenCounts(requests: 5, accepted: 5))
+        #expect(statistics.deviceTokens[other] == DeviceTokenCounts(requests: 1, accepted: 1))
+        #expect(statistics.requestsByDeviceToken == [deviceToken: 5, other: 1])
+        #expect(statistics.acceptedByDeviceToken == [deviceToken: 5, other: 1])
+        await fixture.stop()
+    }
+
     @Test func refusesStreamsWithRstStream() async throws {
         let fixture = try await MockFixture.start()
         let client = try await fixture.connect()

@@ -16,7 +16,7 @@ import Testing
     func printsPortAndCAThenServesAndExitsOnSIGTERM() async throws {
         let process = Process()
         process.executableURL = Self.executable
-        process.arguments = ["--port", "0", "--max-streams", "10", "--control-port", "0"]
+        process.arguments = ["--port", "0", "--max-streams", "10", "--control-port", "0", "--history", "5"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
