@@ -85,6 +85,28 @@ import Testing
         }
     }
 
+    @Test func everyProblemIsReportedAtOnceWithItsKeyAndVariable() async throws {
+        let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: [
+            "apns.token.keyId": "K",  // teamId and privateKeyFile missing
+            "relay.maxInFlightEvents": "lots", "admin.port": "70000", "log.format": "xml",
+            "apns.pool.minConnections": "9", "apns.pool.maxConnections": "4",
+        ])
+        let error = try #require(throws: ConfigurationError.self) { try RelayAppConfiguration(reader: reader) }
+        #expect(error.problems.count == 6, "\(error)")
+        let text = "\(error)"
+        #expect(text.hasPrefix("6 configuration problems:\n  - "), "\(text)")
+        for mention in [
+            "'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required",
+            "'relay.maxInFlightEvents' (APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS): 'lots' is not an integer",
+            "'admin.port' (APNS_RELAY_ADMIN_PORT): 70000 is outside 0...65535",
+            "'log.format' (APNS_RELAY_LOG_FORMAT): 'xml' is not one of json, text",
+            "token auth needs apns.token.keyId, apns.token.teamId and apns.token.privateKeyFile",
+            "apns.pool.minConnections (9) is above apns.pool.maxConnections (4)",
+        ] {
+            #expect(text.contains(mention), "missing \(mention) in \(text)")
+        }
+    }
+
     @Test func namedCredentialsEachCoverTheirTopics() async throws {
         let yaml = """
             kafka: { bootstrapServers: "b:9092" }
@@ -108,7 +130,7 @@ import Testing
             "kafka.bootstrapServers": "b:9092", "apns.credentials": "x",
             "apns.credential.x.token.keyId": "K", "apns.credential.x.token.teamId": "T", "apns.credential.x.token.privateKeyFile": "/x.p8",
         ])
-        #expect(throws: RelayError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
+        #expect(throws: ConfigurationError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
     }
 
     @Test func routerPicksTheCredentialByBundleID() {

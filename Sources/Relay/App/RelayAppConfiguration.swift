@@ -73,31 +73,31 @@ public struct RelayAppConfiguration: Sendable {
     public var logFormat: LogFormat
 
     /// Reads and checks the configuration.
-    /// - Throws: `SettingsReader.Invalid` or `RelayError` naming the key and what is wrong with it.
+    /// - Throws: `ConfigurationError` listing every problem found, each naming its key.
     public init(reader: ConfigReader) throws {
         let settings = SettingsReader(reader: reader)
 
         let servers = settings.list("kafka.bootstrapServers", default: [])
-        guard !servers.isEmpty else {
-            throw RelayError("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
+        if servers.isEmpty {
+            settings.problem("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
         }
         kafka = Kafka(
             bootstrapServers: servers,
             groupID: settings.string("kafka.groupId", default: "apns-relay"),
             clientID: settings.string("kafka.clientId", default: "apns-relay"),
-            sessionTimeout: try settings.milliseconds("kafka.sessionTimeoutMs", default: .seconds(45), range: 1000...3_600_000),
-            maxPollInterval: try settings.milliseconds("kafka.maxPollIntervalMs", default: .seconds(300), range: 1000...86_400_000),
+            sessionTimeout: settings.milliseconds("kafka.sessionTimeoutMs", default: .seconds(45), range: 1000...3_600_000),
+            maxPollInterval: settings.milliseconds("kafka.maxPollIntervalMs", default: .seconds(300), range: 1000...86_400_000),
             // Not cooperative-sticky by default: librdkafka before 2.3 aborts in rd_kafka_destroy when that
             // assignor's state was never set (librdkafka #4312), which Debian 12's 2.0.2 hits on shutdown.
-            assignmentStrategy: try settings.oneOf("kafka.assignmentStrategy", default: KafkaPartitionAssignmentStrategy(assignors: ["range"]), [
+            assignmentStrategy: settings.oneOf("kafka.assignmentStrategy", default: KafkaPartitionAssignmentStrategy(assignors: ["range"]), [
                 "cooperative-sticky": .cooperativeSticky, "range": KafkaPartitionAssignmentStrategy(assignors: ["range"]),
                 "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
             ]),
-            statisticsInterval: try settings.milliseconds("kafka.statisticsIntervalMs", default: .seconds(15)),
-            autoCommitInterval: try settings.milliseconds("kafka.autoCommitIntervalMs", default: .seconds(1), range: 10...60_000),
-            properties: try settings.properties("kafka.properties"),
-            consumerProperties: try settings.properties("kafka.consumerProperties"),
-            producerProperties: try settings.properties("kafka.producerProperties")
+            statisticsInterval: settings.milliseconds("kafka.statisticsIntervalMs", default: .seconds(15)),
+            autoCommitInterval: settings.milliseconds("kafka.autoCommitIntervalMs", default: .seconds(1), range: 10...60_000),
+            properties: settings.properties("kafka.properties"),
+            consumerProperties: settings.properties("kafka.consumerProperties"),
+            producerProperties: settings.properties("kafka.producerProperties")
         )
 
         let topics = RelayConfiguration.Topics(
@@ -106,22 +106,23 @@ public struct RelayAppConfiguration: Sendable {
             removedTokens: settings.string("kafka.topics.removedTokens", default: "apns-removed-tokens"),
             deadLetters: settings.string("kafka.topics.deadLetters", default: "apns-dead-letters")
         )
-        guard !topics.input.isEmpty else { throw RelayError("configuration key 'kafka.topics.input' lists no topic") }
+        if topics.input.isEmpty { settings.problem("configuration key 'kafka.topics.input' lists no topic") }
         let outputs = [topics.results, topics.removedTokens, topics.deadLetters]
         if let loop = outputs.first(where: topics.input.contains) {
-            throw RelayError("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
+            settings.problem("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
         }
 
         var credentials: [APNs.Credential] = []
         let named = settings.list("apns.credentials", default: [])
         // The unnamed credential (apns.auth, apns.token.*, apns.certificate.*) is required unless named ones exist.
-        if let fallback = try Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty) {
+        if let fallback = Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty) {
             credentials.append(fallback)
         }
         for name in named {
-            guard let credential = try Self.credential(settings, prefix: "apns.credential.\(name).", name: name, required: true) else { continue }
+            guard let credential = Self.credential(settings, prefix: "apns.credential.\(name).", name: name, required: true) else { continue }
             guard !credential.topics.isEmpty else {
-                throw RelayError("credential '\(name)' needs apns.credential.\(name).topics: the bundle ids it pushes to")
+                settings.problem("credential '\(name)' needs apns.credential.\(name).topics: the bundle ids it pushes to")
+                continue
             }
             credentials.append(credential)
         }
@@ -129,44 +130,45 @@ public struct RelayAppConfiguration: Sendable {
         for environment in APNsEnvironment.allCases {
             endpoints[environment] = APNsClientConfiguration.Endpoint(
                 host: settings.string("apns.\(environment.rawValue).host", default: environment.host),
-                port: try settings.int("apns.\(environment.rawValue).port", default: 443, range: 1...65535)
+                port: settings.int("apns.\(environment.rawValue).port", default: 443, range: 1...65535)
             )
         }
-        let minConnections = try settings.int("apns.pool.minConnections", default: 1, range: 0...1000)
-        let maxConnections = try settings.int("apns.pool.maxConnections", default: 8, range: 1...1000)
-        guard minConnections <= maxConnections else {
-            throw RelayError("apns.pool.minConnections (\(minConnections)) is above apns.pool.maxConnections (\(maxConnections))")
+        let minConnections = settings.int("apns.pool.minConnections", default: 1, range: 0...1000)
+        let maxConnections = settings.int("apns.pool.maxConnections", default: 8, range: 1...1000)
+        if minConnections > maxConnections {
+            settings.problem("apns.pool.minConnections (\(minConnections)) is above apns.pool.maxConnections (\(maxConnections))")
         }
         apns = APNs(
             credentials: credentials, endpoints: endpoints, caFile: settings.string("apns.caFile"),
-            insecureSkipVerify: try settings.bool("apns.insecureSkipVerify", default: false),
+            insecureSkipVerify: settings.bool("apns.insecureSkipVerify", default: false),
             minConnections: minConnections, maxConnections: maxConnections,
-            connectTimeout: try settings.milliseconds("apns.connectTimeoutMs", default: .seconds(10), range: 100...120_000)
+            connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: .seconds(10), range: 100...120_000)
         )
 
         var relay = RelayConfiguration(topics: topics)
-        relay.maxEventBytes = try settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
-        relay.maxDeadLetterBytes = try settings.int("relay.maxDeadLetterBytes", default: 900 * 1024, range: 1024...(64 << 20))
-        relay.requestTimeout = try settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
+        relay.maxEventBytes = settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
+        relay.maxDeadLetterBytes = settings.int("relay.maxDeadLetterBytes", default: 900 * 1024, range: 1024...(64 << 20))
+        relay.requestTimeout = settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
         relay.inFlight = InFlightGate.Limits(
-            maxEvents: try settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
-            maxBytes: try settings.int("relay.maxInFlightBytes", default: 64 << 20, range: 1024...(8 << 30))
+            maxEvents: settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
+            maxBytes: settings.int("relay.maxInFlightBytes", default: 64 << 20, range: 1024...(8 << 30))
         )
-        relay.drainTimeout = try settings.milliseconds("relay.drainTimeoutMs", default: .seconds(20), range: 0...600_000)
-        relay.revocationDrainTimeout = try settings.milliseconds("relay.revocationDrainTimeoutMs", default: .seconds(10), range: 0...600_000)
+        relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: .seconds(20), range: 0...600_000)
+        relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: .seconds(10), range: 0...600_000)
         relay.retry = RetryPolicy(
-            maxAttempts: try settings.int("relay.retry.maxAttempts", default: 8, range: 1...100),
-            initialBackoff: try settings.milliseconds("relay.retry.initialBackoffMs", default: .milliseconds(100), range: 1...600_000),
-            maxBackoff: try settings.milliseconds("relay.retry.maxBackoffMs", default: .seconds(30), range: 1...3_600_000)
+            maxAttempts: settings.int("relay.retry.maxAttempts", default: 8, range: 1...100),
+            initialBackoff: settings.milliseconds("relay.retry.initialBackoffMs", default: .milliseconds(100), range: 1...600_000),
+            maxBackoff: settings.milliseconds("relay.retry.maxBackoffMs", default: .seconds(30), range: 1...3_600_000)
         )
         self.relay = relay
 
         admin = Admin(
             host: settings.string("admin.host", default: "0.0.0.0"),
-            port: try settings.int("admin.port", default: 9090, range: 0...65535)
+            port: settings.int("admin.port", default: 9090, range: 0...65535)
         )
-        logLevel = try settings.oneOf("log.level", default: "info", Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
-        logFormat = try settings.oneOf("log.format", default: .json, ["json": .json, "text": .text])
+        logLevel = settings.oneOf("log.level", default: "info", Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
+        logFormat = settings.oneOf("log.format", default: .json, ["json": .json, "text": .text])
+        try settings.checkNoProblems()
     }
 
     /// The layered sources: `overrides` (flags, `key=value`), then `APNS_RELAY_*` variables, then the file.
@@ -200,8 +202,9 @@ public struct RelayAppConfiguration: Sendable {
 
     /// Reads one credential under `prefix` (`apns.` or `apns.credential.NAME.`).
     /// - Returns: `nil` when nothing is configured there and `required` is false.
-    static func credential(_ settings: SettingsReader, prefix: String, name: String, required: Bool) throws -> APNs.Credential? {
-        let kind = try settings.oneOf(prefix + "auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
+    /// Problems are recorded in `settings`.
+    static func credential(_ settings: SettingsReader, prefix: String, name: String, required: Bool) -> APNs.Credential? {
+        let kind = settings.oneOf(prefix + "auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
         let topics = settings.list(prefix + "topics", default: [])
         switch kind {
         case .token:
@@ -211,9 +214,10 @@ public struct RelayAppConfiguration: Sendable {
             if keyID == nil, teamID == nil, keyFile == nil, !required { return nil }
             guard let keyID, let teamID, let keyFile else {
                 let variable = "APNS_RELAY_" + environmentName(forKey: prefix + "token")
-                throw RelayError("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+                settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+                return nil
             }
-            let minutes = try settings.int(prefix + "token.rotationMinutes", default: 30, range: 20...35)
+            let minutes = settings.int(prefix + "token.rotationMinutes", default: 30, range: 20...35)
             return APNs.Credential(
                 name: name, auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),
                 topics: topics
@@ -228,7 +232,8 @@ public struct RelayAppConfiguration: Sendable {
             if let cert = settings.string(prefix + "certificate.certificateFile"), let key = settings.string(prefix + "certificate.privateKeyFile") {
                 return APNs.Credential(name: name, auth: .certificate(.pem(certificateFile: cert, privateKeyFile: key)), topics: topics)
             }
-            throw RelayError("certificate auth needs \(prefix)certificate.pkcs12File, or \(prefix)certificate.certificateFile and \(prefix)certificate.privateKeyFile")
+            settings.problem("certificate auth needs \(prefix)certificate.pkcs12File, or \(prefix)certificate.certificateFile and \(prefix)certificate.privateKeyFile")
+            return nil
         }
     }
 

@@ -1,16 +1,37 @@
 import Configuration
 import Foundation
 
-/// A strict view of a `ConfigReader`: a missing key takes its default, but a present key whose value has
-/// the wrong type is an error that names the key — never a silent fallback to the default.
-struct SettingsReader {
-    let reader: ConfigReader
+/// Every problem found in a configuration, reported together so one start-up attempt shows them all.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// One line per problem, each naming its key.
+    public var problems: [String]
 
-    /// A configuration value that is present but unusable.
-    struct Invalid: Error, CustomStringConvertible {
-        let key: String
-        let problem: String
-        var description: String { "configuration key '\(key)': \(problem)" }
+    public var description: String {
+        if problems.count == 1 { return problems[0] }
+        return "\(problems.count) configuration problems:\n" + problems.map { "  - " + $0 }.joined(separator: "\n")
+    }
+}
+
+/// A strict view of a `ConfigReader`: a missing key takes its default, but a present key whose value has
+/// the wrong type is a problem that names the key — never a silent fallback to the default. Problems are
+/// collected (the reader goes on with the default so later keys are checked too) and thrown together by
+/// `checkNoProblems()`.
+final class SettingsReader {
+    let reader: ConfigReader
+    private(set) var problems: [String] = []
+
+    init(reader: ConfigReader) { self.reader = reader }
+
+    /// Records a problem that is not about one value's type or range (a missing or contradictory setting).
+    func problem(_ message: String) { problems.append(message) }
+
+    /// - Throws: `ConfigurationError` listing every problem recorded.
+    func checkNoProblems() throws {
+        if !problems.isEmpty { throw ConfigurationError(problems: problems) }
+    }
+
+    private func invalid(_ key: String, _ problem: String) {
+        problems.append("configuration key '\(key)' (APNS_RELAY_\(RelayAppConfiguration.environmentName(forKey: key))): \(problem)")
     }
 
     private func present(_ key: String) -> Bool {
@@ -25,26 +46,29 @@ struct SettingsReader {
         reader.string(forKey: ConfigKey(key))
     }
 
-    func int(_ key: String, default value: Int, range: ClosedRange<Int>? = nil) throws -> Int {
+    func int(_ key: String, default value: Int, range: ClosedRange<Int>? = nil) -> Int {
         guard present(key) else { return value }
         guard let number = reader.int(forKey: ConfigKey(key)) else {
-            throw Invalid(key: key, problem: "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not an integer")
+            invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not an integer")
+            return value
         }
         if let range, !range.contains(number) {
-            throw Invalid(key: key, problem: "\(number) is outside \(range.lowerBound)...\(range.upperBound)")
+            invalid(key, "\(number) is outside \(range.lowerBound)...\(range.upperBound)")
+            return value
         }
         return number
     }
 
-    func milliseconds(_ key: String, default value: Duration, range: ClosedRange<Int> = 0...86_400_000) throws -> Duration {
+    func milliseconds(_ key: String, default value: Duration, range: ClosedRange<Int> = 0...86_400_000) -> Duration {
         let defaultMilliseconds = Int(value.components.seconds * 1000 + value.components.attoseconds / 1_000_000_000_000_000)
-        return .milliseconds(try int(key, default: defaultMilliseconds, range: range))
+        return .milliseconds(int(key, default: defaultMilliseconds, range: range))
     }
 
-    func bool(_ key: String, default value: Bool) throws -> Bool {
+    func bool(_ key: String, default value: Bool) -> Bool {
         guard present(key) else { return value }
         guard let flag = reader.bool(forKey: ConfigKey(key)) else {
-            throw Invalid(key: key, problem: "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not true or false")
+            invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not true or false")
+            return value
         }
         return flag
     }
@@ -56,21 +80,23 @@ struct SettingsReader {
     }
 
     /// `name=value` pairs (librdkafka properties), from a list.
-    func properties(_ key: String) throws -> [String: String] {
+    func properties(_ key: String) -> [String: String] {
         var properties: [String: String] = [:]
         for item in list(key, default: []) {
             guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                throw Invalid(key: key, problem: "'\(item)' is not name=value")
+                invalid(key, "'\(item)' is not name=value")
+                continue
             }
             properties[String(item[..<equals])] = String(item[item.index(after: equals)...])
         }
         return properties
     }
 
-    func oneOf<T>(_ key: String, default value: T, _ choices: [String: T]) throws -> T {
+    func oneOf<T>(_ key: String, default value: T, _ choices: [String: T]) -> T {
         guard let text = reader.string(forKey: ConfigKey(key)) else { return value }
         guard let choice = choices[text] else {
-            throw Invalid(key: key, problem: "'\(text)' is not one of \(choices.keys.sorted().joined(separator: ", "))")
+            invalid(key, "'\(text)' is not one of \(choices.keys.sorted().joined(separator: ", "))")
+            return value
         }
         return choice
     }
