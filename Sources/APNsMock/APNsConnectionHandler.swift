@@ -43,8 +43,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var outbox: [HTTP2Frame] = []
     /// Frames were written since the last flush.
     private var unflushed = false
-    /// Outcomes of this read batch, recorded with one lock before the answers are written.
-    private var records: [ObservationStore.Record] = []
+    /// Outcomes of this read batch, recorded with one lock when the batch's answers are flushed.
+    private var records = ObservationStore.Batch()
     private var closeAfterOutbox = false
     private var unreturnedConnectionWindow = 0
     private var streamLimitRaised = false
@@ -192,17 +192,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         switch server.faults.nextRequestFault() {
         case .refuse:
             emit(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
-            records.append(.init(outcome: .refused))
+            records.append(.refused)
             return
         case .drop:
-            records.append(.init(outcome: .dropped))
+            records.append(.dropped)
             commitRecords()
             outbox.removeAll()
             closed = true
             context?.close(promise: nil)
             return
         case .withhold:
-            records.append(.init(outcome: .withheld))
+            records.append(.withheld)
             closeIfDrained()
             return
         case .fail(let reason):
@@ -267,7 +267,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             streamLimitDropped = false
             advertise(maxConcurrentStreams: server.maxConcurrentStreams)
         }
-        let notification = AcceptedNotification(
+        let accepted = AcceptedRequest(
             deviceToken: request.deviceToken,
             topic: request.topic,
             pushType: request.pushType,
@@ -275,11 +275,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             priority: request.priority,
             expiration: request.expiration,
             collapseID: headers.collapseID,
-            payload: stream.body.map { $0.getBytes(at: $0.readerIndex, length: $0.readableBytes) ?? [] } ?? [],
+            payload: records.storePayload(stream.body),
             connectionID: connectionID,
             receivedAtMilliseconds: now
         )
-        records.append(.init(outcome: .accepted(notification), deviceToken: request.deviceToken))
+        records.append(.accepted(accepted), deviceToken: request.deviceToken)
         var responseHeaders = HPACKHeaders()
         responseHeaders.reserveCapacity(3)
         responseHeaders.add(name: ":status", value: "200")
@@ -306,7 +306,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             streamLimitDropped = true
             advertise(maxConcurrentStreams: 1)
         }
-        records.append(.init(outcome: .rejected(status: status, reason: reason), deviceToken: deviceToken))
+        records.append(.rejected(status: status, reason: reason), deviceToken: deviceToken)
         var headers = HPACKHeaders()
         headers.reserveCapacity(4)
         headers.add(name: ":status", value: String(status))
@@ -384,7 +384,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private func commitRecords() {
         guard !records.isEmpty else { return }
         server.observations.record(records, connectionID: connectionID)
-        records.removeAll(keepingCapacity: true)
+        records.removeAll()
     }
 
     private func flushOutput(returnAllCredit: Bool = false) {

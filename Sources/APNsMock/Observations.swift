@@ -1,4 +1,5 @@
 import APNsCore
+import NIOCore
 import Synchronization
 
 /// One notification the mock accepted (answered 200), as the client sent it.
@@ -77,8 +78,7 @@ public struct DeviceTokenCounts: Sendable, Hashable {
 final class ObservationStore: Sendable {
     private struct State {
         var statistics = MockStatistics()
-        var ring: [AcceptedNotification] = []
-        var ringStart = 0
+        var ring: AcceptedRing
         var waiters: [Waiter] = []
         var nextWaiterID = 0
     }
@@ -89,13 +89,16 @@ final class ObservationStore: Sendable {
         var continuation: CheckedContinuation<Void, any Error>
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     let historyLimit: Int
 
-    init(historyLimit: Int) { self.historyLimit = max(1, historyLimit) }
+    init(historyLimit: Int) {
+        self.historyLimit = max(1, historyLimit)
+        state = Mutex(State(ring: AcceptedRing(limit: historyLimit)))
+    }
 
     enum Outcome {
-        case accepted(AcceptedNotification)
+        case accepted(AcceptedRequest)
         case rejected(status: Int, reason: APNsReason)
         case refused
         case withheld
@@ -108,15 +111,37 @@ final class ObservationStore: Sendable {
         var deviceToken: String?
     }
 
-    /// Records one request. Resumes waiters whose condition now holds (outside the lock).
-    func record(_ outcome: Outcome, connectionID: Int, deviceToken: String?) {
-        record([Record(outcome: outcome, deviceToken: deviceToken)], connectionID: connectionID)
+    /// The outcomes of one read batch of one connection, and the accepted payloads' bytes. Reused from batch
+    /// to batch (capacity kept), so recording allocates nothing per request.
+    struct Batch {
+        private(set) var records: [Record] = []
+        private(set) var payloads: [UInt8] = []
+
+        var isEmpty: Bool { records.isEmpty }
+
+        mutating func append(_ outcome: Outcome, deviceToken: String? = nil) {
+            records.append(Record(outcome: outcome, deviceToken: deviceToken))
+        }
+
+        /// Copies `payload`'s readable bytes; returns their range for `AcceptedRequest.payload`.
+        mutating func storePayload(_ payload: ByteBuffer?) -> Range<Int> {
+            let start = payloads.count
+            payload?.withUnsafeReadableBytes { payloads.append(contentsOf: $0) }
+            return start..<payloads.count
+        }
+
+        mutating func removeAll() {
+            records.removeAll(keepingCapacity: true)
+            payloads.removeAll(keepingCapacity: true)
+        }
     }
 
-    /// Records a batch of requests under one lock acquisition.
-    func record(_ records: [Record], connectionID: Int) {
+    /// Records a batch of requests under one lock acquisition. Resumes waiters whose condition now holds
+    /// (outside the lock).
+    func record(_ batch: Batch, connectionID: Int) {
+        let records = batch.records
         guard !records.isEmpty else { return }
-        let ready: [Waiter] = state.withLock { state in
+        let ready: [Waiter] = batch.payloads.withUnsafeBytes { payloads in state.withLock { state in
             state.statistics.requests += records.count
             state.statistics.requestsByConnection[connectionID, default: 0] += records.count
             for record in records {
@@ -125,14 +150,9 @@ final class ObservationStore: Sendable {
                     state.statistics.deviceTokens[deviceToken, default: DeviceTokenCounts()].count(record.outcome)
                 }
                 switch record.outcome {
-                case .accepted(let notification):
+                case .accepted(let request):
                     state.statistics.accepted += 1
-                    if state.ring.count < historyLimit {
-                        state.ring.append(notification)
-                    } else {
-                        state.ring[state.ringStart] = notification
-                        state.ringStart = (state.ringStart + 1) % historyLimit
-                    }
+                    state.ring.append(request, payloads: payloads)
                 case .rejected(let status, let reason):
                     state.statistics.responses["\(status) \(reason.rawValue)", default: 0] += 1
                 case .refused:
@@ -145,7 +165,7 @@ final class ObservationStore: Sendable {
             }
             state.statistics.responses["200"] = state.statistics.accepted > 0 ? state.statistics.accepted : nil
             return Self.takeReady(&state)
-        }
+        } }
         for waiter in ready { waiter.continuation.resume() }
     }
 
@@ -175,16 +195,14 @@ final class ObservationStore: Sendable {
 
     var accepted: [AcceptedNotification] {
         state.withLock { state in
-            Array(state.ring[state.ringStart...] + state.ring[..<state.ringStart])
+            state.ring.notifications
         }
     }
 
     func reset() {
         state.withLock { state in
             state.statistics = MockStatistics()
-            state.ring = []
-            state.ringStart = 0
-            state.ringStart = 0
+            state.ring.removeAll()
         }
     }
 

@@ -67,13 +67,22 @@ import Testing
         let client = try await fixture.connect()
         let other = String(repeating: "cd", count: 32)
         let ids = (0..<5).map { "00000000-0000-0000-0000-00000000001\($0)" }
-        for id in ids { #expect(try await client.send(fixture.request([("apns-id", id)])).status == 200) }
+        // Slots are reused in place: bodies of different lengths, a collapse id on some only.
+        for (i, id) in ids.enumerated() {
+            let body = Array(#"{"aps":{"alert":"\#(String(repeating: "x", count: 40 - 8 * i))"}}"#.utf8)
+            let collapse: [(String, String?)] = i % 2 == 0 ? [("apns-collapse-id", "c\(i)")] : []
+            #expect(try await client.send(fixture.request([("apns-id", id)] + collapse, body: body)).status == 200)
+        }
         #expect(try await client.send(fixture.request(token: other, [("apns-topic", "")])).status == 400)
-        #expect(try await client.send(fixture.request(token: other.uppercased())).status == 200)
+        #expect(try await client.send(fixture.request(token: other.uppercased(), [("apns-expiration", "7")])).status == 200)
         // The ring keeps the newest three, oldest first; the counters saw everything.
         let kept = fixture.server.acceptedNotifications
+        #expect(kept.count == 3)
         #expect(kept.map(\.apnsID).prefix(2) == ids.suffix(2)[...])
-        #expect(kept.count == 3 && kept.last?.deviceToken == other)
+        #expect(kept.map(\.collapseID) == [nil, "c4", nil])
+        #expect(kept.map(\.payload.count) == [36, 28, 22])
+        #expect(kept[2].deviceToken == other && kept[2].expiration == 7 && kept[2].topic == bundleID)
+        #expect(kept[2].payload == Array(#"{"aps":{"alert":"hi"}}"#.utf8))
         let statistics = fixture.server.statistics
         #expect(statistics.accepted == 6)
         #expect(statistics.deviceTokens[deviceToken] == DeviceTokenCounts(requests: 5, accepted: 5))
