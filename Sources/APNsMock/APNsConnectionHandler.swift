@@ -1,6 +1,5 @@
 import APNsCore
 import NIOCore
-import NIOHPACK
 import NIOHTTP2
 import NIOSSL
 
@@ -9,26 +8,11 @@ import NIOSSL
 ///
 /// Answers are written as soon as a request is complete (so NIOHTTP2Handler closes the stream at once and
 /// its stream map stays small) and flushed once per read batch (one TLS record per flush); with emulated
-/// latency they are held and written one RTT later instead. The handler also returns connection- and stream-level flow
-/// control credit (WINDOW_UPDATE), which NIOHTTP2Handler does not do in frame mode.
+/// latency they are held and written one RTT later instead. The handler also returns connection- and
+/// stream-level flow-control credit (WINDOW_UPDATE), which NIOHTTP2Handler does not do in frame mode.
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
-
-    private struct OpenStream {
-        var headers: HPACKHeaders
-        var body: ByteBuffer?
-        /// DATA bytes received since the last stream WINDOW_UPDATE.
-        var unreturnedWindow = 0
-
-        mutating func append(_ buffer: inout ByteBuffer) {
-            if body == nil {
-                body = buffer
-            } else {
-                body!.writeBuffer(&buffer)
-            }
-        }
-    }
 
     /// Return connection credit once this much is consumed (a quarter of the 64 KiB window).
     private static let connectionWindowThreshold = 16_384
@@ -280,18 +264,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             receivedAtMilliseconds: now
         )
         records.append(.accepted(accepted), deviceToken: request.deviceToken)
-        var responseHeaders = HPACKHeaders()
-        responseHeaders.reserveCapacity(3)
-        responseHeaders.add(name: ":status", value: "200")
-        addIDs(to: &responseHeaders, apnsID: apnsID)
-        emit(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: responseHeaders, endStream: true))))
+        emit(APNsAnswer.accepted(streamID, apnsID: apnsID, uniqueID: nextUniqueID()))
     }
 
-    private func addIDs(to headers: inout HPACKHeaders, apnsID: String) {
-        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-        if server.environment == .development {
-            headers.add(name: "apns-unique-id", value: messageIDs.next(lowercase: true), indexing: .nonIndexable)
-        }
+    /// `apns-unique-id`: only the development environment sends one.
+    private func nextUniqueID() -> String? {
+        server.environment == .development ? messageIDs.next(lowercase: true) : nil
     }
 
     private func reject(
@@ -307,17 +285,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             advertise(maxConcurrentStreams: 1)
         }
         records.append(.rejected(status: status, reason: reason), deviceToken: deviceToken)
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(4)
-        headers.add(name: ":status", value: String(status))
-        addIDs(to: &headers, apnsID: apnsID)
-        headers.add(name: "content-type", value: "application/json")
-        var body = "{\"reason\":\"\(reason.rawValue)\""
-        if status == 410 { body += ",\"timestamp\":\(timestamp ?? server.clock.nowMilliseconds())" }
-        body += "}"
-        let buffer = context?.channel.allocator.buffer(string: body) ?? ByteBuffer(string: body)
-        emit(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false))))
-        emit(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
+        let answer = APNsAnswer.rejected(
+            streamID, status: status, reason: reason,
+            timestampMilliseconds: status == 410 ? timestamp ?? server.clock.nowMilliseconds() : nil,
+            apnsID: apnsID, uniqueID: nextUniqueID(), allocator: context?.channel.allocator ?? ByteBufferAllocator()
+        )
+        emit(answer.headers)
+        emit(answer.body)
     }
 
     // MARK: Connection-level actions (also driven from APNsMockServer commands)
@@ -428,12 +402,5 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         for frame in frames { context.write(wrapOutboundOut(frame), promise: nil) }
         context.flush()
         if close { context.close(promise: nil) }
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -24,7 +24,7 @@ final class RelayProcess: @unchecked Sendable {
     /// Starts `apns-relay run` with `environment` (APNS_RELAY_* variables) added to this process's.
     init(environment: [String: String]) throws {
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString).log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = try Self.binary()
         process.arguments = ["run"]
