@@ -35,7 +35,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var processedStreams = 0
     private var goAwayLastStreamID: HTTP2StreamID?
     private var peakOpenStreams = 0
-    /// Streams answered whose answer is not written yet (they are still open for the client).
+    /// Streams answered since the last flush: the client still sees them open until the answers go out.
     private var answeredSinceFlush = 0
     private var highestStreamID = HTTP2StreamID.rootStream
     /// GOAWAY's last-stream-id may not be below a stream already processed (DATA can complete streams out of
