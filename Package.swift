@@ -49,10 +49,12 @@ let package = Package(
         ),
 
         // MARK: Libraries
+        // Small concurrency pieces every other target uses (one deadline-wait primitive, …).
+        .target(name: "ServiceSupport"),
         .target(
             name: "Kafka",
             dependencies: [
-                "CRdKafka",
+                "CRdKafka", "ServiceSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -68,7 +70,7 @@ let package = Package(
         .target(
             name: "APNsMock",
             dependencies: [
-                "APNsCore",
+                "APNsCore", "ServiceSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -83,7 +85,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "Kafka", "APNsCore", "APNsClient", "CEventJSON",
+                "Kafka", "APNsCore", "APNsClient", "CEventJSON", "ServiceSupport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -168,6 +170,7 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
