@@ -13,6 +13,10 @@ struct RelayMetrics: Sendable {
     let inFlightBytes = Gauge(label: "apns_relay_events_in_flight_bytes")
     let pausedPartitions = Gauge(label: "apns_relay_paused_partitions")
     let assignedPartitions = Gauge(label: "apns_relay_assigned_partitions")
+    /// Records Kafka refused for good and that were published in their smaller form instead.
+    let recordsReplaced = Counter(label: "apns_relay_records_replaced_total")
+    /// Deliveries in a row that could not open an APNs connection (0 after any APNs answer).
+    let connectFailureStreak = Gauge(label: "apns_relay_apns_connect_failure_streak")
     /// From consume to result durable in Kafka.
     let latency = Timer(label: "apns_relay_event_latency_seconds", preferredDisplayUnit: .seconds)
 

@@ -2,6 +2,7 @@ import APNsCore
 import Kafka
 import Logging
 import ServiceLifecycle
+import ServiceSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -27,11 +28,23 @@ public final class RelayService: Service, Sendable {
     private let state: RelayState
     private let metrics = RelayMetrics()
     private let wallClock: @Sendable () -> Double
-    private let started = Atomic<Bool>(false)
-    /// 0 created, 1 running, 2 stopping, 3 stopped, 4 failed.
-    private let phase = Atomic<Int>(0)
+    private let phase = Mutex(Phase.created)
+    /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
+    /// once; the relay then stops taking events, abandons what is in flight and `run()` throws.
+    private let failure = Latch<String>()
     /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
     private let connectFailureStreak = Atomic<Int>(0)
+    /// When publishing started failing (monotonic nanoseconds; 0 while publishing works).
+    private let publishFailingSince = Atomic<UInt64>(0)
+
+    private enum Phase: Sendable, Equatable {
+        case created, running, stopping, stopped, failed
+    }
+
+    /// How long the producer and the consumer may each take to close after the drain.
+    static let closeTimeout: Duration = .seconds(3)
+    /// Publishing that has failed for this long makes the relay unready.
+    static let publishFailureGrace: Duration = .seconds(30)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -48,7 +61,17 @@ public final class RelayService: Service, Sendable {
         self.sender = sender
         self.logger = logger
         self.wallClock = wallClock
-        self.state = RelayState(limits: configuration.inFlight)
+        let metrics = self.metrics
+        self.state = RelayState(limits: configuration.inFlight) { pause, partitions in
+            guard !partitions.isEmpty else { return }
+            do {
+                if pause { try consumer.pause(partitions) } else { try consumer.resume(partitions) }
+                metrics.pausedPartitions.record(pause ? partitions.count : 0)
+                logger.info(pause ? "in-flight limit reached; partitions paused" : "below the in-flight low-water mark; partitions resumed")
+            } catch {
+                logger.warning(pause ? "pausing partitions failed" : "resuming partitions failed", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// What `/readyz` and the demo look at.
@@ -60,20 +83,34 @@ public final class RelayService: Service, Sendable {
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
     public var liveness: String? {
-        phase.load(ordering: .relaxed) == 4 ? "the relay stopped with an error" : nil
+        if let reason = failure.value { return "the relay stopped: \(reason)" }
+        return phase.withLock { $0 } == .failed ? "the relay stopped with an error" : nil
     }
 
-    /// `nil` when the service takes work (for `/readyz`), else why not: running in its consumer group, and
-    /// APNs reachable (no streak of deliveries that could not open a connection).
+    /// `nil` when the service takes work (for `/readyz`), else why not: running, joined to its consumer
+    /// group, Kafka reachable, and publishing results.
+    ///
+    /// APNs reachability is deliberately not part of it: during an Apple outage every replica would turn
+    /// unready at once, which stops rollouts (a fix could not be deployed) and, with a PodDisruptionBudget,
+    /// node drains, while no restart or rescheduling can help. It shows in
+    /// `apns_relay_apns_connect_failure_streak` and in `failed` results instead.
     public var readiness: String? {
-        switch phase.load(ordering: .relaxed) {
-        case 0: return "starting"
-        case 1: break
-        case 2: return "shutting down"
-        default: return "stopped"
+        switch phase.withLock({ $0 }) {
+        case .created: return "starting"
+        case .running: break
+        case .stopping: return "shutting down"
+        case .stopped, .failed: return "stopped"
         }
-        let streak = connectFailureStreak.load(ordering: .relaxed)
-        return streak > 0 ? "APNs unreachable: the last \(streak) deliveries could not open a connection" : nil
+        if let reason = failure.value { return "stopping: \(reason)" }
+        let health = consumer.health
+        if !health.isKafkaReachable { return "Kafka unreachable: every broker is down" }
+        if !health.isJoined { return "joining the consumer group" }
+        let since = publishFailingSince.load(ordering: .relaxed)
+        if since > 0 {
+            let failing = Duration.nanoseconds(Int64(clamping: Self.monotonicNanoseconds() &- since))
+            if failing > Self.publishFailureGrace { return "publishing to Kafka has failed for \(failing.components.seconds) s" }
+        }
+        return nil
     }
 
     public var status: Status {
@@ -81,51 +118,100 @@ public final class RelayService: Service, Sendable {
     }
 
     public func run() async throws {
-        guard !started.exchange(true, ordering: .relaxed) else {
-            throw RelayError("RelayService.run() called twice")
+        let first = phase.withLock { phase -> Bool in
+            guard phase == .created else { return false }
+            phase = .running
+            return true
         }
+        guard first else { throw RelayError("RelayService.run() called twice") }
         do {
             try consumer.subscribe(topics: configuration.topics.input)
             try consumer.start()
         } catch {
-            phase.store(4, ordering: .relaxed)
+            phase.withLock { $0 = .failed }
             throw error
         }
-        let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
-        let triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
-        phase.store(1, ordering: .relaxed)
         logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
 
+        await withTaskGroup(of: Void.self) { top in
+            // Whichever ends first: the pipeline (shutdown, consumer closed) or a failure that stops it.
+            top.addTask { await self.process() }
+            top.addTask { await self.watchForFailure() }
+            _ = await top.next()
+            top.cancelAll()
+        }
+        await close()
+        if let reason = failure.value {
+            phase.withLock { $0 = .failed }
+            logger.critical("relay stopped: \(reason)")
+            throw RelayError(reason)
+        }
+        phase.withLock { $0 = .stopped }
+        logger.info("relay stopped")
+    }
+
+    /// Consumes until graceful shutdown (or cancellation by a failure), drains within the drain timeout,
+    /// then abandons what is left: the producer withdraws its unacknowledged records, so no task waits for
+    /// a broker that is gone, and their offsets are never stored.
+    private func process() async {
+        // The decoder is single-threaded: it lives in this task only.
+        let triage: EventTriage
+        do {
+            let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
+            triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
+        } catch {
+            failure.set("cannot create the event decoder: \(error)")
+            return
+        }
         // Discarding: a long-running relay starts millions of child tasks; a plain task group would keep every
         // finished child until someone awaited it.
         await withDiscardingTaskGroup { group in
-            // The consumer loop ends on graceful shutdown (or when the consumer closes).
             for await event in consumer.events.cancelOnGracefulShutdown() {
                 handle(event, triage: triage, group: &group)
             }
-            phase.store(2, ordering: .relaxed)
-            logger.info("relay stopping: draining in-flight events", metadata: ["inFlight": "\(state.inFlightEvents)"])
-            let drained = await state.waitUntilDrained(nil, timeout: configuration.drainTimeout)
-            if !drained {
-                logger.warning(
-                    "drain deadline passed; abandoning unfinished events (the next owner of their partitions redoes them)",
-                    metadata: ["inFlight": "\(state.inFlightEvents)"]
-                )
+            if !Task.isCancelled {
+                phase.withLock { if $0 == .running { $0 = .stopping } }
+                logger.info("relay stopping: draining in-flight events", metadata: ["inFlight": "\(state.inFlightEvents)"])
+                let drained = await state.waitUntilDrained(nil, timeout: configuration.drainTimeout)
+                if !drained {
+                    logger.warning(
+                        "drain deadline passed; abandoning unfinished events (the next owner of their partitions redoes them)",
+                        metadata: ["inFlight": "\(state.inFlightEvents)"]
+                    )
+                }
             }
+            await producer.withdrawAll()
             group.cancelAll()
         }
+    }
+
+    /// Returns when the relay must stop: a fatal producer error, or a failure the pipeline reported.
+    private func watchForFailure() async {
+        await withTaskGroup(of: Void.self) { watch in
+            watch.addTask { [producer, failure] in
+                if let error = await producer.fatalError.wait() {
+                    failure.set("Kafka producer fatal error, results can no longer be published: \(error)")
+                }
+            }
+            watch.addTask { [failure] in _ = await failure.wait() }
+            _ = await watch.next()
+            watch.cancelAll()
+        }
+    }
+
+    /// Flushes what is left (nothing, after a drain or a withdrawal), commits the stored offsets and leaves
+    /// the group — each bounded, so a shutdown with Kafka gone still ends within seconds.
+    private func close() async {
         do {
-            try await producer.close(timeout: .seconds(10))
+            try await producer.close(timeout: Self.closeTimeout)
         } catch {
             logger.error("producer close failed at shutdown; unacknowledged results are redone after restart", metadata: ["error": "\(error)"])
         }
         do {
-            try await consumer.close(timeout: .seconds(10))
+            try await consumer.close(timeout: Self.closeTimeout)
         } catch {
-            logger.error("consumer close failed", metadata: ["error": "\(error)"])
+            logger.error("consumer close failed (its offsets are committed in the background if Kafka answers)", metadata: ["error": "\(error)"])
         }
-        phase.store(3, ordering: .relaxed)
-        logger.info("relay stopped")
     }
 
     private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
@@ -133,10 +219,9 @@ public final class RelayService: Service, Sendable {
         case .message(let message):
             accept(message, triage: triage, group: &group)
         case .partitionsAssigned(let partitions):
-            let (paused, all) = state.assign(partitions)
+            let all = state.assign(partitions)
             metrics.assignedPartitions.record(all.count)
             logger.info("partitions assigned", metadata: ["partitions": "\(partitions)"])
-            if paused { pause(partitions) }
         case .partitionsRevoked(let revocation):
             logger.info("partitions revoked; draining", metadata: ["partitions": "\(revocation.partitions)"])
             group.addTask { [state, configuration, logger, metrics] in
@@ -158,12 +243,9 @@ public final class RelayService: Service, Sendable {
     private func accept(_ message: KafkaConsumerMessage, triage: EventTriage, group: inout DiscardingTaskGroup) {
         metrics.consumed.increment()
         let size = message.value?.count ?? 0
-        switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
-        case .skip:
+        guard state.admit(message.topicPartition, offset: message.offset, bytes: size) == .admitted else {
             logger.debug("skipping an event already in flight or not assigned", metadata: Self.position(message))
             return
-        case .admitted(let transition):
-            if transition == .pause { pause(state.assignedPartitions) }
         }
         updateInFlightGauges()
         let now = wallClock()
@@ -180,13 +262,13 @@ public final class RelayService: Service, Sendable {
         var records: [OutgoingRecord] = []
         let result: DeliveryResult
         switch work {
-        case .answer(let answer, let deadLetter):
+        case .answer(let answer, let refusal):
             result = answer
-            if let deadLetter {
+            if let refusal {
                 logger.info("event refused", metadata: Self.position(message).merging([
                     "reason": "\(answer.reason ?? "")", "eventId": "\(answer.eventID ?? "")",
                 ]) { $1 })
-                records.append(OutgoingRecord(topic: configuration.topics.deadLetters, key: deadLetter.key, value: deadLetter.value, headers: deadLetter.headers))
+                records.append(deadLetter(for: message, source: source, refusal: refusal))
                 metrics.deadLetters.increment()
             }
         case .deliver(let event, let notification):
@@ -199,8 +281,9 @@ public final class RelayService: Service, Sendable {
             if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
             if report.response != nil {
                 connectFailureStreak.store(0, ordering: .relaxed)
+                metrics.connectFailureStreak.record(0)
             } else if report.failure == .connectFailed {
-                connectFailureStreak.add(1, ordering: .relaxed)
+                metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
             }
             result = DeliveryResult(
                 eventID: event.id, metadata: event.metadata, outcome: report.outcome,
@@ -211,7 +294,12 @@ public final class RelayService: Service, Sendable {
                 completedAt: Int64(wallClock() * 1000)
             )
             if let removed = Self.removedToken(for: event, notification: notification, report: report) {
-                records.append(OutgoingRecord(topic: configuration.topics.removedTokens, key: removed.key, value: removed.jsonBytes(), headers: []))
+                var small = removed
+                small.metadata = nil
+                records.append(OutgoingRecord(
+                    topic: configuration.topics.removedTokens, key: removed.key, value: removed.jsonBytes(),
+                    fallback: { [topic = configuration.topics.removedTokens, small] in OutgoingRecord(topic: topic, key: small.key, value: small.jsonBytes()) }
+                ))
                 metrics.removedTokens.increment()
             }
             logger.debug("event delivered", metadata: Self.position(message).merging([
@@ -219,8 +307,7 @@ public final class RelayService: Service, Sendable {
                 "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
             ]) { $1 })
         }
-        let resultKey = message.key ?? result.eventID.map { Array($0.utf8) }
-        records.insert(OutgoingRecord(topic: configuration.topics.results, key: resultKey, value: result.jsonBytes(), headers: []), at: 0)
+        records.insert(resultRecord(result, key: message.key, source: source), at: 0)
 
         guard await publish(records) else {
             finishAbandoned(size: size)
@@ -228,7 +315,7 @@ public final class RelayService: Service, Sendable {
         }
         metrics.result(result.outcome, reason: result.reason)
         metrics.latency.recordNanoseconds(max(0, Int64(wallClock() * 1e9) - receivedAt * 1_000_000))
-        let transition = state.finish(message.topicPartition, offset: message.offset, bytes: size) { processed in
+        state.finish(message.topicPartition, offset: message.offset, bytes: size) { processed in
             do {
                 try consumer.storeOffset(topic: message.topic, partition: message.partition, offset: processed)
             } catch {
@@ -236,58 +323,98 @@ public final class RelayService: Service, Sendable {
                 logger.debug("offset not stored", metadata: Self.position(message).merging(["error": "\(error)"]) { $1 })
             }
         }
-        if transition == .resume { resume(state.assignedPartitions) }
         updateInFlightGauges()
     }
 
     private func finishAbandoned(size: Int) {
-        if state.abandon(bytes: size) == .resume { resume(state.assignedPartitions) }
+        state.abandon(bytes: size)
         updateInFlightGauges()
     }
 
-    /// Publishes every record, retrying refusals until they succeed or the task is cancelled.
-    /// - Returns: `true` once all are acknowledged by Kafka.
+    /// The result record. Its key is the event's Kafka key, else its id, else its source position: never
+    /// null (a compacted results topic refuses null keys) and never larger than `RecordLimits.maxKeyBytes`.
+    private func resultRecord(_ result: DeliveryResult, key: [UInt8]?, source: SourcePosition) -> OutgoingRecord {
+        let topic = configuration.topics.results
+        let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
+        var small = result
+        small.metadata = nil
+        small.message = result.message.map { String($0.prefix(512)) }
+        return OutgoingRecord(
+            topic: topic, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: result.jsonBytes(),
+            fallback: { [small] in OutgoingRecord(topic: topic, key: source.recordKey, value: small.jsonBytes()) }
+        )
+    }
+
+    /// The dead letter, within `relay.maxDeadLetterBytes`; its fallback is the small form (`DeadLetter.Limits.fallback`).
+    private func deadLetter(for message: KafkaConsumerMessage, source: SourcePosition, refusal: Refusal) -> OutgoingRecord {
+        let topic = configuration.topics.deadLetters
+        @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
+            DeadLetter(
+                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers,
+                source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
+        }
+        let letter = make(DeadLetter.Limits(maxBytes: configuration.maxDeadLetterBytes))
+        return OutgoingRecord(
+            topic: topic, key: letter.key, value: letter.value, headers: letter.headers,
+            fallback: {
+                let small = make(.fallback)
+                return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers)
+            }
+        )
+    }
+
+    /// Publishes every record: transient refusals are retried (with `publishRetryBackoff`), a record Kafka
+    /// refuses for good is replaced by its fallback, and a fatal error or a refused fallback stops the relay.
+    /// - Returns: `true` once all are acknowledged by Kafka; `false` when the relay gives the event up
+    ///   (shutdown, failure), whose offset is then never stored.
     private func publish(_ records: [OutgoingRecord]) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
+        if records.count == 1 { return await publish(records[0]) }
+        return await withTaskGroup(of: Bool.self) { group in
             for record in records {
-                group.addTask { [producer, configuration, logger, metrics] in
-                    while !Task.isCancelled {
-                        do {
-                            _ = try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers)
-                            return true
-                        } catch {
-                            metrics.publishFailures.increment()
-                            logger.error("publishing a record failed; retrying", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
-                            try? await Task.sleep(for: configuration.publishRetryBackoff)
-                        }
-                    }
-                    return false
-                }
+                group.addTask { await self.publish(record) }
             }
             return await group.allSatisfy { $0 }
         }
     }
 
-    private func pause(_ partitions: [KafkaTopicPartition]) {
-        guard !partitions.isEmpty else { return }
-        do {
-            try consumer.pause(partitions)
-            metrics.pausedPartitions.record(partitions.count)
-            logger.info("in-flight limit reached; partitions paused", metadata: ["inFlight": "\(state.inFlightEvents)"])
-        } catch {
-            logger.warning("pausing partitions failed", metadata: ["error": "\(error)"])
+    private func publish(_ original: OutgoingRecord) async -> Bool {
+        var record = original
+        while !Task.isCancelled, !failure.isSet {
+            let error: KafkaError
+            do {
+                _ = try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers)
+                publishFailingSince.store(0, ordering: .relaxed)
+                return true
+            } catch let failed as KafkaError {
+                error = failed
+            } catch {
+                self.failure.set("unexpected error publishing to \(record.topic): \(error)")
+                return false
+            }
+            metrics.publishFailures.increment()
+            switch error.sendFailure {
+            case .closed:
+                return false
+            case .fatal:
+                self.failure.set("Kafka producer fatal error, results can no longer be published: \(error)")
+                return false
+            case .recordRejected:
+                guard let fallback = record.fallback else {
+                    self.failure.set("Kafka refuses even the smallest form of a record for \(record.topic) (check the topic's configuration): \(error)")
+                    return false
+                }
+                logger.error("Kafka refused a record for good; publishing its smaller form instead", metadata: [
+                    "topic": "\(record.topic)", "error": "\(error)",
+                ])
+                metrics.recordsReplaced.increment()
+                record = fallback()
+            case .retriable:
+                _ = publishFailingSince.compareExchange(expected: 0, desired: Self.monotonicNanoseconds(), ordering: .relaxed)
+                logger.error("publishing a record failed; retrying", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
+                try? await Task.sleep(for: configuration.publishRetryBackoff)
+            }
         }
-    }
-
-    private func resume(_ partitions: [KafkaTopicPartition]) {
-        guard !partitions.isEmpty else { return }
-        do {
-            try consumer.resume(partitions)
-            metrics.pausedPartitions.record(0)
-            logger.info("below the in-flight low-water mark; partitions resumed")
-        } catch {
-            logger.warning("resuming partitions failed", metadata: ["error": "\(error)"])
-        }
+        return false
     }
 
     private func updateInFlightGauges() {
@@ -321,20 +448,18 @@ public final class RelayService: Service, Sendable {
         ["topic": "\(message.topic)", "partition": "\(message.partition)", "offset": "\(message.offset)"]
     }
 
+    static func monotonicNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+
     /// UNIX time in seconds.
     public static func unixTime() -> Double {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
-}
-
-/// A record to publish.
-struct OutgoingRecord: Sendable {
-    var topic: String
-    var key: [UInt8]?
-    var value: [UInt8]?
-    var headers: [KafkaHeader]
 }
 
 /// A relay failure that stops the service (configuration or start-up problems, never input).

@@ -109,6 +109,24 @@ public final class RelaySandbox: Sendable {
 
     /// Produces events to the input topic and waits until Kafka has them all.
     public func produce(_ events: [(key: String, value: [UInt8])]) async throws {
+        try await produce(records: events.map { InputRecord(key: Array($0.key.utf8), value: $0.value) })
+    }
+
+    /// A record for the input topic, with whatever key and headers a test needs.
+    public struct InputRecord: Sendable {
+        public var key: [UInt8]?
+        public var value: [UInt8]
+        public var headers: [KafkaHeader]
+
+        public init(key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = []) {
+            self.key = key
+            self.value = value
+            self.headers = headers
+        }
+    }
+
+    /// Produces records to the input topic, in order, and waits until Kafka has them all.
+    public func produce(records events: [InputRecord]) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "sandbox-producer"
         // Tests send oversize events on purpose (the relay must refuse them, not the producer).
@@ -122,7 +140,7 @@ public final class RelaySandbox: Sendable {
                     pending -= 1
                 }
                 group.addTask { [topic = options.inputTopic] in
-                    _ = try await producer.send(topic: topic, key: Array(event.key.utf8), value: event.value)
+                    _ = try await producer.send(topic: topic, key: event.key, value: event.value, headers: event.headers)
                 }
                 pending += 1
             }

@@ -82,9 +82,10 @@ public final class DeadlineWaiter<Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - timeout: `nil` waits without a deadline (for callers bounded by something else).
     ///   - timedOut: the value when the deadline passes first.
-    ///   - cancelled: the value when the waiting task is cancelled first.
+    ///   - cancelled: the value when the waiting task is cancelled first; `nil` ignores cancellation (for a
+    ///     wait that must see its event, e.g. a close that was started by the cancellation itself).
     public static func wait(
-        timeout: Duration?, timedOut: Value, cancelled: Value,
+        timeout: Duration?, timedOut: Value, cancelled: Value?,
         register: (DeadlineWaiter<Value>) -> Void
     ) async -> Value {
         let waiter = DeadlineWaiter<Value>()
@@ -102,7 +103,7 @@ public final class DeadlineWaiter<Value: Sendable>: Sendable {
                 return value
             }
         } onCancel: {
-            waiter.resolve(cancelled)
+            if let cancelled { waiter.resolve(cancelled) }
         }
     }
 }

@@ -80,3 +80,40 @@ import Testing
         }
     }
 }
+
+@Suite struct LatchTests {
+    @Test func everyWaiterGetsTheFirstValue() async {
+        let latch = Latch<Int>()
+        async let first = latch.wait(timeout: .seconds(60))
+        async let second = latch.wait(timeout: .seconds(60))
+        #expect(latch.set(1))
+        #expect(!latch.set(2), "the first value wins")
+        #expect(await first == 1)
+        #expect(await second == 1)
+        #expect(await latch.wait(timeout: .zero) == 1, "a wait after the event returns at once")
+    }
+
+    @Test func aWaitWithoutTheEventEndsAtItsDeadline() async {
+        let latch = Latch<Void>()
+        let happened: Void? = await latch.wait(timeout: .milliseconds(10))
+        #expect(happened == nil)
+        #expect(!latch.isSet)
+    }
+}
+
+@Suite struct LatchCancellationTests {
+    @Test func aWaitThatIgnoresCancellationStillSeesTheEvent() async {
+        let latch = Latch<Int>()
+        let task = Task { await latch.wait(timeout: .seconds(60), ignoringCancellation: true) }
+        task.cancel()
+        latch.set(5)
+        #expect(await task.value == 5)
+    }
+
+    @Test func aCancelledWaitEndsWithoutTheEvent() async {
+        let latch = Latch<Int>()
+        let task = Task { await latch.wait(timeout: .seconds(60)) }
+        task.cancel()
+        #expect(await task.value == nil)
+    }
+}

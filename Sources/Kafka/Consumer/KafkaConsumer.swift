@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// A consumer group member over librdkafka.
@@ -34,10 +35,18 @@ public final class KafkaConsumer: Sendable {
     public init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
         let shared = KafkaConsumerShared(configuration: configuration, logger: logger)
+        let errorHandler = configuration.errorHandler
+        // Weak: the client owns the context that owns this closure.
+        let weakClient = WeakClient()
         let context = KafkaClientContext(
             logger: logger, statisticsHandler: configuration.statisticsHandler,
-            errorHandler: configuration.errorHandler, rebalanceHandler: shared)
+            errorHandler: { error in
+                shared.noteError(error, client: weakClient.client)
+                errorHandler?(error)
+            },
+            rebalanceHandler: shared)
         let client = try KafkaClient(kind: .consumer, properties: properties, context: context)
+        weakClient.client = client
         // Route the main queue to the consumer queue so rd_kafka_consumer_poll serves every callback
         // (errors, statistics, rebalances) on the poll thread.
         client.withHandle { _ = rd_kafka_poll_set_consumer($0) }
@@ -47,6 +56,19 @@ public final class KafkaConsumer: Sendable {
         self.shared = shared
         self.logger = logger
         self.events = KafkaConsumerEvents(client: client, shared: shared)
+    }
+
+    /// What a readiness probe needs to know about this member.
+    public struct Health: Sendable, Hashable {
+        /// The member has joined its group (it has an assignment, possibly empty) and has not lost it since.
+        public var isJoined: Bool
+        /// No "all brokers down" from librdkafka since the last successful request to a broker.
+        public var isKafkaReachable: Bool
+    }
+
+    public var health: Health {
+        Health(isJoined: shared.isJoined.load(ordering: .acquiring),
+               isKafkaReachable: !shared.brokersDown.load(ordering: .acquiring))
     }
 
     /// Subscribes to `topics` (replacing any previous subscription). The group join happens while polling.
@@ -76,7 +98,7 @@ public final class KafkaConsumer: Sendable {
     public func run() async throws {
         if lifecycle.withLock({ $0 == .created }) { try start() }
         await withTaskCancellationHandler {
-            await shared.closed.wait()
+            _ = await shared.closed.wait(ignoringCancellation: true)
         } onCancel: {
             beginClose()
         }
@@ -204,9 +226,9 @@ public final class KafkaConsumer: Sendable {
         if previous == .created {
             // Never started: no poll thread runs the close sequence and the handle never joined a group.
             client.withHandle { handle in shared.update(handle: handle) { $0.finish() } }
-            shared.closed.complete()
+            shared.closed.set()
         }
-        guard await shared.closed.wait(timeout: timeout) else {
+        guard await shared.closed.wait(timeout: timeout, ignoringCancellation: true) != nil else {
             throw KafkaError(code: .timedOut, message: "consumer close did not finish within \(timeout)")
         }
         lifecycle.withLock { $0 = .closed }
@@ -223,6 +245,13 @@ public final class KafkaConsumer: Sendable {
     }
 }
 
+/// Lets the error callback reach the client without keeping it alive.
+// @unchecked Sendable: `client` is written once, right after the client is created and before librdkafka
+// can call back (no poll has run yet); only read afterwards.
+private final class WeakClient: @unchecked Sendable {
+    weak var client: KafkaClient?
+}
+
 /// The events of a ``KafkaConsumer``: one iterator at a time.
 public struct KafkaConsumerEvents: AsyncSequence, Sendable {
     public typealias Element = KafkaConsumerEvent
@@ -236,7 +265,6 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let client: KafkaClient
         let shared: KafkaConsumerShared
-        private static let waitIDs = Atomic<Int>(0)
 
         /// The next event, or `nil` once the consumer is closed or the task is cancelled.
         public mutating func next() async -> KafkaConsumerEvent? {
@@ -277,23 +305,10 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
             case .empty:
                 break
             }
-            let id = Self.waitIDs.wrappingAdd(1, ordering: .relaxed).newValue
             let shared = self.shared
             let client = self.client
-            let timer: Task<Void, Never>? = timeout.map { timeout in
-                Task {
-                    try? await Task.sleep(for: timeout)
-                    guard !Task.isCancelled else { return }
-                    shared.state.withLock { $0.cancelWait(id: id) }?.resume(returning: .timedOut)
-                }
-            }
-            defer { timer?.cancel() }
-            return await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    client.withHandle { handle in shared.update(handle: handle) { $0.wait(id: id, continuation) } }
-                }
-            } onCancel: {
-                shared.state.withLock { $0.cancelWait(id: id) }?.resume(returning: .finished)
+            return await DeadlineWaiter.wait(timeout: timeout, timedOut: .timedOut, cancelled: .finished) { waiter in
+                client.withHandle { handle in shared.update(handle: handle) { $0.wait(waiter) } }
             }
         }
     }

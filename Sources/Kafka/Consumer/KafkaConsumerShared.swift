@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// State shared by the application side of a consumer, its poll thread and librdkafka's rebalance
@@ -22,8 +23,14 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let isClosing = Atomic<Bool>(false)
     /// The revocation the poll thread is waiting on, so that close can release it.
     let pendingRevocation = Mutex<KafkaPartitionRevocation?>(nil)
-    let closed = CompletionSignal()
+    let closed = Latch<Void>()
     let closeResult = Mutex<KafkaError?>(nil)
+    /// Whether the member has joined its group: set by an assignment (even an empty one), cleared when the
+    /// assignment is lost (the member was dropped from the group) or could not be applied.
+    let isJoined = Atomic<Bool>(false)
+    /// librdkafka said every broker is down (`_ALL_BROKERS_DOWN`); cleared once a metadata request succeeds.
+    let brokersDown = Atomic<Bool>(false)
+    private let isProbing = Atomic<Bool>(false)
 
     init(configuration: KafkaConsumerConfiguration, logger: Logger) {
         self.logger = logger
@@ -38,7 +45,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// must see pauses and resumes in the order the machine decided them (a resume overtaken by an older
     /// pause would leave partitions paused for good). rd_kafka_pause/resume_partitions only enqueue
     /// operations and never call back into us, so calling them under the lock cannot deadlock.
-    /// The iterator is resumed after the lock is released.
+    /// A parked iterator is resolved under the lock (resolving only enqueues its task).
     func update(
         handle: OpaquePointer, _ transition: (inout KafkaConsumerStateMachine) -> KafkaConsumerStateMachine.Action
     ) {
@@ -48,7 +55,6 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             if !action.resume.isEmpty { setPaused(false, action.resume, handle: handle) }
             return action
         }
-        if let (waiter, outcome) = action.resumeWaiter { waiter.resume(returning: outcome) }
         if action.droppedMessages > 0 {
             logger.debug("dropped unprocessed buffered messages", metadata: ["count": "\(action.droppedMessages)"])
         }
@@ -66,6 +72,32 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             return failure
         }
         return nil
+    }
+
+    /// Every error librdkafka reports for this consumer passes here (from its error callback).
+    func noteError(_ error: KafkaError, client: KafkaClient?) {
+        guard error.responseCode == .allBrokersDown else { return }
+        brokersDown.store(true, ordering: .releasing)
+        guard let client, !isProbing.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // librdkafka says when every broker is down but not when one is back: ask for metadata (on a thread
+        // of its own: the call blocks) until a broker answers.
+        DedicatedThread.start(name: "kafka-reachability") { [self] in
+            while brokersDown.load(ordering: .acquiring), !isClosing.load(ordering: .acquiring) {
+                let reachable = client.withHandle { handle -> Bool in
+                    var metadata: UnsafePointer<rd_kafka_metadata>?
+                    guard rd_kafka_metadata(handle, 0, nil, &metadata, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR else { return false }
+                    if let metadata { rd_kafka_metadata_destroy(metadata) }
+                    return true
+                }
+                if reachable {
+                    brokersDown.store(false, ordering: .releasing)
+                    logger.info("Kafka reachable again")
+                } else {
+                    usleep(500_000)
+                }
+            }
+            isProbing.store(false, ordering: .releasing)
+        }
     }
 
     func report(_ error: KafkaError) {
@@ -86,11 +118,13 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             logger.info("partitions assigned", metadata: ["partitions": "\(topicPartitions)"])
             applyAssignment(handle: handle, partitions: partitions, assign: true)
             update(handle: handle) { $0.partitionsAssigned(topicPartitions) }
+            isJoined.store(true, ordering: .releasing)
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             if rd_kafka_assignment_lost(handle) != 0 {
                 // Already gone from the group: nothing to drain into, commits would fail.
                 logger.warning("partitions lost", metadata: ["partitions": "\(topicPartitions)"])
+                isJoined.store(false, ordering: .releasing)
                 update(handle: handle) {
                     $0.partitionsRemoved(topicPartitions, event: .partitionsLost(topicPartitions))
                 }
@@ -104,6 +138,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             // librdkafka's documentation prescribes, and tell the application.
             let failure = KafkaError(code: .rebalance, rawResponse: error)
             report(failure)
+            isJoined.store(false, ordering: .releasing)
             update(handle: handle) { state in
                 state.partitionsRemoved(Array(state.assigned), event: .partitionsLost(Array(state.assigned)))
             }
@@ -214,6 +249,6 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             update(handle: handle) { $0.finish() }
         }
         logger.debug("consumer closed")
-        closed.complete()
+        closed.set()
     }
 }

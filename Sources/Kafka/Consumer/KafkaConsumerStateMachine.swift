@@ -1,3 +1,5 @@
+import ServiceSupport
+
 /// The consumer's buffer and flow control, as a value type; ``KafkaConsumerShared`` keeps it behind a lock
 /// and performs the returned actions outside the lock.
 ///
@@ -12,11 +14,12 @@ struct KafkaConsumerStateMachine {
         case timedOut
     }
 
-    typealias Waiter = CheckedContinuation<WaitOutcome, Never>
+    /// The parked iterator. Resolved here, under the caller's lock: a waiter its deadline or cancellation
+    /// resolved first refuses the event (`resolve` returns `false`), which then stays in the buffer.
+    typealias Waiter = DeadlineWaiter<WaitOutcome>
 
     /// Side effects for the caller to perform after releasing the lock.
     struct Action {
-        var resumeWaiter: (Waiter, WaitOutcome)?
         var pause: [KafkaTopicPartition] = []
         var resume: [KafkaTopicPartition] = []
         var droppedMessages = 0
@@ -35,7 +38,7 @@ struct KafkaConsumerStateMachine {
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
     private var messages = MessageQueue()
-    private var waiter: (id: Int, continuation: Waiter)?
+    private var waiter: Waiter?
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -53,9 +56,8 @@ struct KafkaConsumerStateMachine {
             return action
         }
         var rest = batch[...]
-        if let waiter, control.isEmpty, messages.isEmpty, let first = rest.popFirst() {
-            self.waiter = nil
-            action.resumeWaiter = (waiter.continuation, .event(.message(first)))
+        if control.isEmpty, messages.isEmpty, let first = rest.first, hand(.message(first)) {
+            rest = rest.dropFirst()
         }
         for message in rest { messages.append(message) }
         if !isAutoPaused && messages.count >= capacity {
@@ -72,8 +74,10 @@ struct KafkaConsumerStateMachine {
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
         assigned.formUnion(partitions)
         var action = pushControl(.partitionsAssigned(partitions))
-        // New partitions join the pause while the buffer is full.
-        if isAutoPaused { action.pause = partitions }
+        // New partitions join the pause while the buffer is full. Otherwise they are resumed explicitly:
+        // librdkafka keeps a partition's application pause across a revocation, so one paused before it was
+        // revoked would otherwise come back paused, with nobody left to resume it.
+        if isAutoPaused { action.pause = partitions } else { action.resume = partitions }
         return action
     }
 
@@ -99,9 +103,9 @@ struct KafkaConsumerStateMachine {
         if let waiter {
             self.waiter = nil
             if control.isEmpty {
-                action.resumeWaiter = (waiter.continuation, .finished)
-            } else {
-                action.resumeWaiter = (waiter.continuation, .event(control.removeFirst()))
+                waiter.resolve(.finished)
+            } else if waiter.resolve(.event(control[0])) {
+                control.removeFirst()
             }
         }
         return action
@@ -119,27 +123,25 @@ struct KafkaConsumerStateMachine {
         return isFinished ? .finished : .empty
     }
 
-    /// Parks the single iterator until something arrives. Returns an action if something already had.
-    mutating func wait(id: Int, _ continuation: Waiter) -> Action {
+    /// Parks the single iterator until something arrives, or hands it what has arrived already.
+    mutating func wait(_ newWaiter: Waiter) -> Action {
         var action = Action()
-        switch next() {
-        case .event(let event, let resume):
-            action.resumeWaiter = (continuation, .event(event))
-            action.resume = resume
-        case .finished:
-            action.resumeWaiter = (continuation, .finished)
-        case .empty:
-            precondition(waiter == nil, "KafkaConsumer.events supports a single iterator at a time")
-            waiter = (id, continuation)
+        // A parked waiter that its deadline or cancellation resolved is no longer waiting.
+        if let waiter, waiter.isResolved { self.waiter = nil }
+        precondition(waiter == nil, "KafkaConsumer.events supports a single iterator at a time")
+        if !control.isEmpty {
+            if newWaiter.resolve(.event(control[0])) { control.removeFirst() }
+        } else if let message = messages.first {
+            if newWaiter.resolve(.event(.message(message))) {
+                _ = messages.popFirst()
+                action.resume = resumeIfDrained()
+            }
+        } else if isFinished {
+            newWaiter.resolve(.finished)
+        } else {
+            waiter = newWaiter
         }
         return action
-    }
-
-    /// Takes the parked iterator back (timeout or cancellation), if it is still parked.
-    mutating func cancelWait(id: Int) -> Waiter? {
-        guard let waiter, waiter.id == id else { return nil }
-        self.waiter = nil
-        return waiter.continuation
     }
 
     /// - Returns: the partitions to pause in librdkafka (those assigned; others are ignored by librdkafka).
@@ -157,15 +159,17 @@ struct KafkaConsumerStateMachine {
     // MARK: private
 
     private mutating func pushControl(_ event: KafkaConsumerEvent) -> Action {
-        var action = Action()
-        if let waiter {
-            // A parked iterator means both lanes are empty.
-            self.waiter = nil
-            action.resumeWaiter = (waiter.continuation, .event(event))
-        } else {
-            control.append(event)
-        }
-        return action
+        // A parked iterator means both lanes are empty.
+        if !hand(event) { control.append(event) }
+        return Action()
+    }
+
+    /// Gives `event` to the parked iterator, if one is parked and still waiting.
+    /// - Returns: `false` when nobody took it (the caller buffers it).
+    private mutating func hand(_ event: KafkaConsumerEvent) -> Bool {
+        guard let waiter else { return false }
+        self.waiter = nil
+        return waiter.resolve(.event(event))
     }
 
     private mutating func resumeIfDrained() -> [KafkaTopicPartition] {
@@ -185,6 +189,8 @@ struct MessageQueue {
     var isEmpty: Bool { count == 0 }
 
     mutating func append(_ message: KafkaConsumerMessage) { storage.append(message) }
+
+    var first: KafkaConsumerMessage? { head < storage.count ? storage[head] : nil }
 
     mutating func popFirst() -> KafkaConsumerMessage? {
         guard head < storage.count else { return nil }

@@ -92,6 +92,27 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
 }
 
 extension KafkaError {
+    /// What a failed send means for the record, so that callers neither retry forever what can never be
+    /// accepted nor give up on what a retry would deliver.
+    public enum SendFailure: Sendable, Hashable {
+        /// Transport trouble, timeouts, leader changes, a full queue: the same record may go through later.
+        case retriable
+        /// Kafka refuses this record for good (too large, invalid — e.g. a null key on a compacted topic):
+        /// send a smaller or corrected record instead, never the same one again.
+        case recordRejected
+        /// The client is unusable (e.g. the idempotent producer lost its guarantees): recreate it.
+        case fatal
+        /// The producer is closed or withdrew its records (shutting down).
+        case closed
+    }
+
+    public var sendFailure: SendFailure {
+        if isFatal || responseCode == .fatal { return .fatal }
+        if code == .closed || responseCode == .purgedInQueue || responseCode == .purgedInFlight { return .closed }
+        if let responseCode, KafkaResponseCode.rejectingRecord.contains(responseCode) { return .recordRejected }
+        return .retriable
+    }
+
     /// Builds an error from a librdkafka response code, using librdkafka's description as the message
     /// unless one is given.
     init(code: Code, rawResponse: rd_kafka_resp_err_t, message: String? = nil) {

@@ -30,6 +30,14 @@ public struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomStr
     public static let fatal = Self(RD_KAFKA_RESP_ERR__FATAL)
     public static let state = Self(RD_KAFKA_RESP_ERR__STATE)
     public static let maxPollExceeded = Self(RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED)
+    public static let recordListTooLarge = Self(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
+    public static let invalidTimestamp = Self(RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP)
+    public static let outOfOrderSequenceNumber = Self(RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER)
+
+    /// Codes with which Kafka refuses one record for good: retrying the same record cannot succeed.
+    static let rejectingRecord: Set<KafkaResponseCode> = [
+        .messageSizeTooLarge, .invalidRecord, .recordListTooLarge, .invalidTimestamp,
+    ]
 
     init(_ raw: rd_kafka_resp_err_t) { self.rawValue = raw.rawValue }
 

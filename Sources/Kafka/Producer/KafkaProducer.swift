@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// Where a record ended up, from its delivery report.
@@ -25,15 +26,32 @@ public final class KafkaProducer: Sendable {
     private let logger: Logger
     private let pollThread = PollThreadControl()
     private let closeStarted = Atomic<Bool>(false)
+    /// Held while a record is handed to librdkafka and while ``withdrawAll()`` purges, so that no record
+    /// can be queued after the purge that was meant to fail it. Uncontended on the hot path.
+    private let admission = Mutex<Admission>(.open)
+
+    private enum Admission { case open, withdrawn }
+
+    /// Set once, when librdkafka reports a fatal error (e.g. the idempotent producer lost its ordering
+    /// guarantees). From then on every send fails; the client must be recreated (for the relay: the process
+    /// restarts). Await it with `fatalError.wait()`.
+    public let fatalError: Latch<KafkaError>
 
     /// Creates the producer and starts its delivery-report thread.
     /// - Throws: ``KafkaError`` `configuration` for contradictory or rejected settings (with librdkafka's
     ///   message), `clientCreation` if librdkafka refuses to create the handle.
     public init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
+        let fatalError = Latch<KafkaError>()
+        let errorHandler = configuration.errorHandler
         let context = KafkaClientContext(
             logger: logger, statisticsHandler: configuration.statisticsHandler,
-            errorHandler: configuration.errorHandler, rebalanceHandler: nil)
+            errorHandler: { error in
+                if error.isFatal { fatalError.set(error) }
+                errorHandler?(error)
+            },
+            rebalanceHandler: nil)
+        self.fatalError = fatalError
         client = try KafkaClient(kind: .producer(deliveryReport: true), properties: properties, context: context)
         self.logger = logger
         let timeout = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
@@ -44,7 +62,7 @@ public final class KafkaProducer: Sendable {
             while !pollThread.isStopping.load(ordering: .acquiring) {
                 client.withHandle { _ = rd_kafka_poll($0, timeout) }
             }
-            pollThread.stopped.complete()
+            pollThread.stopped.set()
         }
     }
 
@@ -74,13 +92,16 @@ public final class KafkaProducer: Sendable {
             // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
             // retained value back (kafkaDeliveryReportCallback). Released below if produce fails instead.
             let opaque = Unmanaged.passRetained(promise).toOpaque()
-            let error = client.withHandle { handle in
-                Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
-                             headers: headers, opaque: opaque)
+            let failure = admission.withLock { admission -> KafkaError? in
+                guard admission == .open else { return KafkaError.closed("producer withdrew its records (shutting down)") }
+                return client.withHandle { handle in
+                    Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
+                                 headers: headers, opaque: opaque)
+                }.map { KafkaError(code: .enqueue, consuming: $0) }
             }
-            if let error {
+            if let failure {
                 Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
-                continuation.resume(throwing: KafkaError(code: .enqueue, consuming: error))
+                continuation.resume(throwing: failure)
             }
         }
     }
@@ -108,6 +129,28 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Stops taking records and fails every record not yet acknowledged: each waiting `send` throws
+    /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT` (on the poll thread's next poll), later sends throw `closed`.
+    ///
+    /// For a shutdown that must not wait for a broker that is gone: a purged record may still have reached
+    /// the broker, so its sender must treat it as not durable (the relay never stores its offset).
+    public func withdrawAll() async {
+        await DedicatedThread.run(name: "kafka-producer-withdraw") { [self] in
+            admission.withLock { admission in
+                admission = .withdrawn
+                client.withHandle { handle in
+                    _ = rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+                }
+            }
+        }
+    }
+
+    /// Raises a fatal error in librdkafka as if the broker had caused one (`rd_kafka_test_fatal_error`),
+    /// for tests of what the application does then. Only an idempotent producer has fatal errors.
+    public func injectFatalErrorForTesting(_ code: KafkaResponseCode, reason: String) {
+        client.withHandle { handle in _ = rd_kafka_test_fatal_error(handle, code.raw, reason) }
+    }
+
     /// Flushes for at most `timeout`, fails whatever is still queued (each waiting `send` throws with
     /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT`) and stops the poll thread. Further sends throw `closed`.
     public func close(timeout: Duration = .seconds(30)) async throws {
@@ -125,7 +168,7 @@ public final class KafkaProducer: Sendable {
             }
         }
         pollThread.isStopping.store(true, ordering: .releasing)
-        _ = await pollThread.stopped.wait(timeout: .seconds(5))
+        _ = await pollThread.stopped.wait(timeout: .seconds(5), ignoringCancellation: true)
         // A send that passed its closed check just before close began may have queued a record after the
         // flush: fail it (and anything else left) so that no caller waits for a report nobody polls for.
         let client = self.client
@@ -204,7 +247,7 @@ public final class KafkaProducer: Sendable {
 /// Stop flag and exit signal of a poll thread.
 final class PollThreadControl: Sendable {
     let isStopping = Atomic<Bool>(false)
-    let stopped = CompletionSignal()
+    let stopped = Latch<Void>()
 }
 
 /// A `send` waiting for its delivery report.

@@ -5,8 +5,15 @@ import Kafka
 enum Triage: Sendable {
     /// A valid event, ready for APNs.
     case deliver(NotificationEvent, APNsNotification)
-    /// Refused before sending: publish this result (and the dead letter, if any) only.
-    case answer(DeliveryResult, DeadLetter?)
+    /// Refused before sending: publish this result (and a dead letter for the refusal, if any) only.
+    case answer(DeliveryResult, Refusal?)
+}
+
+/// Why an event was refused, for its dead letter.
+struct Refusal: Sendable {
+    var stage: DeadLetter.Stage
+    var code: String
+    var message: String
 }
 
 /// Reads a Kafka message into a `Triage`: size, schema, then APNs rules. Runs on the consumer loop,
@@ -26,21 +33,21 @@ struct EventTriage {
                 eventID: id, metadata: metadata, outcome: .invalid, reason: code, message: text,
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            let deadLetter = DeadLetter(
-                originalKey: message.key, originalValue: message.value,
-                originalHeaders: message.headers,
-                source: source, stage: stage, errorCode: code, message: text,
-                maxValueBytes: configuration.maxDeadLetterBytes
-            )
-            return .answer(result, deadLetter)
+            return .answer(result, Refusal(stage: stage, code: code, message: text))
         }
 
         guard let value = message.value, !value.isEmpty else {
             return invalid(.schema, code: "empty_event", message: "the Kafka message has no value")
         }
+        // Key and headers count too: they travel with the event into its dead letter and result.
         let limit = min(configuration.maxEventBytes, EventDecoder.maxEventBytes)
-        if value.count > limit {
-            return invalid(.size, code: "event_too_large", message: "event is \(value.count) bytes; the limit is \(limit)")
+        let keyBytes = message.key?.count ?? 0
+        let headerBytes = RecordLimits.bytes(of: message.headers)
+        if value.count + keyBytes + headerBytes > limit {
+            let parts = keyBytes + headerBytes == 0 ? "" : " (key \(keyBytes) + value \(value.count) + headers \(headerBytes))"
+            return invalid(
+                .size, code: "event_too_large",
+                message: "event is \(value.count + keyBytes + headerBytes) bytes\(parts); the limit is \(limit) (relay.maxEventBytes)")
         }
         let event: NotificationEvent
         do {

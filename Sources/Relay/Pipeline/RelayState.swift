@@ -1,9 +1,18 @@
 import Kafka
+import ServiceSupport
 import Synchronization
 
 /// The relay's shared bookkeeping: offsets in flight, the in-flight gate, the assignment, and tasks
-/// waiting for partitions to drain. One lock; methods return what to do and the caller does it outside.
+/// waiting for partitions to drain. One lock.
+///
+/// Pauses and resumes are carried out *under* the lock (through `partitionControl`), in the order the gate
+/// decides them: a finishing event's resume must never reach librdkafka after a later pause (or the other
+/// way round), or partitions would stay paused while the gate is open. `partitionControl` only enqueues
+/// operations in librdkafka and never calls back into the relay, so this cannot deadlock.
 final class RelayState: Sendable {
+    /// Pauses (`true`) or resumes (`false`) partitions in the consumer.
+    typealias PartitionControl = @Sendable (_ pause: Bool, _ partitions: [KafkaTopicPartition]) -> Void
+
     private struct State {
         var ledger = OffsetLedger<KafkaTopicPartition>()
         var gate: InFlightGate
@@ -12,73 +21,78 @@ final class RelayState: Sendable {
     }
 
     private struct DrainWaiter {
-        let id: Int
         let partitions: Set<KafkaTopicPartition>?
-        let continuation: CheckedContinuation<Void, Never>
+        let waiter: DeadlineWaiter<Bool>
     }
 
     private let state: Mutex<State>
-    private let waiterIDs = Atomic<Int>(0)
+    private let partitionControl: PartitionControl
 
-    init(limits: InFlightGate.Limits) {
+    init(limits: InFlightGate.Limits, partitionControl: @escaping PartitionControl) {
         state = Mutex(State(gate: InFlightGate(limits: limits)))
+        self.partitionControl = partitionControl
     }
 
     enum Admission {
         /// Not assigned here (any more) or already seen: skip the event.
         case skip
-        case admitted(InFlightGate.Transition)
+        case admitted
     }
 
-    /// Starts tracking an event.
+    /// Starts tracking an event; pauses every assigned partition when the gate closes.
     func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) -> Admission {
         state.withLock { state in
             guard state.assigned.contains(partition), state.ledger.begin(partition, offset: offset) else { return .skip }
-            return .admitted(state.gate.admit(bytes: bytes))
+            if state.gate.admit(bytes: bytes) == .pause { partitionControl(true, Array(state.assigned)) }
+            return .admitted
         }
     }
 
     /// Marks an event's results durable. Stores the partition's new frontier through `store` while still
-    /// holding the lock, so concurrent finishes can never store frontiers out of order.
-    ///
-    /// - Returns: whether the gate now says resume.
-    func finish(
-        _ partition: KafkaTopicPartition, offset: Int64, bytes: Int,
-        store: (_ processedOffset: Int64) -> Void
-    ) -> InFlightGate.Transition {
-        let (transition, resumed) = state.withLock { state -> (InFlightGate.Transition, [CheckedContinuation<Void, Never>]) in
+    /// holding the lock, so concurrent finishes can never store frontiers out of order; resumes the
+    /// assigned partitions when the gate opens.
+    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, store: (_ processedOffset: Int64) -> Void) {
+        state.withLock { state in
             if let frontier = state.ledger.finish(partition, offset: offset) {
                 store(frontier - 1)
             }
-            let transition = state.gate.release(bytes: bytes)
-            return (transition, Self.takeDrained(&state))
+            release(bytes: bytes, &state)
+            Self.resolveDrained(&state)
         }
-        resumed.forEach { $0.resume() }
-        return transition
     }
 
     /// Gives up an event without a result (shutdown or revoke deadline passed): its offset is never stored.
-    func abandon(bytes: Int) -> InFlightGate.Transition {
-        state.withLock { $0.gate.release(bytes: bytes) }
+    func abandon(bytes: Int) {
+        state.withLock { state in
+            release(bytes: bytes, &state)
+            Self.resolveDrained(&state)
+        }
     }
 
-    func assign(_ partitions: [KafkaTopicPartition]) -> (paused: Bool, all: [KafkaTopicPartition]) {
+    private func release(bytes: Int, _ state: inout State) {
+        if state.gate.release(bytes: bytes) == .resume { partitionControl(false, Array(state.assigned)) }
+    }
+
+    /// Adds partitions; they join the pause while the gate is closed (the consumer hands them over
+    /// unpaused).
+    /// - Returns: every assigned partition.
+    func assign(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
         state.withLock { state in
             state.assigned.formUnion(partitions)
-            return (state.gate.isPaused, Array(state.assigned))
+            if state.gate.isPaused, !partitions.isEmpty { partitionControl(true, partitions) }
+            return Array(state.assigned)
         }
     }
 
     /// Forgets partitions (after a drain or a loss): unfinished events there are never stored.
     func release(_ partitions: [KafkaTopicPartition]) {
-        let resumed = state.withLock { state in
+        state.withLock { state in
             for partition in partitions {
                 state.assigned.remove(partition)
                 state.ledger.release(partition)
             }
-            return Self.takeDrained(&state)
+            Self.resolveDrained(&state)
         }
-        resumed.forEach { $0.resume() }
     }
 
     var assignedPartitions: [KafkaTopicPartition] { state.withLock { Array($0.assigned) } }
@@ -87,35 +101,18 @@ final class RelayState: Sendable {
     var inFlightBytes: Int { state.withLock { $0.gate.bytes } }
 
     /// Waits until no event of `partitions` (all partitions when `nil`) is in flight, or `timeout` passes.
-    /// - Returns: `true` when drained, `false` on timeout.
+    /// - Returns: `true` when drained, `false` on timeout (or cancellation).
     func waitUntilDrained(_ partitions: [KafkaTopicPartition]?, timeout: Duration) async -> Bool {
-        let id = waiterIDs.add(1, ordering: .relaxed).newValue
         let wanted = partitions.map(Set.init)
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let drainedAlready = self.state.withLock { state in
-                        if Self.isDrained(state, wanted) { return true }
-                        state.drainWaiters.append(DrainWaiter(id: id, partitions: wanted, continuation: continuation))
-                        return false
-                    }
-                    if drainedAlready { continuation.resume() }
+        return await DeadlineWaiter.wait(timeout: timeout, timedOut: false, cancelled: false) { waiter in
+            state.withLock { state in
+                if Self.isDrained(state, wanted) {
+                    waiter.resolve(true)
+                } else {
+                    state.drainWaiters.removeAll { $0.waiter.isResolved }  // earlier waits that timed out
+                    state.drainWaiters.append(DrainWaiter(partitions: wanted, waiter: waiter))
                 }
-                return true
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            // Whoever lost: wake the waiter if it is still parked, stop the timer.
-            let parked = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                guard let index = state.drainWaiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.drainWaiters.remove(at: index).continuation
-            }
-            parked?.resume()
-            group.cancelAll()
-            return first
         }
     }
 
@@ -124,14 +121,14 @@ final class RelayState: Sendable {
         return partitions.allSatisfy { state.ledger.inFlight($0) == 0 }
     }
 
-    private static func takeDrained(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
-        guard !state.drainWaiters.isEmpty else { return [] }
-        var drained: [CheckedContinuation<Void, Never>] = []
-        var waiting: [DrainWaiter] = []
-        for waiter in state.drainWaiters {
-            if isDrained(state, waiter.partitions) { drained.append(waiter.continuation) } else { waiting.append(waiter) }
+    /// Resolving a waiter only enqueues its task, so it is done under the lock.
+    private static func resolveDrained(_ state: inout State) {
+        guard !state.drainWaiters.isEmpty else { return }
+        let snapshot = state
+        state.drainWaiters.removeAll { drain in
+            guard drain.waiter.isResolved || isDrained(snapshot, drain.partitions) else { return false }
+            drain.waiter.resolve(true)
+            return true
         }
-        state.drainWaiters = waiting
-        return drained
     }
 }

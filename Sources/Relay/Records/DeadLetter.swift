@@ -1,7 +1,12 @@
 import Kafka
 
-/// A dead-letter record: the original message, untouched, plus headers that say where it came from and
-/// why it was refused. Header names follow Kafka Connect's DLQ conventions so existing tooling reads them.
+/// A dead-letter record: the original message, plus headers that say where it came from and why it was
+/// refused. Header names follow Kafka Connect's DLQ conventions so existing tooling reads them.
+///
+/// Always publishable: the record as a whole stays within ``Limits/maxBytes``. An original key over
+/// ``Limits/maxKeyBytes`` is replaced by the source position, original headers over
+/// ``Limits/maxOriginalHeaderBytes`` are left out, and the value is cut to what is left; each of these is said
+/// in a header, never silent.
 public struct DeadLetter: Sendable, Hashable {
     public enum Stage: String, Sendable {
         /// Refused before parsing (e.g. larger than the configured maximum).
@@ -12,31 +17,70 @@ public struct DeadLetter: Sendable, Hashable {
         case apnsRules = "apns-rules"
     }
 
+    /// How large a dead letter may be.
+    public struct Limits: Sendable, Hashable {
+        /// Key + value + headers (keep it under the producer's `message.max.bytes`, 1,000,000 by default).
+        public var maxBytes: Int
+        public var maxKeyBytes: Int = RecordLimits.maxKeyBytes
+        public var maxOriginalHeaderBytes: Int = RecordLimits.maxHeaderBytes
+        /// Replace even a small or null original key by the source position.
+        public var replacesKey = false
+
+        public init(maxBytes: Int) {
+            self.maxBytes = maxBytes
+        }
+
+        /// The form sent when Kafka refused the normal one for good: small enough for any sane topic.
+        public static let fallback: Limits = {
+            var limits = Limits(maxBytes: RecordLimits.fallbackBytes)
+            limits.maxOriginalHeaderBytes = 0
+            limits.replacesKey = true
+            return limits
+        }()
+    }
+
     public var key: [UInt8]?
     public var value: [UInt8]?
     public var headers: [KafkaHeader]
 
     public init(
         originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [KafkaHeader],
-        source: SourcePosition, stage: Stage, errorCode: String, message: String, maxValueBytes: Int
+        source: SourcePosition, stage: Stage, errorCode: String, message: String, limits: Limits
     ) {
-        key = originalKey
-        var errorHeaders: [KafkaHeader] = [
+        var headers = originalHeaders
+        var notes: [KafkaHeader] = [
             KafkaHeader(name: "__connect.errors.topic", value: Array(source.topic.utf8)),
             KafkaHeader(name: "__connect.errors.partition", value: Array(String(source.partition).utf8)),
             KafkaHeader(name: "__connect.errors.offset", value: Array(String(source.offset).utf8)),
             KafkaHeader(name: "__connect.errors.stage", value: Array(stage.rawValue.utf8)),
             KafkaHeader(name: "__connect.errors.exception.class.name", value: Array(errorCode.utf8)),
-            KafkaHeader(name: "__connect.errors.exception.message", value: Array(message.utf8)),
+            KafkaHeader(name: "__connect.errors.exception.message", value: Array(message.prefix(2048).utf8)),
         ]
-        // A value larger than the producer may send is cut, and the cut is said, never silent.
-        if let originalValue, originalValue.count > maxValueBytes {
-            value = Array(originalValue.prefix(maxValueBytes))
-            errorHeaders.append(KafkaHeader(name: "apns-relay.original.size", value: Array(String(originalValue.count).utf8)))
-            errorHeaders.append(KafkaHeader(name: "apns-relay.truncated", value: Array("true".utf8)))
+        if limits.replacesKey || (originalKey?.count ?? 0) > limits.maxKeyBytes {
+            key = source.recordKey
+            if let originalKey {
+                notes.append(KafkaHeader(name: "apns-relay.original.key.size", value: Array(String(originalKey.count).utf8)))
+            }
+        } else {
+            key = originalKey
+        }
+        if RecordLimits.bytes(of: originalHeaders) > limits.maxOriginalHeaderBytes {
+            headers = []
+            notes.append(KafkaHeader(name: "apns-relay.original.headers.dropped", value: Array(String(originalHeaders.count).utf8)))
+        }
+        // What the value may take: the budget less the key, the headers and the notes about the cut.
+        let cutNotes = 64
+        let room = max(0, limits.maxBytes - (key?.count ?? 0) - RecordLimits.bytes(of: headers + notes) - cutNotes)
+        if let originalValue, originalValue.count > room {
+            value = Array(originalValue.prefix(room))
+            notes.append(KafkaHeader(name: "apns-relay.original.size", value: Array(String(originalValue.count).utf8)))
+            notes.append(KafkaHeader(name: "apns-relay.truncated", value: Array("true".utf8)))
         } else {
             value = originalValue
         }
-        headers = originalHeaders + errorHeaders
+        self.headers = headers + notes
     }
+
+    /// The record's size as Kafka counts it, near enough (key + value + header names and values).
+    public var byteCount: Int { (key?.count ?? 0) + (value?.count ?? 0) + RecordLimits.bytes(of: headers) }
 }

@@ -193,7 +193,10 @@ extension EndToEndTests {
 }
 
 extension EndToEndTests {
-    @Test func unreachableAPNsFailsEventsAfterBoundedRetriesAndTurnsUnready() async throws {
+    /// APNs unreachable is not a readiness failure: during an Apple outage every replica would turn unready at
+    /// once (stalling rollouts and node drains) while nothing Kubernetes can do helps. It shows in the results
+    /// and in `apns_relay_apns_connect_failure_streak`.
+    @Test func unreachableAPNsFailsEventsAfterBoundedRetriesAndStaysReady() async throws {
         try await withSandbox(logger: logger) { sandbox in
             let deadPort = try freePort()
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
@@ -201,7 +204,6 @@ extension EndToEndTests {
                 "apns.development.port": String(deadPort), "relay.retry.maxAttempts": "2", "relay.retry.initialBackoffMs": "10",
             ]
             let (result, readiness) = try await withRelay(sandbox, overrides: overrides, logger: logger) { app in
-                #expect(app.relay.readiness == nil || app.relay.readiness == "starting")
                 try await sandbox.produce([(key: "lost-at-sea", value: SampleEvents.event(id: "l", deviceToken: SampleEvents.token(5)))])
                 let results = try await reader.results(count: 1, timeout: .seconds(60))
                 return (results[0].json ?? [:], app.relay.readiness)
@@ -210,7 +212,7 @@ extension EndToEndTests {
             #expect(result["outcome"] as? String == "failed", "\(result)")
             #expect(result["attempts"] as? Int == 2)
             #expect(result["reason"] as? String == "connectFailed", "\(result)")
-            #expect(readiness?.contains("APNs unreachable") == true, "\(readiness ?? "ready")")
+            #expect(readiness == nil, "\(readiness ?? "ready")")
         }
     }
 }

@@ -1,0 +1,192 @@
+import Kafka
+import Testing
+
+/// What the Kafka layer tells its application when things go wrong for good, and how it lets go.
+@Suite("Failing loudly")
+struct FailLoudlyTests {
+    /// A record larger than `message.max.bytes` can never be sent: the caller is told so at once, as a
+    /// refusal of the record (not a transient error to retry forever).
+    @Test(.timeLimit(.minutes(1)))
+    func anOversizedRecordIsRejectedForGood() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("sized", partitions: 1)
+        let producer = try testProducer(cluster)
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(topic: "sized", key: Array(repeating: 1, count: 200_000), value: Array(repeating: 2, count: 900_000))
+        }
+        #expect(error?.responseCode == .messageSizeTooLarge)
+        #expect(error?.sendFailure == .recordRejected)
+        // The producer is fine for the next record.
+        _ = try await producer.send(topic: "sized", key: "small", value: "ok")
+        try await producer.close()
+    }
+
+    @Test func sendFailuresAreClassified() {
+        #expect(KafkaError(code: .delivery, responseCode: .invalidRecord, message: "").sendFailure == .recordRejected)
+        #expect(KafkaError(code: .delivery, responseCode: .recordListTooLarge, message: "").sendFailure == .recordRejected)
+        #expect(KafkaError(code: .delivery, responseCode: .notLeaderForPartition, message: "").sendFailure == .retriable)
+        #expect(KafkaError(code: .delivery, responseCode: .messageTimedOut, message: "").sendFailure == .retriable)
+        #expect(KafkaError(code: .delivery, responseCode: .purgedInFlight, message: "").sendFailure == .closed)
+        #expect(KafkaError(code: .enqueue, responseCode: .fatal, message: "").sendFailure == .fatal)
+        #expect(KafkaError(code: .delivery, responseCode: .outOfOrderSequenceNumber, message: "", isFatal: true).sendFailure == .fatal)
+    }
+
+    /// A fatal error (the idempotent producer lost its guarantees) is announced, and every later send
+    /// fails as fatal instead of being retried.
+    @Test(.timeLimit(.minutes(1)))
+    func aFatalProducerErrorIsAnnouncedAndEndsSending() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("fatal", partitions: 1)
+        let producer = try testProducer(cluster)
+        _ = try await producer.send(topic: "fatal", key: "warm-up", value: "x")
+        producer.injectFatalErrorForTesting(.outOfOrderSequenceNumber, reason: "injected by the test")
+        let fatal = try #require(await producer.fatalError.wait(timeout: .seconds(10)), "no fatal error announced")
+        #expect(fatal.isFatal)
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(topic: "fatal", key: "after", value: "x")
+        }
+        #expect(error?.sendFailure == .fatal)
+        try? await producer.close(timeout: .seconds(2))
+    }
+
+    /// With every broker down a send would wait for `message.timeout.ms`; withdrawing fails it at once (and
+    /// every later send), so a shutdown never waits for a broker that is gone.
+    @Test(.timeLimit(.minutes(1)))
+    func withdrawingFailsWaitingSendsWhileEveryBrokerIsDown() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock", level: .critical))
+        try cluster.createTopic("gone", partitions: 1)
+        var configuration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
+        configuration.messageTimeout = .seconds(300)
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer", level: .critical))
+        _ = try await producer.send(topic: "gone", key: "warm-up", value: "x")
+        try cluster.setBrokerDown(1)
+        let clock = ContinuousClock()
+        let start = clock.now
+        async let stuck: KafkaError? = {
+            do { _ = try await producer.send(topic: "gone", key: "stuck", value: "x"); return nil } catch let error as KafkaError { return error } catch { return nil }
+        }()
+        await producer.withdrawAll()
+        let error = try #require(await stuck, "the waiting send succeeded with every broker down")
+        #expect(error.sendFailure == .closed, "\(error)")
+        let later = await #expect(throws: KafkaError.self) { _ = try await producer.send(topic: "gone", key: "later", value: "x") }
+        #expect(later?.sendFailure == .closed)
+        try? await producer.close(timeout: .seconds(2))
+        #expect(clock.now - start < .seconds(15), "withdrawing took \(clock.now - start)")
+    }
+
+    /// A wait with a deadline of zero and nothing to read times out instead of hanging (the timer used to
+    /// be armed before the iterator was parked, and a deadline that fired first was lost).
+    @Test(.timeLimit(.minutes(1)))
+    func aZeroDeadlineOnTheEventsTimesOut() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("quiet", partitions: 1)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: ["quiet"])
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        for _ in 0..<200 {
+            do {
+                let event = try await iterator.next(within: .zero)
+                if case .message = event { Issue.record("a message on an empty topic") }
+            } catch let error as KafkaError {
+                #expect(error.code == .timedOut)
+            }
+        }
+        try await consumer.close()
+    }
+}
+
+@Suite("Consumer health")
+struct ConsumerHealthTests {
+    /// Ready means joined: not before the first assignment; and Kafka unreachable shows until a broker
+    /// answers again.
+    @Test(.timeLimit(.minutes(2)))
+    func healthFollowsTheGroupAndTheBrokers() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock", level: .critical))
+        try cluster.createTopic("health", partitions: 2)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID(), strategy: .range),
+                                         logger: testLogger("test.consumer", level: .critical))
+        #expect(consumer.health.isJoined == false)
+        try consumer.subscribe(topics: ["health"])
+        try consumer.start()
+        let events = Task {
+            for await _ in consumer.events {}
+        }
+        try await eventually("the member joins its group", within: .seconds(30)) { consumer.health.isJoined }
+        #expect(consumer.health.isKafkaReachable)
+        try cluster.setBrokerDown(1)
+        try await eventually("the consumer sees every broker down", within: .seconds(30)) { !consumer.health.isKafkaReachable }
+        try cluster.setBrokerUp(1)
+        try await eventually("the consumer sees Kafka again", within: .seconds(30)) { consumer.health.isKafkaReachable }
+        try await consumer.close(timeout: .seconds(10))
+        events.cancel()
+    }
+
+    /// librdkafka keeps an application pause across a revocation: a partition paused, revoked and assigned
+    /// again must come back unpaused (nobody else would resume it).
+    @Test(.timeLimit(.minutes(2)))
+    func aPartitionPausedBeforeARevocationComesBackUnpaused() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "repaused"
+        try cluster.createTopic(topic, partitions: 2)
+        let group = uniqueGroupID()
+        let first = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: .range),
+                                      logger: testLogger("test.first"))
+        try first.subscribe(topics: [topic])
+        try first.start()
+        var iterator = first.events.makeAsyncIterator()
+        guard case .partitionsAssigned(let all) = try await nextEvent(&iterator, within: .seconds(30), expecting: "the first assignment") else {
+            Issue.record("first event was not an assignment")
+            return
+        }
+        #expect(all.count == 2)
+        try first.pause(all)
+
+        // A second member joins and leaves: every partition of the first is revoked and assigned again.
+        let second = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: .range),
+                                       logger: testLogger("test.second"))
+        try second.subscribe(topics: [topic])
+        try second.start()
+        let secondEvents = Task { for await event in second.events { if case .partitionsRevoked(let r) = event { r.acknowledge() } } }
+        var reassigned: Set<KafkaTopicPartition> = []
+        var sawRevocation = false
+        var secondClosed = false
+        while reassigned.count < 2 {
+            switch try await nextEvent(&iterator, within: .seconds(40), expecting: "the partitions to come back") {
+            case .partitionsRevoked(let revocation):
+                sawRevocation = true
+                reassigned.subtract(revocation.partitions)
+                revocation.acknowledge()
+            case .partitionsAssigned(let partitions):
+                reassigned.formUnion(partitions)
+                if sawRevocation, !secondClosed {
+                    secondClosed = true
+                    try await second.close()
+                }
+            default: break
+            }
+        }
+        secondEvents.cancel()
+
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: topic, count: 20)
+        try await producer.close()
+        var keys: Set<String> = []
+        while keys.count < 20 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(15), expecting: "record \(keys.count + 1) of 20 (a partition stayed paused)") {
+                keys.insert(message.keyString ?? "")
+            }
+        }
+        try await first.close()
+    }
+}
+
+/// Polls a cheap in-memory condition until it holds or `timeout` passes.
+func eventually(_ what: String, within timeout: Duration, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw TestFailure("\(what) did not happen within \(timeout)") }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
