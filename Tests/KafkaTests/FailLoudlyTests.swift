@@ -74,8 +74,29 @@ struct FailLoudlyTests {
         #expect(clock.now - start < .seconds(15), "withdrawing took \(clock.now - start)")
     }
 
-    /// A wait with a deadline of zero and nothing to read times out instead of hanging (the timer used to
-    /// be armed before the iterator was parked, and a deadline that fired first was lost).
+    /// An iterator whose task is already cancelled returns at once: the cancellation handler used to run
+    /// before the iterator was parked, found nothing to cancel, and the iterator then waited forever.
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelledTaskDoesNotParkOnTheEvents() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("quiet", partitions: 1)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        // Never started: no event will ever come to end the wait.
+        let events = consumer.events
+        let returned = TestSignal()
+        Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            var iterator = events.makeAsyncIterator()
+            _ = await iterator.next()
+            returned.raise()
+        }
+        #expect(await returned.wait(within: .seconds(10)), "next() still waiting 10 s after its task was cancelled")
+        try await consumer.close()
+    }
+
+    /// A wait with a deadline of zero and nothing to read times out instead of hanging, however the deadline
+    /// and the parking of the iterator interleave.
     @Test(.timeLimit(.minutes(1)))
     func aZeroDeadlineOnTheEventsTimesOut() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
