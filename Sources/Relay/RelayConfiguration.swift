@@ -40,6 +40,8 @@ public struct RelayConfiguration: Sendable {
     /// Pause between attempts to publish a record Kafka refused (publishing is retried until it works or
     /// the relay shuts down: a result is never dropped).
     public var publishRetryBackoff: Duration = .seconds(1)
+    /// Records waiting this long with none acknowledged make the relay unready (`/readyz`): results are stuck.
+    public var publishStallTimeout: Duration = .seconds(30)
 
     public init(topics: Topics) {
         self.topics = topics

@@ -34,8 +34,11 @@ public final class RelayService: Service, Sendable {
     private let failure = Latch<String>()
     /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
     private let connectFailureStreak = Atomic<Int>(0)
-    /// When publishing started failing (monotonic nanoseconds; 0 while publishing works).
-    private let publishFailingSince = Atomic<UInt64>(0)
+    /// Records waiting for their delivery reports, and when publishing last made progress (a record
+    /// acknowledged, or the first record sent after none was waiting; monotonic nanoseconds). Together they
+    /// say whether results are stuck (the broker refuses, or librdkafka retries for `message.timeout.ms`).
+    private let publishesWaiting = Atomic<Int>(0)
+    private let publishProgress = Atomic<UInt64>(0)
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -43,8 +46,6 @@ public final class RelayService: Service, Sendable {
 
     /// How long the producer and the consumer may each take to close after the drain.
     static let closeTimeout: Duration = .seconds(3)
-    /// Publishing that has failed for this long makes the relay unready.
-    static let publishFailureGrace: Duration = .seconds(30)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -105,10 +106,12 @@ public final class RelayService: Service, Sendable {
         let health = consumer.health
         if !health.isKafkaReachable { return "Kafka unreachable: every broker is down" }
         if !health.isJoined { return "joining the consumer group" }
-        let since = publishFailingSince.load(ordering: .relaxed)
-        if since > 0 {
-            let failing = Duration.nanoseconds(Int64(clamping: Self.monotonicNanoseconds() &- since))
-            if failing > Self.publishFailureGrace { return "publishing to Kafka has failed for \(failing.components.seconds) s" }
+        let waiting = publishesWaiting.load(ordering: .relaxed)
+        if waiting > 0 {
+            let stuck = Duration.nanoseconds(Int64(clamping: Self.monotonicNanoseconds() &- publishProgress.load(ordering: .relaxed)))
+            if stuck > configuration.publishStallTimeout {
+                return "no record has reached Kafka for \(stuck.components.seconds) s (\(waiting) waiting)"
+            }
         }
         return nil
     }
@@ -381,9 +384,13 @@ public final class RelayService: Service, Sendable {
         var record = original
         while !Task.isCancelled, !failure.isSet {
             let error: KafkaError
+            if publishesWaiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+                publishProgress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+            }
+            defer { publishesWaiting.wrappingSubtract(1, ordering: .relaxed) }
             do {
                 _ = try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers)
-                publishFailingSince.store(0, ordering: .relaxed)
+                publishProgress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
                 return true
             } catch let failed as KafkaError {
                 error = failed
@@ -409,7 +416,6 @@ public final class RelayService: Service, Sendable {
                 metrics.recordsReplaced.increment()
                 record = fallback()
             case .retriable:
-                _ = publishFailingSince.compareExchange(expected: 0, desired: Self.monotonicNanoseconds(), ordering: .relaxed)
                 logger.error("publishing a record failed; retrying", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
                 try? await Task.sleep(for: configuration.publishRetryBackoff)
             }

@@ -27,6 +27,34 @@ struct ReadinessTests {
         }
     }
 
+    /// Results that cannot reach Kafka (here: the results topic has no leader for a while) turn the relay
+    /// unready instead of stalling behind a green probe; it is ready again once they get through.
+    @Test func stuckResultsTurnTheRelayUnready() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            var configuration = try await sandbox.relayConfiguration(groupID: "stuck-\(UUID().uuidString.prefix(8))")
+            configuration.relay.publishStallTimeout = .seconds(2)
+            let app = try RelayApp(configuration: configuration, logger: logger)
+            let services = ServiceGroup(configuration: ServiceGroupConfiguration(
+                services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)], logger: logger
+            ))
+            let running = Task { try await services.run() }
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            try await eventually("the relay is ready", timeout: .seconds(60)) { app.relay.readiness == nil }
+            // The results topic has no leader: librdkafka holds the result (for up to message.timeout.ms).
+            sandbox.cluster.setTopicError(sandbox.options.topics.results, .leaderNotAvailable)
+            try await sandbox.produce([(key: "stuck", value: SampleEvents.event(id: "stuck", deviceToken: SampleEvents.token(8)))])
+            try await eventually("the relay turns unready while its result cannot be published", timeout: .seconds(60)) {
+                app.relay.readiness?.contains("reached Kafka") == true
+            }
+            sandbox.cluster.setTopicError(sandbox.options.topics.results, .noError)
+            _ = try await reader.results(count: 1, timeout: .seconds(120))
+            #expect(app.relay.readiness == nil, "ready again once results get through")
+            await services.triggerGracefulShutdown()
+            try await running.value
+            await reader.close()
+        }
+    }
+
     @Test func neverReadyWithoutKafka() async throws {
         try await withSandbox(logger: logger) { sandbox in
             let deadPort = try freePort()
