@@ -180,10 +180,12 @@ let package = Package(
                 "APNsMock", "APNsCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "APNsMock", "Kafka", "RelaySandbox"]),

@@ -27,7 +27,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var outbox: [HTTP2Frame] = []
     /// Frames were written since the last flush.
     private var unflushed = false
-    /// Outcomes of this read batch, recorded with one lock when the batch's answers are flushed.
+    /// Outcomes of this read batch, recorded with one lock before the batch's answers are flushed.
     private var records = ObservationStore.Batch()
     private var closeAfterOutbox = false
     private var unreturnedConnectionWindow = 0
@@ -355,7 +355,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func commitRecords() {
+    /// Records this batch's outcomes; runs before any flush (see `WriteCoalescingHandler.beforeFlush`).
+    func commitRecords() {
         guard !records.isEmpty else { return }
         server.observations.record(records, connectionID: connectionID)
         records.removeAll()

@@ -193,10 +193,17 @@ public final class APNsMockServer: Sendable {
         certificateMode: Bool,
         maxStreams: Int
     ) throws {
+        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+        try configureHTTP2(channel: channel, context: context, certificateMode: certificateMode, maxStreams: maxStreams)
+    }
+
+    /// Everything after TLS: write coalescing, HTTP/2, the mock's handler. Separate so that tests can run it
+    /// on an `EmbeddedChannel`.
+    static func configureHTTP2(channel: any Channel, context: MockServerContext, certificateMode: Bool, maxStreams: Int) throws {
         let sync = channel.pipeline.syncOperations
-        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
         // One TLS record per flush instead of one per HTTP/2 frame.
-        try sync.addHandler(WriteCoalescingHandler())
+        let coalescer = WriteCoalescingHandler()
+        try sync.addHandler(coalescer)
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = [
             HTTP2Setting(parameter: .headerTableSize, value: 4096),
@@ -229,6 +236,8 @@ public final class APNsMockServer: Sendable {
         let handler = APNsConnectionHandler(connectionID: id, server: context, authentication: authentication,
                                             certificateMode: certificateMode)
         try sync.addHandler(handler)
+        // Unowned: both handlers live in this channel's pipeline and are removed together.
+        coalescer.beforeFlush = { [unowned handler] in handler.commitRecords() }
         context.connectionOpened(id, channel: channel, handler: handler)
     }
 

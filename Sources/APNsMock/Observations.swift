@@ -1,5 +1,6 @@
 import APNsCore
 import NIOCore
+import ServiceSupport
 import Synchronization
 
 /// One notification the mock accepted (answered 200), as the client sent it.
@@ -24,6 +25,10 @@ public struct AcceptedNotification: Sendable, Hashable {
 }
 
 /// Counters of everything the mock answered. A snapshot; take a new one to see later traffic.
+///
+/// Guarantee: an answer a client has received is already counted here (outcomes are committed before any
+/// byte of their answers is flushed), so a test may compare what its client saw with these counters exactly,
+/// right after the last answer.
 public struct MockStatistics: Sendable, Hashable {
     /// Requests whose last frame arrived (including refused, withheld and dropped ones).
     public var requests = 0
@@ -80,13 +85,17 @@ final class ObservationStore: Sendable {
         var statistics = MockStatistics()
         var ring: AcceptedRing
         var waiters: [Waiter] = []
-        var nextWaiterID = 0
     }
 
     struct Waiter {
-        var id: Int
         var condition: @Sendable (MockStatistics) -> Bool
-        var continuation: CheckedContinuation<Void, any Error>
+        var waiter: DeadlineWaiter<WaitOutcome>
+    }
+
+    enum WaitOutcome: Sendable {
+        case satisfied
+        case timedOut
+        case cancelled
     }
 
     private let state: Mutex<State>
@@ -141,7 +150,7 @@ final class ObservationStore: Sendable {
     func record(_ batch: Batch, connectionID: Int) {
         let records = batch.records
         guard !records.isEmpty else { return }
-        let ready: [Waiter] = batch.payloads.withUnsafeBytes { payloads in state.withLock { state in
+        batch.payloads.withUnsafeBytes { payloads in state.withLock { state in
             state.statistics.requests += records.count
             state.statistics.requestsByConnection[connectionID, default: 0] += records.count
             for record in records {
@@ -164,31 +173,28 @@ final class ObservationStore: Sendable {
                 }
             }
             state.statistics.responses["200"] = state.statistics.accepted > 0 ? state.statistics.accepted : nil
-            return Self.takeReady(&state)
+            Self.resolveReady(&state)
         } }
-        for waiter in ready { waiter.continuation.resume() }
     }
 
     /// Updates counters that are not requests (connections, GOAWAYs, peaks).
     func update(_ body: (inout MockStatistics) -> Void) {
-        let ready: [Waiter] = state.withLock { state in
+        state.withLock { state in
             body(&state.statistics)
-            return Self.takeReady(&state)
+            Self.resolveReady(&state)
         }
-        for waiter in ready { waiter.continuation.resume() }
     }
 
-    private static func takeReady(_ state: inout State) -> [Waiter] {
-        guard !state.waiters.isEmpty else { return [] }
-        var ready: [Waiter] = []
-        state.waiters.removeAll { waiter in
-            if waiter.condition(state.statistics) {
-                ready.append(waiter)
-                return true
-            }
-            return false
+    /// Resolving a waiter only enqueues its task, so it is done under the lock.
+    private static func resolveReady(_ state: inout State) {
+        guard !state.waiters.isEmpty else { return }
+        let statistics = state.statistics
+        state.waiters.removeAll { entry in
+            if entry.waiter.isResolved { return true }  // timed out or cancelled
+            guard entry.condition(statistics) else { return false }
+            entry.waiter.resolve(.satisfied)
+            return true
         }
-        return ready
     }
 
     var statistics: MockStatistics { state.withLock { $0.statistics } }
@@ -212,37 +218,26 @@ final class ObservationStore: Sendable {
         timeout: Duration,
         condition: @escaping @Sendable (MockStatistics) -> Bool
     ) async throws {
-        let id = state.withLock { state -> Int in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        let timeoutTask = Task { [weak self] in
-            try await Task.sleep(for: timeout)
-            self?.expire(id, description: description, timeout: timeout)
-        }
-        defer { timeoutTask.cancel() }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let satisfied = state.withLock { state -> Bool in
-                if condition(state.statistics) { return true }
-                state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
-                return false
+        let outcome = await DeadlineWaiter.wait(timeout: timeout, timedOut: WaitOutcome.timedOut, cancelled: .cancelled) { waiter in
+            state.withLock { state in
+                if condition(state.statistics) {
+                    waiter.resolve(.satisfied)
+                } else {
+                    state.waiters.append(Waiter(condition: condition, waiter: waiter))
+                }
             }
-            if satisfied { continuation.resume() }
         }
-    }
-
-    private func expire(_ id: Int, description: String, timeout: Duration) {
-        let expired: (Waiter, MockStatistics)? = state.withLock { state in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return (state.waiters.remove(at: index), state.statistics)
-        }
-        if let (waiter, statistics) = expired {
-            waiter.continuation.resume(
-                throwing: APNsMockTimeout(
-                    message: "timed out after \(timeout) waiting for \(description); "
-                        + "saw \(statistics.requests) requests, \(statistics.accepted) accepted, "
-                        + "responses \(statistics.responses.sorted { $0.key < $1.key })"
-                )
+        switch outcome {
+        case .satisfied:
+            return
+        case .cancelled:
+            throw CancellationError()
+        case .timedOut:
+            let statistics = self.statistics
+            throw APNsMockTimeout(
+                message: "timed out after \(timeout) waiting for \(description); "
+                    + "saw \(statistics.requests) requests, \(statistics.accepted) accepted, "
+                    + "responses \(statistics.responses.sorted { $0.key < $1.key })"
             )
         }
     }

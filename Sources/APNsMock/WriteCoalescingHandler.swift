@@ -11,6 +11,10 @@ public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChan
 
     private var pending: ByteBuffer?
     private var promises: [EventLoopPromise<Void>] = []
+    /// Runs before any byte of a flush can leave: the mock commits its observations of the answers being
+    /// flushed here, so a client never sees an answer the mock has not counted (NIOHTTP2Handler flushes on
+    /// its own `channelReadComplete`, before the mock's handler gets its own).
+    var beforeFlush: (() -> Void)?
 
     public init() {}
 
@@ -30,11 +34,13 @@ public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChan
     }
 
     public func flush(context: ChannelHandlerContext) {
+        beforeFlush?()
         writePending(context: context)
         context.flush()
     }
 
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        beforeFlush?()
         writePending(context: context)
         context.flush()
         context.close(mode: mode, promise: promise)
