@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
+        // swift-configuration's YAML parser; the relay lists a file's keys with it to refuse unknown ones.
+        .package(url: "https://github.com/jpsim/Yams", "5.4.0"..<"7.0.0"),
     ],
     targets: [
         // MARK: System libraries (Debian -dev packages; see Makefile `deps`)
@@ -87,6 +89,7 @@ let package = Package(
             dependencies: [
                 "Kafka", "APNsCore", "APNsClient", "CEventJSON", "ServiceSupport",
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -44,6 +44,9 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel { settings["log.level"] = logLevel }
         if let adminPort { settings["admin.port"] = String(adminPort) }
 
+        // Start-up in the order that keeps a failure quiet and early: everything that needs no network is
+        // checked before a Kafka client exists (librdkafka starts connecting, and logging, at once).
+        // 1. The configuration: every problem at once.
         let reader = try await RelayAppConfiguration.reader(
             file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings
         )
@@ -61,18 +64,30 @@ struct RunCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "apns-relay")
 
-        let app = try RelayApp(configuration: configuration, logger: logger)
-        var services: [any Service] = [APNsClientService(clients: app.clients)]
+        // 2. The admin port: bound now, so a port in use fails before anything else starts.
+        var admin: AdminServer?
         if configuration.admin.port > 0 {
-            services.append(AdminServer(
+            admin = try await AdminServer.bind(
                 host: configuration.admin.host, port: configuration.admin.port,
-                probes: AdminServer.Probes(
-                    metrics: { registry.emitToBuffer() },
-                    liveness: { app.relay.liveness },
-                    readiness: { app.relay.readiness }
-                ),
-                logger: logger
+                metrics: { registry.emitToBuffer() }, logger: logger
+            )
+        }
+        // 3. The credentials (key, certificate and CA files), then 4. the Kafka clients (RelayApp's order).
+        let app: RelayApp
+        do {
+            app = try RelayApp(configuration: configuration, logger: logger)
+        } catch {
+            await admin?.close()
+            throw error
+        }
+        var services: [any Service] = [APNsClientService(clients: app.clients)]
+        if let admin {
+            admin.serve(AdminServer.Probes(
+                metrics: { registry.emitToBuffer() },
+                liveness: { app.relay.liveness },
+                readiness: { app.relay.readiness }
             ))
+            services.append(admin)
         }
         services.append(app.relay)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
@@ -80,6 +95,12 @@ struct RunCommand: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
-        try await group.run()
+        // The group shuts down gracefully on the first signal; a second one ends the process at once.
+        try await withThrowingDiscardingTaskGroup { tasks in
+            let escalation = SignalEscalation(logger: logger)
+            tasks.addTask { await escalation.run() }
+            try await group.run()
+            tasks.cancelAll()
+        }
     }
 }

@@ -162,4 +162,126 @@ import Testing
             _ = try await RelayAppConfiguration.reader(file: "/nonexistent/relay.yaml", environment: [:], overrides: [:])
         }
     }
+
+    // MARK: Unknown keys and wrong types
+
+    private let minimal = [
+        "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T", "apns.token.privateKeyFile": "/k.p8",
+    ]
+
+    private func problems(file: String? = nil, environment: [String: String] = [:], overrides: [String: String] = [:]) async throws -> ConfigurationError {
+        let reader = try await RelayAppConfiguration.reader(file: file, environment: environment, overrides: overrides)
+        return try #require(throws: ConfigurationError.self) { try RelayAppConfiguration(reader: reader) }
+    }
+
+    @Test func unknownKeyInAYAMLFileIsRefusedWithASuggestion() async throws {
+        let yaml = self.yaml + "\n  retry:\n    maxAttnempts: 3\n"
+        try await withFile(yaml, suffix: ".yaml") { path in
+            let error = try await problems(file: path)
+            #expect(error.problems == ["unknown configuration key 'relay.retry.maxAttnempts' in \(path); did you mean 'relay.retry.maxAttempts'?"])
+        }
+    }
+
+    @Test func unknownKeyInAJSONFileIsRefusedWithASuggestion() async throws {
+        let json = #"{"kafka":{"bootstrapServer":"a:1"},"apns":{"token":{"keyId":"K","teamId":"T","privateKeyFile":"/k.p8"}}}"#
+        try await withFile(json, suffix: ".json") { path in
+            let text = "\(try await problems(file: path))"
+            #expect(text.contains("unknown configuration key 'kafka.bootstrapServer' in \(path); did you mean 'kafka.bootstrapServers'?"), "\(text)")
+            #expect(text.contains("'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required"), "both problems at once: \(text)")
+        }
+    }
+
+    @Test func unknownEnvironmentVariableIsRefusedWithASuggestion() async throws {
+        let environment = Dictionary(uniqueKeysWithValues: minimal.map { ("APNS_RELAY_" + RelayAppConfiguration.environmentName(forKey: $0.key), $0.value) })
+            .merging(["APNS_RELAY_KAFKA_BOOTSTRAP_SERVER": "x:1", "UNRELATED_VARIABLE": "x"]) { $1 }
+        let error = try await problems(environment: environment)
+        #expect(error.problems == [
+            "unknown environment variable APNS_RELAY_KAFKA_BOOTSTRAP_SERVER; did you mean APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS (kafka.bootstrapServers)?",
+        ])
+    }
+
+    @Test func theProjectsToolingVariablesAreNotConfiguration() async throws {
+        // The test and benchmark harnesses set these; a relay they start inherits them.
+        let reader = try await RelayAppConfiguration.reader(
+            file: nil, environment: ["APNS_RELAY_BINARY": "/x/apns-relay", "APNS_RELAY_FAULTS": "full", "APNS_RELAY_FAULTS_SEED": "7"],
+            overrides: minimal
+        )
+        _ = try RelayAppConfiguration(reader: reader)
+    }
+
+    @Test func unknownSetKeyIsRefusedWithASuggestion() async throws {
+        var overrides = minimal
+        overrides["kafka.bootstrapServer"] = "x:1"
+        overrides["kafka.maxInFlightEvents"] = "5"  // right name, wrong section
+        overrides["tracing.enabled"] = "true"  // nothing near: no guess
+        let error = try await problems(overrides: overrides)
+        #expect(error.problems == [
+            "unknown configuration key 'kafka.bootstrapServer' (from --set); did you mean 'kafka.bootstrapServers'?",
+            "unknown configuration key 'kafka.maxInFlightEvents' (from --set); did you mean 'relay.maxInFlightEvents'?",
+            "unknown configuration key 'tracing.enabled' (from --set)",
+        ])
+    }
+
+    @Test func keysUnderACredentialThatIsNotListedAreRefused() async throws {
+        let yaml = """
+            kafka: { bootstrapServers: "b:9092" }
+            apns:
+              credentials: [acme]
+              credential:
+                acme: { token: { keyId: K, teamId: T, privateKeyFile: /acme.p8 }, topics: [com.acme.*] }
+                beta: { token: { keyId: K2, teamId: T2, privateKeyFile: /beta.p8 }, topics: [com.beta.app] }
+            """
+        try await withFile(yaml, suffix: ".yaml") { path in
+            let error = try await problems(file: path)
+            #expect(error.problems.count == 4, "\(error)")
+            #expect(error.problems.allSatisfy { $0.contains("credential 'beta' is not listed in apns.credentials (apns.credentials lists acme)") }, "\(error)")
+            #expect(error.problems.contains { $0.contains("'apns.credential.beta.token.keyId' in \(path)") }, "\(error)")
+        }
+        let viaSet = try await problems(overrides: minimal.merging(["apns.credential.gamma.topics": "com.gamma.app"]) { $1 })
+        #expect(viaSet.problems == [
+            "unknown configuration key 'apns.credential.gamma.topics' (from --set): credential 'gamma' is not listed in apns.credentials (apns.credentials lists no credential)",
+        ])
+        // Listed: every key of both kinds is known, the unused kind's too.
+        let listed = try await RelayAppConfiguration.reader(file: nil, environment: [
+            "APNS_RELAY_APNS_CREDENTIALS": "gamma", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_KEY_ID": "K",
+            "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_TEAM_ID": "T", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_PRIVATE_KEY_FILE": "/g.p8",
+            "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOPICS": "com.gamma.app", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_CERTIFICATE_PKCS12_FILE": "/unused.p12",
+        ], overrides: ["kafka.bootstrapServers": "b:9092"])
+        #expect(try RelayAppConfiguration(reader: listed).apns.credentials.map(\.name) == ["gamma"])
+    }
+
+    @Test func aValueOfTheWrongTypeSaysWhatItGot() async throws {
+        let yaml = """
+            kafka:
+              bootstrapServers: 1
+              groupId: 42
+              properties: { security.protocol: SSL }
+            apns: { token: { keyId: K, teamId: T, privateKeyFile: /k.p8 }, insecureSkipVerify: "yes" }
+            admin: { port: "9090" }
+            """
+        try await withFile(yaml, suffix: ".yaml") { path in
+            let error = try await problems(file: path)
+            #expect(error.problems.sorted() == [
+                "configuration key 'admin.port' (APNS_RELAY_ADMIN_PORT): expected an integer, got the string '9090' (in \(path))",
+                "configuration key 'apns.insecureSkipVerify' (APNS_RELAY_APNS_INSECURE_SKIP_VERIFY): expected true or false, got the string 'yes' (in \(path))",
+                "configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS): expected a string or a list of strings, got the number 1 (in \(path))",
+                "configuration key 'kafka.groupId' (APNS_RELAY_KAFKA_GROUP_ID): expected a string, got the number 42 (in \(path))",
+                "configuration key 'kafka.properties' (APNS_RELAY_KAFKA_PROPERTIES): expected a string or a list of strings, got a mapping (in \(path))",
+            ], "no 'is required' for a key that is there with the wrong type, no unknown keys under a mapping that is itself wrong")
+        }
+        let json = #"{"kafka":{"bootstrapServers":1,"topics":{"input":"a"}},"apns":{"token":{"keyId":"K","teamId":"T","privateKeyFile":"/k.p8"}}}"#
+        try await withFile(json, suffix: ".json") { path in
+            let error = try await problems(file: path)
+            #expect(error.problems == [
+                "configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS): expected a string or a list of strings, got the number 1 (in \(path))",
+            ])
+        }
+        let mixed = "kafka: { bootstrapServers: [a:1, 2] }\napns: { token: { keyId: K, teamId: T, privateKeyFile: /k.p8 } }\n"
+        try await withFile(mixed, suffix: ".yml") { path in
+            let error = try await problems(file: path)
+            #expect(error.problems == [
+                "configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS): expected a list of strings, got the number 2 in the list (in \(path))",
+            ])
+        }
+    }
 }

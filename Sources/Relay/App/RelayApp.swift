@@ -25,8 +25,23 @@ public struct RelayApp: Sendable {
     public let consumer: KafkaConsumer
     public let producer: KafkaProducer
 
-    /// - Throws: a clear error for an unreadable key or certificate, or Kafka settings librdkafka refuses.
+    /// Loads the credentials first (key and certificate files, the CA file), then creates the Kafka
+    /// clients: a credential problem then fails the start-up before librdkafka starts connecting (and
+    /// logging) and before a client exists that would be released without being closed.
+    /// - Throws: a `RelayError` naming the file and its configuration key for an unreadable key, certificate
+    ///   or CA file; a `KafkaError` for Kafka settings librdkafka refuses.
     public init(configuration: RelayAppConfiguration, logger: Logger) throws {
+        var routes: [CredentialRouter.Route] = []
+        var clients: [APNsClient] = []
+        for credential in configuration.apns.credentials {
+            var credentialLogger = logger
+            credentialLogger[metadataKey: "credential"] = "\(credential.name)"
+            let client = try Self.client(configuration.apns, credential: credential, logger: credentialLogger)
+            clients.append(client)
+            routes.append(CredentialRouter.Route(patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
+        }
+        self.clients = clients
+
         var consumerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
         )
@@ -50,69 +65,14 @@ public struct RelayApp: Sendable {
         producerConfiguration.clientID = configuration.kafka.clientID
         producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
 
+        // The consumer first: one that was never started is released silently, while the producer starts
+        // its poll thread at once (and warns if released unclosed), so nothing may fail after it.
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        var routes: [CredentialRouter.Route] = []
-        var clients: [APNsClient] = []
-        for credential in configuration.apns.credentials {
-            var credentialLogger = logger
-            credentialLogger[metadataKey: "credential"] = "\(credential.name)"
-            let client = try APNsClient(
-                configuration: try Self.clientConfiguration(configuration.apns, credential: credential, logger: logger),
-                logger: credentialLogger
-            )
-            clients.append(client)
-            routes.append(CredentialRouter.Route(patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
-        }
-        self.clients = clients
         relay = RelayService(
             configuration: configuration.relay, consumer: consumer, producer: producer,
             sender: CredentialRouter(routes: routes), logger: logger
         )
-    }
-
-    /// The APNs client's configuration; reads the key or certificate files.
-    public static func clientConfiguration(
-        _ apns: RelayAppConfiguration.APNs, credential configured: RelayAppConfiguration.APNs.Credential, logger: Logger
-    ) throws -> APNsClientConfiguration {
-        let credential: APNsClientConfiguration.Credential
-        switch configured.auth {
-        case .token(let keyID, let teamID, let keyFile, let epoch):
-            let pem: String
-            do {
-                pem = try String(contentsOfFile: keyFile, encoding: .utf8)
-            } catch {
-                throw RelayError("cannot read the APNs signing key file '\(keyFile)': \(error.localizedDescription)")
-            }
-            credential = .token(try ProviderTokenSigner(pem: pem, keyID: keyID, teamID: teamID, rotationEpoch: epoch))
-        case .certificate(.pem(let certificateFile, let privateKeyFile)):
-            credential = .certificate(.pem(certificateFile: certificateFile, privateKeyFile: privateKeyFile))
-        case .certificate(.pkcs12(let file, let passphraseFile)):
-            var passphrase = ""
-            if let passphraseFile {
-                do {
-                    passphrase = try String(contentsOfFile: passphraseFile, encoding: .utf8).trimmingCharacters(in: .newlines)
-                } catch {
-                    throw RelayError("cannot read the certificate passphrase file '\(passphraseFile)'")
-                }
-            }
-            credential = .certificate(.pkcs12(file: file, passphrase: passphrase))
-        }
-        let trust: ServerTrust
-        if apns.insecureSkipVerify {
-            logger.critical("APNs server certificate verification is OFF (apns.insecureSkipVerify); never do this in production")
-            trust = .insecureNoVerification
-        } else if let caFile = apns.caFile {
-            trust = .caFile(caFile)
-        } else {
-            trust = .systemTrustStore
-        }
-        var client = APNsClientConfiguration(credential: credential, trust: trust)
-        client.endpoints = apns.endpoints
-        client.pool.minConnections = apns.minConnections
-        client.pool.maxConnections = apns.maxConnections
-        client.connection.connectTimeout = apns.connectTimeout
-        return client
     }
 }
 

@@ -3,7 +3,6 @@ import APNsCore
 import Configuration
 import Foundation
 import Kafka
-import SystemPackage
 
 /// Everything `apns-relay run` needs, read from a file (YAML or JSON), the environment (`APNS_RELAY_*`)
 /// and flags, in increasing precedence. Every key, its default and its variable are listed in README.md.
@@ -35,6 +34,8 @@ public struct RelayAppConfiguration: Sendable {
 
         public struct Credential: Sendable {
             public var name: String
+            /// Where its keys are: `apns.` for the unnamed one, `apns.credential.NAME.` for named ones.
+            public var keyPrefix: String = "apns."
             public var auth: Auth
             /// Bundle ids (`com.example.app`, or `com.example.*`) this credential pushes to; empty: any.
             public var topics: [String]
@@ -73,12 +74,13 @@ public struct RelayAppConfiguration: Sendable {
     public var logFormat: LogFormat
 
     /// Reads and checks the configuration.
-    /// - Throws: `ConfigurationError` listing every problem found, each naming its key.
-    public init(reader: ConfigReader) throws {
-        let settings = SettingsReader(reader: reader)
+    /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
+    ///   type or range, missing or contradictory settings, and keys no part of the relay reads.
+    public init(reader sources: ConfigurationSources) throws {
+        let settings = SettingsReader(sources: sources)
 
         let servers = settings.list("kafka.bootstrapServers", default: [])
-        if servers.isEmpty {
+        if servers.isEmpty, !settings.wasRefused("kafka.bootstrapServers") {
             settings.problem("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
         }
         kafka = Kafka(
@@ -168,6 +170,7 @@ public struct RelayAppConfiguration: Sendable {
         )
         logLevel = settings.oneOf("log.level", default: "info", Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
         logFormat = settings.oneOf("log.format", default: .json, ["json": .json, "text": .text])
+        settings.checkUnknownKeys(credentials: named)
         try settings.checkNoProblems()
     }
 
@@ -176,34 +179,17 @@ public struct RelayAppConfiguration: Sendable {
     /// - Parameters:
     ///   - file: a `.yaml`/`.yml` or `.json` file, or `nil`.
     ///   - environment: the process environment; only `APNS_RELAY_`-prefixed variables are read.
-    public static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigReader {
-        var providers: [any ConfigProvider] = []
-        if !overrides.isEmpty {
-            let encoded = Dictionary(overrides.map { (environmentName(forKey: $0.key), $0.value) }, uniquingKeysWith: { $1 })
-            providers.append(EnvironmentVariablesProvider(environmentVariables: encoded))
-        }
-        let prefix = "APNS_RELAY_"
-        let ours = Dictionary(environment.compactMap { name, value -> (String, String)? in
-            name.hasPrefix(prefix) ? (String(name.dropFirst(prefix.count)), value) : nil
-        }, uniquingKeysWith: { $1 })
-        providers.append(EnvironmentVariablesProvider(environmentVariables: ours))
-        if let file {
-            guard FileManager.default.isReadableFile(atPath: file) else {
-                throw RelayError("configuration file '\(file)' does not exist or cannot be read")
-            }
-            if file.hasSuffix(".json") {
-                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
-            } else {
-                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
-            }
-        }
-        return ConfigReader(providers: providers)
+    /// - Throws: `RelayError` naming the file when it cannot be read or parsed.
+    public static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigurationSources {
+        try await ConfigurationSources(file: file, environment: environment, overrides: overrides)
     }
 
     /// Reads one credential under `prefix` (`apns.` or `apns.credential.NAME.`).
     /// - Returns: `nil` when nothing is configured there and `required` is false.
     /// Problems are recorded in `settings`.
     static func credential(_ settings: SettingsReader, prefix: String, name: String, required: Bool) -> APNs.Credential? {
+        // Known whichever kind is chosen: a key of the other kind is unused, not misspelt.
+        settings.declare(credentialKeys.map { prefix + $0 })
         let kind = settings.oneOf(prefix + "auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
         let topics = settings.list(prefix + "topics", default: [])
         switch kind {
@@ -219,23 +205,29 @@ public struct RelayAppConfiguration: Sendable {
             }
             let minutes = settings.int(prefix + "token.rotationMinutes", default: 30, range: 20...35)
             return APNs.Credential(
-                name: name, auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),
+                name: name, keyPrefix: prefix,
+                auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),
                 topics: topics
             )
         case .certificate:
             if let p12 = settings.string(prefix + "certificate.pkcs12File") {
                 return APNs.Credential(
-                    name: name, auth: .certificate(.pkcs12(file: p12, passphraseFile: settings.string(prefix + "certificate.passphraseFile"))),
+                    name: name, keyPrefix: prefix, auth: .certificate(.pkcs12(file: p12, passphraseFile: settings.string(prefix + "certificate.passphraseFile"))),
                     topics: topics
                 )
             }
             if let cert = settings.string(prefix + "certificate.certificateFile"), let key = settings.string(prefix + "certificate.privateKeyFile") {
-                return APNs.Credential(name: name, auth: .certificate(.pem(certificateFile: cert, privateKeyFile: key)), topics: topics)
+                return APNs.Credential(name: name, keyPrefix: prefix, auth: .certificate(.pem(certificateFile: cert, privateKeyFile: key)), topics: topics)
             }
             settings.problem("certificate auth needs \(prefix)certificate.pkcs12File, or \(prefix)certificate.certificateFile and \(prefix)certificate.privateKeyFile")
             return nil
         }
     }
+
+    static let credentialKeys = [
+        "auth", "topics", "token.keyId", "token.teamId", "token.privateKeyFile", "token.rotationMinutes",
+        "certificate.pkcs12File", "certificate.passphraseFile", "certificate.certificateFile", "certificate.privateKeyFile",
+    ]
 
     /// `kafka.bootstrapServers` → `KAFKA_BOOTSTRAP_SERVERS` (the variable name, without `APNS_RELAY_`).
     public static func environmentName(forKey key: String) -> String {

@@ -16,38 +16,92 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 /// the wrong type is a problem that names the key — never a silent fallback to the default. Problems are
 /// collected (the reader goes on with the default so later keys are checked too) and thrown together by
 /// `checkNoProblems()`.
+///
+/// Every key asked for is recorded: what a source holds beyond those is unknown (see `+UnknownKeys`).
 final class SettingsReader {
-    let reader: ConfigReader
+    let sources: ConfigurationSources
+    var reader: ConfigReader { sources.reader }
     private(set) var problems: [String] = []
+    /// Every key read or declared: the keys this configuration knows.
+    private(set) var known: Set<String> = []
+    /// Keys whose value was refused (a later "is required" about them would only repeat it).
+    private(set) var refused: Set<String> = []
 
-    init(reader: ConfigReader) { self.reader = reader }
+    init(sources: ConfigurationSources) { self.sources = sources }
 
     /// Records a problem that is not about one value's type or range (a missing or contradictory setting).
     func problem(_ message: String) { problems.append(message) }
+
+    /// Marks keys as known without reading them (keys that only matter in another mode, e.g. the
+    /// certificate keys under token authentication).
+    func declare(_ keys: [String]) { known.formUnion(keys) }
+
+    func wasRefused(_ key: String) -> Bool { refused.contains(key) }
 
     /// - Throws: `ConfigurationError` listing every problem recorded.
     func checkNoProblems() throws {
         if !problems.isEmpty { throw ConfigurationError(problems: problems) }
     }
 
-    private func invalid(_ key: String, _ problem: String) {
-        problems.append("configuration key '\(key)' (APNS_RELAY_\(RelayAppConfiguration.environmentName(forKey: key))): \(problem)")
+    func invalid(_ key: String, _ problem: String) {
+        refused.insert(key)
+        problems.append("configuration key '\(key)' (\(ConfigurationSources.environmentPrefix)\(RelayAppConfiguration.environmentName(forKey: key))): \(problem)")
     }
 
     private func present(_ key: String) -> Bool {
         reader.string(forKey: ConfigKey(key)) != nil || reader.stringArray(forKey: ConfigKey(key)) != nil
     }
 
+    enum Expected {
+        case text, integer, flag, list
+
+        var description: String {
+            switch self {
+            case .text: "a string"
+            case .integer: "an integer"
+            case .flag: "true or false"
+            case .list: "a string or a list of strings"
+            }
+        }
+    }
+
+    /// Records `key` as known and checks the type of the file's value for it, if the file has one.
+    /// Strict as the file parsers are: a quoted `"9090"` is a string, not a port.
+    /// - Returns: `false` when the file's value has the wrong type (the problem is recorded).
+    @discardableResult
+    func check(_ key: String, _ expected: Expected) -> Bool {
+        known.insert(key)
+        guard let file = sources.file, let value = file.values[key] else { return true }
+        let fits: Bool
+        switch (expected, value) {
+        case (.text, .string): fits = true
+        case (.integer, .integer): fits = true
+        case (.flag, .bool): fits = true
+        case (.list, .string): fits = true
+        case (.list, .list(let items)):
+            if let odd = items.first(where: { if case .string = $0 { false } else { true } }) {
+                invalid(key, "expected a list of strings, got \(odd.description) in the list (in \(file.path))")
+                return false
+            }
+            fits = true
+        default: fits = false
+        }
+        if !fits { invalid(key, "expected \(expected.description), got \(value.description) (in \(file.path))") }
+        return fits
+    }
+
     func string(_ key: String, default value: String) -> String {
-        reader.string(forKey: ConfigKey(key)) ?? value
+        guard check(key, .text) else { return value }
+        return reader.string(forKey: ConfigKey(key)) ?? value
     }
 
     func string(_ key: String) -> String? {
-        reader.string(forKey: ConfigKey(key))
+        guard check(key, .text) else { return nil }
+        return reader.string(forKey: ConfigKey(key))
     }
 
     func int(_ key: String, default value: Int, range: ClosedRange<Int>? = nil) -> Int {
-        guard present(key) else { return value }
+        guard check(key, .integer), present(key) else { return value }
         guard let number = reader.int(forKey: ConfigKey(key)) else {
             invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not an integer")
             return value
@@ -65,7 +119,7 @@ final class SettingsReader {
     }
 
     func bool(_ key: String, default value: Bool) -> Bool {
-        guard present(key) else { return value }
+        guard check(key, .flag), present(key) else { return value }
         guard let flag = reader.bool(forKey: ConfigKey(key)) else {
             invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not true or false")
             return value
@@ -75,6 +129,7 @@ final class SettingsReader {
 
     /// A list, written in files as a list and in the environment or flags as comma-separated text.
     func list(_ key: String, default value: [String]) -> [String] {
+        guard check(key, .list) else { return value }
         let items = reader.stringArray(forKey: ConfigKey(key)) ?? reader.string(forKey: ConfigKey(key)).map { [$0] } ?? value
         return items.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
@@ -93,7 +148,7 @@ final class SettingsReader {
     }
 
     func oneOf<T>(_ key: String, default value: T, _ choices: [String: T]) -> T {
-        guard let text = reader.string(forKey: ConfigKey(key)) else { return value }
+        guard check(key, .text), let text = reader.string(forKey: ConfigKey(key)) else { return value }
         guard let choice = choices[text] else {
             invalid(key, "'\(text)' is not one of \(choices.keys.sorted().joined(separator: ", "))")
             return value

@@ -57,4 +57,107 @@ import Testing
         #expect(status != 0)
         #expect(output.contains("/nonexistent/key.p8"), "\(output)")
     }
+
+    // MARK: Start-up checks come before any Kafka client
+
+    /// Settings that would start a relay (a real signing key; a broker nobody listens on), plus `extra`.
+    private func startable(_ directory: String, _ extra: [String: String]) throws -> [String: String] {
+        let keyFile = directory + "/AuthKey.p8"
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0, "openssl made no signing key")
+        return [
+            "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "APNS_RELAY_APNS_TOKEN_KEY_ID": "ABC123DEFG",
+            "APNS_RELAY_APNS_TOKEN_TEAM_ID": "DEF123GHIJ", "APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": keyFile,
+            "APNS_RELAY_ADMIN_PORT": "0", "APNS_RELAY_LOG_LEVEL": "debug", "APNS_RELAY_LOG_FORMAT": "text",
+        ].merging(extra) { $1 }
+    }
+
+    private func withDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-start-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try await body(directory)
+    }
+
+    /// Runs `apns-relay run`, expects a prompt failure that says `message`, and nothing from Kafka or the relay.
+    private func expectQuietFailure(_ environment: [String: String], saying message: String) async throws {
+        let relay = try RelayProcess(environment: environment)
+        let status = await relay.exit(within: .seconds(15))
+        let log = relay.log
+        #expect(status != nil, "the relay did not exit within 15 s; log:\n\(log.suffix(3000))")
+        #expect(status != 0, "log:\n\(log.suffix(3000))")
+        #expect(log.contains(message), "the error names its file, key or port; log:\n\(log.suffix(3000))")
+        #expect(!log.contains("librdkafka") && !log.contains("kafka.facility"), "no Kafka client was created; log:\n\(log.suffix(3000))")
+        #expect(!log.contains("released without close()"), "log:\n\(log.suffix(3000))")
+        #expect(!log.contains("relay started"), "log:\n\(log.suffix(3000))")
+    }
+
+    @Test func anAdminPortInUseFailsTheStartNamingThePort() async throws {
+        let listener = try ListeningSocket()
+        defer { listener.close() }
+        try await withDirectory { directory in
+            try await expectQuietFailure(
+                try startable(directory, ["APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(listener.port)]),
+                saying: "admin port \(listener.port) on 127.0.0.1 is in use (admin.port)"
+            )
+        }
+    }
+
+    @Test func anUnparsableSigningKeyFailsTheStartNamingFileAndKey() async throws {
+        try await withDirectory { directory in
+            let badKey = directory + "/bad.p8"
+            try "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n".write(toFile: badKey, atomically: true, encoding: .utf8)
+            try await expectQuietFailure(
+                try startable(directory, ["APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": badKey]),
+                saying: "cannot parse the APNs signing key '\(badKey)' (apns.token.privateKeyFile, key id ABC123DEFG)"
+            )
+        }
+    }
+
+    @Test func aMissingCAFileFailsTheStartNamingFileAndKey() async throws {
+        try await withDirectory { directory in
+            try await expectQuietFailure(
+                try startable(directory, ["APNS_RELAY_APNS_CA_FILE": directory + "/missing-ca.pem"]),
+                saying: "the CA file '\(directory)/missing-ca.pem' (apns.caFile) does not exist or cannot be read"
+            )
+        }
+    }
+
+    @Test func anUnknownVariableFailsTheStartWithASuggestion() async throws {
+        try await withDirectory { directory in
+            var environment = try startable(directory, [:])
+            environment["APNS_RELAY_KAFKA_BOOTSTRAP_SERVER"] = environment.removeValue(forKey: "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS")
+            try await expectQuietFailure(environment, saying: "did you mean APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS (kafka.bootstrapServers)?")
+        }
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that holds its port until closed (another process then finds it in use).
+final class ListeningSocket: Sendable {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let descriptor = self.descriptor
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                guard bind(descriptor, $0, length) == 0, listen(descriptor, 1) == 0, getsockname(descriptor, $0, &length) == 0 else {
+                    throw RelayProcessError("cannot listen on 127.0.0.1")
+                }
+            }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
 }

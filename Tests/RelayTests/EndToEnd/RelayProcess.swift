@@ -49,6 +49,12 @@ final class RelayProcess: @unchecked Sendable {
     /// - Returns: the exit status, or `nil` if it did not exit in time (it is then killed).
     func terminate(timeout: Duration) async -> Int32? {
         process.terminate()
+        return await exit(within: timeout)
+    }
+
+    /// Waits for the process to exit by itself, at most `timeout`.
+    /// - Returns: the exit status, or `nil` if it did not exit in time (it is then killed).
+    func exit(within timeout: Duration) async -> Int32? {
         let exits = self.exits
         let status = await withTaskGroup(of: Int32?.self) { group in
             group.addTask {

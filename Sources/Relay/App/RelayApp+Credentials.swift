@@ -1,0 +1,82 @@
+import APNsClient
+import APNsCore
+import Foundation
+import Logging
+
+/// Loading the credentials: every failure names the file and the configuration key that points at it.
+extension RelayApp {
+    /// An APNs client for `credential`, its key or certificate and the CA file loaded (nothing connects yet).
+    /// - Throws: `RelayError` naming the file and its key.
+    static func client(_ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger) throws -> APNsClient {
+        let configuration = try clientConfiguration(apns, credential: credential, logger: logger)
+        if let caFile = apns.caFile, !apns.insecureSkipVerify, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw RelayError("the CA file '\(caFile)' (apns.caFile) does not exist or cannot be read")
+        }
+        do {
+            return try APNsClient(configuration: configuration, logger: logger)
+        } catch where error.code == .tls && apns.caFile != nil && !apns.insecureSkipVerify {
+            throw RelayError("cannot load the CA file '\(apns.caFile!)' (apns.caFile): \(error)")
+        } catch where error.code == .invalidCredential {
+            throw RelayError("cannot load the client certificate of APNs credential '\(credential.name)' (\(credential.keyPrefix)certificate.*): \(error)")
+        } catch {
+            throw RelayError("cannot set up the APNs client of credential '\(credential.name)': \(error)")
+        }
+    }
+
+    /// The APNs client's configuration; reads the key or certificate files.
+    /// - Throws: `RelayError` naming the file and its key.
+    public static func clientConfiguration(
+        _ apns: RelayAppConfiguration.APNs, credential configured: RelayAppConfiguration.APNs.Credential, logger: Logger
+    ) throws -> APNsClientConfiguration {
+        let prefix = configured.keyPrefix
+        let credential: APNsClientConfiguration.Credential
+        switch configured.auth {
+        case .token(let keyID, let teamID, let keyFile, let epoch):
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+            } catch {
+                throw RelayError("cannot read the APNs signing key file '\(keyFile)' (\(prefix)token.privateKeyFile): \(error.localizedDescription)")
+            }
+            do {
+                credential = .token(try ProviderTokenSigner(pem: pem, keyID: keyID, teamID: teamID, rotationEpoch: epoch))
+            } catch {
+                throw RelayError("cannot parse the APNs signing key '\(keyFile)' (\(prefix)token.privateKeyFile, key id \(keyID)): \(error)")
+            }
+        case .certificate(.pem(let certificateFile, let privateKeyFile)):
+            for (file, key) in [(certificateFile, "certificate.certificateFile"), (privateKeyFile, "certificate.privateKeyFile")]
+            where !FileManager.default.isReadableFile(atPath: file) {
+                throw RelayError("the APNs certificate file '\(file)' (\(prefix)\(key)) does not exist or cannot be read")
+            }
+            credential = .certificate(.pem(certificateFile: certificateFile, privateKeyFile: privateKeyFile))
+        case .certificate(.pkcs12(let file, let passphraseFile)):
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw RelayError("the APNs PKCS#12 file '\(file)' (\(prefix)certificate.pkcs12File) does not exist or cannot be read")
+            }
+            var passphrase = ""
+            if let passphraseFile {
+                do {
+                    passphrase = try String(contentsOfFile: passphraseFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+                } catch {
+                    throw RelayError("cannot read the certificate passphrase file '\(passphraseFile)' (\(prefix)certificate.passphraseFile)")
+                }
+            }
+            credential = .certificate(.pkcs12(file: file, passphrase: passphrase))
+        }
+        let trust: ServerTrust
+        if apns.insecureSkipVerify {
+            logger.critical("APNs server certificate verification is OFF (apns.insecureSkipVerify); never do this in production")
+            trust = .insecureNoVerification
+        } else if let caFile = apns.caFile {
+            trust = .caFile(caFile)
+        } else {
+            trust = .systemTrustStore
+        }
+        var client = APNsClientConfiguration(credential: credential, trust: trust)
+        client.endpoints = apns.endpoints
+        client.pool.minConnections = apns.minConnections
+        client.pool.maxConnections = apns.maxConnections
+        client.connection.connectTimeout = apns.connectTimeout
+        return client
+    }
+}
