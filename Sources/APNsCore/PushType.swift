@@ -39,6 +39,13 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
         }
     }
 
+    /// The priority an omitted `apns-priority` must become for this push type, or `nil` where APNs' own
+    /// default (10) is allowed. Background pushes must be 5: APNs refuses 10 (BadPriority), so sending
+    /// "no header" for an event that left priority out would fail it for a header it never chose.
+    public var requiredPriority: Priority? {
+        self == .background ? .powerConsiderate : nil
+    }
+
     /// Whether APNs accepts this push type on a token-authenticated connection.
     public var allowedWithToken: Bool { self != .mdm }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import APNsCore
 
 @testable import Relay
 
@@ -24,6 +25,9 @@ import Testing
                 failures.append("\(item.label): valijson's verdict and detailed pass differ")
             }
             if fastAccepts { accepted += 1 }
+            if let decoded = try? fast.get(), let omission = Self.refusalForOmittedHeader(decoded, item.bytes) {
+                failures.append("\(item.label): accepted by the schema but refused for a header it left out: \(omission)")
+            }
             if case .failure(let error) = fast, error.code == .internalError {
                 failures.append("\(item.label): internal_error blames the relay for bad input: \(error)")
             }
@@ -47,6 +51,24 @@ import Testing
             }
         }
         return (accepted, failures)
+    }
+
+    /// An APNs-rule refusal that blames a field the event did not set: the defaults for omitted fields must be
+    /// ones APNs accepts (e.g. priority 5 for background pushes).
+    static func refusalForOmittedHeader(_ event: NotificationEvent, _ bytes: [UInt8]) -> String? {
+        let violation: NotificationRuleViolation
+        do {
+            _ = try event.validatedNotification(now: 0)
+            return nil
+        } catch {
+            violation = error
+        }
+        let fields = (try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]).map { Set($0.keys) } ?? []
+        let blamed: [APNsReason: String] = [
+            .badPriority: "priority", .badExpirationDate: "expiration", .badCollapseId: "collapseId", .badMessageId: "apnsId",
+        ]
+        guard let field = blamed[violation.reason], !fields.contains(field) else { return nil }
+        return "\(violation) without \(field)"
     }
 
     @Test func agreeOnExamplesAndCounterExamples() throws {

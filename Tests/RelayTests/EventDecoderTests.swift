@@ -258,4 +258,15 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
         let ok = try decoder.decode(event(#""priority":10"#)).validatedNotification(authentication: .token, now: 0)
         #expect(ok.priority == .immediate)
     }
+
+    /// The schema lets `priority` out; APNs refuses its default (10) for background pushes, so an omitted
+    /// priority must become 5 there (it used to be refused as BadPriority, for a header the producer never set).
+    @Test func anOmittedPriorityGetsWhatThePushTypeRequires() throws {
+        let decoder = try EventDecoder()
+        let background = try decoder.decode(
+            (#"{"id":"e","deviceToken":"abcd","topic":"t","pushType":"background","payload":{"aps":{"content-available":1}}}"#).bytes)
+        #expect(try background.validatedNotification().priority == .powerConsiderate)
+        let alert = try decoder.decode(event())
+        #expect(try alert.validatedNotification().priority == nil, "APNs' default (10) is fine for alerts: no header")
+    }
 }

@@ -60,7 +60,8 @@ enum EventRules {
             throw violation("pushType", "must be one of \(allowed)")
         }
 
-        var priority: Priority?
+        // Omitted: what APNs requires for the push type (5 for background), else APNs' default.
+        var priority = pushType.requiredPriority
         if event.present & UInt32(CEJ_FIELD_PRIORITY) != 0 {
             guard let value = Priority(rawValue: Int(event.priority)) else {
                 throw violation("priority", "must be 10, 5 or 1")

@@ -39,7 +39,7 @@ public enum JSONSchemas {
       "enum": ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk", "widgets", "controls"]
     },
     "priority": {
-      "description": "The `apns-priority` header: 10 sends now, 5 is power-aware, 1 never wakes the device. Omitted: APNs' default (10). Background pushes must use 5.",
+      "description": "The `apns-priority` header: 10 sends now, 5 is power-aware, 1 never wakes the device. Omitted: 5 for `background` pushes (the only priority APNs accepts for them), otherwise APNs' default (10). Background pushes must use 5.",
       "type": "integer",
       "enum": [10, 5, 1]
     },

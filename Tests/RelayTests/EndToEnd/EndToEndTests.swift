@@ -240,3 +240,19 @@ extension EndToEndTests {
         }
     }
 }
+
+extension EndToEndTests {
+    /// A background event that leaves `priority` out is delivered with priority 5, which APNs (and the mock,
+    /// faithful to it) requires; APNs' default of 10 would be refused with BadPriority.
+    @Test func aBackgroundEventWithoutPriorityIsDeliveredWithPriorityFive() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            try await sandbox.produce([(key: "quiet", value: SampleEvents.event(
+                id: "quiet", deviceToken: SampleEvents.token(6), pushType: .background, payload: #"{"aps":{"content-available":1}}"#))])
+            let results = try await withRelay(sandbox, logger: logger) { _ in try await reader.results(count: 1, timeout: .seconds(60)) }
+            await reader.close()
+            #expect(results.first?.json?["outcome"] as? String == "delivered", "\(results.first?.json ?? [:])")
+            #expect(sandbox.apns.acceptedNotifications.first?.priority == 5)
+        }
+    }
+}
