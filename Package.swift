@@ -110,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "apns-relay",
             dependencies: [
-                "Relay", "Kafka", "APNsMock", "RelaySandbox",
+                "Relay", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

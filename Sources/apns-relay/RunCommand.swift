@@ -63,6 +63,8 @@ struct RunCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "apns-relay")
+        // Before anything slow starts: a signal during start-up is remembered, not lost or fatal.
+        let signals = ShutdownSignals(logger: logger)
 
         // 2. The admin port: bound now, so a port in use fails before anything else starts.
         var admin: AdminServer?
@@ -92,15 +94,17 @@ struct RunCommand: AsyncParsableCommand {
         services.append(app.relay)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
-        // The group shuts down gracefully on the first signal; a second one ends the process at once.
+        // The first signal shuts the group down gracefully (ShutdownSignals ends the process on a second).
+        let firstSignal = signals.first
         try await withThrowingDiscardingTaskGroup { tasks in
-            let escalation = SignalEscalation(logger: logger)
-            tasks.addTask { await escalation.run() }
+            tasks.addTask {
+                if await firstSignal.wait() != nil { await group.triggerGracefulShutdown() }
+            }
             try await group.run()
             tasks.cancelAll()
         }
+        withExtendedLifetime(signals) {}
     }
 }

@@ -38,7 +38,8 @@ struct RelayProcessTests {
             collected += try await reader.collect(timeout: .seconds(120)) { new in
                 seenBefore.union(new.filter { $0.topic == results }.map(\.keyString)).count >= count
             }
-            #expect(await second.terminate(timeout: .seconds(15)) == 0)
+            let secondStatus = await second.terminate(timeout: .seconds(15))
+            #expect(secondStatus == 0, "log:\n\(second.log.suffix(3000))")
             await reader.close()
             let keys = collected.filter { $0.topic == results }.map(\.keyString)
             #expect(Set(keys).count == count, "every event has a result")
