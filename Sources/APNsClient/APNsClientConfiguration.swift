@@ -34,6 +34,8 @@ public struct APNsClientConfiguration: Sendable {
         public var pingInterval: Duration = .seconds(60)
         public var pingTimeout: Duration = .seconds(10)
         public var maxOutputBufferBytes: Int = 256 * 1024
+        /// Retire a connection once its next stream id would pass this (see `APNsConnectionConfiguration`).
+        public var maxStreamID: Int32 = Int32.max - 1_000_000
         public init() {}
     }
 

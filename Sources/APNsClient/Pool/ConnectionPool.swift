@@ -13,6 +13,8 @@ final class ConnectionPool: Sendable {
     private struct Entry {
         let connection: APNsConnection
         var inFlight = 0
+        /// Requests ever routed here: each takes one HTTP/2 stream id, of which a connection has a fixed supply.
+        var assigned = 0
     }
     private struct Waiter {
         let id: Int
@@ -93,7 +95,7 @@ final class ConnectionPool: Sendable {
     private func acquire(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
         let (pick, open) = state.withLock { s -> (Pick, Int) in
             guard !s.shuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), 0) }
-            let choice = Self.choose(&s)
+            let choice = Self.choose(&s, streamBudget: streamBudget)
             let open = self.connectionsToOpen(&s)
             if let choice { return (.use(choice), open) }
             return (.wait, open)
@@ -106,12 +108,17 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Least-loaded usable connection with a free stream; counts the request against it.
-    private static func choose(_ s: inout State) -> APNsConnection? {
+    /// Requests one connection can carry before its stream ids (odd, up to `maxStreamID`) run out.
+    private var streamBudget: Int { (Int(configuration.connection.maxStreamID) + 1) / 2 }
+
+    /// Least-loaded usable connection with a free stream; counts the request against it. A connection that
+    /// has been given its last stream id gets no more requests (so none is queued where no stream can open
+    /// for it); `release` retires it once its last request finished, and another one opens.
+    private static func choose(_ s: inout State, streamBudget: Int) -> APNsConnection? {
         var best: (id: Int, score: Double)?
         for (id, entry) in s.entries {
             let load = entry.connection.load
-            guard load.phase == .ready, !load.retired else { continue }
+            guard load.phase == .ready, !load.retired, entry.assigned < streamBudget else { continue }
             let capacity = max(1, load.maxConcurrentStreams)
             guard entry.inFlight < capacity else { continue }
             var score = Double(entry.inFlight) / Double(capacity)
@@ -120,6 +127,7 @@ final class ConnectionPool: Sendable {
         }
         guard let best else { return nil }
         s.entries[best.id]!.inFlight += 1
+        s.entries[best.id]!.assigned += 1
         return s.entries[best.id]!.connection
     }
 
@@ -134,7 +142,7 @@ final class ConnectionPool: Sendable {
         // whose latency is well above the best one is treated as full when deciding to open another.
         let bestLatency = loads.compactMap { $0.1.latency > 0 ? $0.1.latency : nil }.min() ?? 0
         for (entry, load) in loads {
-            guard load.phase != .closed, !load.retired, load.phase != .draining else { continue }
+            guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < streamBudget else { continue }
             usable += 1
             let slow = bestLatency > 0 && load.latency > max(0.02, bestLatency * 3)
             if load.phase == .ready && (entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096 || slow) {
@@ -156,7 +164,7 @@ final class ConnectionPool: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let (immediate, startSweeper) = state.withLock { s -> (APNsConnection?, Bool) in
-                    if let c = Self.choose(&s) { return (c, false) }
+                    if let c = Self.choose(&s, streamBudget: streamBudget) { return (c, false) }
                     s.waiters.append(Waiter(id: id, deadline: deadline, continuation: continuation))
                     guard !s.sweeperRunning else { return (nil, false) }
                     s.sweeperRunning = true
@@ -199,7 +207,7 @@ final class ConnectionPool: Sendable {
     private func dispatchWaiters() {
         var handOff: [(Waiter, APNsConnection)] = []
         state.withLock { s in
-            while !s.waiters.isEmpty, let c = Self.choose(&s) {
+            while !s.waiters.isEmpty, let c = Self.choose(&s, streamBudget: streamBudget) {
                 guard let w = s.waiters.popFirst() else { break }
                 handOff.append((w, c))
             }
@@ -224,13 +232,18 @@ final class ConnectionPool: Sendable {
             logger.notice("retiring connection", metadata: ["apns.connection": "\(connection.id)"])
             connection.drain()
         }
-        let open = state.withLock { s -> Int in
+        let (open, exhausted) = state.withLock { s -> (Int, Bool) in
             s.entries[connection.id]?.inFlight -= 1
+            let exhausted = s.entries[connection.id].map { $0.assigned >= streamBudget && $0.inFlight == 0 } ?? false
             if ContinuousClock.now - s.lastMaintenance > .seconds(1) {
                 s.lastMaintenance = .now
                 retireLatencyOutliers(&s)
             }
-            return retire || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0
+            return (retire || exhausted || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0, exhausted)
+        }
+        if exhausted {
+            logger.debug("retiring connection: its stream ids are used up", metadata: ["apns.connection": "\(connection.id)"])
+            connection.drain()
         }
         for _ in 0..<open { openConnection() }
         dispatchWaiters()
@@ -256,6 +269,7 @@ final class ConnectionPool: Sendable {
         connectionConfiguration.pingInterval = configuration.connection.pingInterval
         connectionConfiguration.pingTimeout = configuration.connection.pingTimeout
         connectionConfiguration.maxOutputBufferBytes = configuration.connection.maxOutputBufferBytes
+        connectionConfiguration.maxStreamID = configuration.connection.maxStreamID
         metrics.connectionsOpening.increment()
         Task {
             do {

@@ -18,6 +18,10 @@ public struct APNsConnectionConfiguration: Sendable {
     public var pingTimeout: Duration = .seconds(10)
     /// Bytes of encrypted output buffered before nghttp2 is no longer drained (bounds memory on slow peers).
     public var maxOutputBufferBytes: Int = 256 * 1024
+    /// The connection retires (takes no new requests, finishes its streams, is replaced by the pool) once its
+    /// next client stream id would pass this. HTTP/2 client ids are odd and end at 2^31−1: at 10k requests/s
+    /// one connection uses them up in about 30 hours, after which every request on it would fail at once.
+    public var maxStreamID: Int32 = Int32.max - 1_000_000
 
     public init(host: String, port: Int = 443, trust: ServerTrust = .systemTrustStore) {
         self.host = host

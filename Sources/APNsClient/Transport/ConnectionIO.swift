@@ -34,6 +34,8 @@ final class ConnectionIO {
     var maxConcurrent = 1
     var goawayLastStreamID: Int32?
     var terminated = false
+    /// Retired because its stream ids are used up (`APNsConnectionConfiguration.maxStreamID`).
+    var streamIDsUsedUp = false
     var fatal: (TransportFailure, String)?
 
     var currentToken: ProviderToken?
@@ -145,8 +147,16 @@ final class ConnectionIO {
 
     private func submitQueued() {
         guard settingsReceived, goawayLastStreamID == nil, !terminated else { return }
+        if streamIDsUsedUp {
+            failQueued(.notProcessed, "connection used up its stream ids")
+            return
+        }
         if token != nil && queueHead < queue.count { refreshToken() }
         while queueHead < queue.count && streams.count < maxConcurrent {
+            if nghttp2_session_get_next_stream_id(session) > UInt32(connection.configuration.maxStreamID) {
+                retireForStreamIDs()
+                return
+            }
             let r = queue[queueHead]
             queueHead += 1
             if r.isCompleted { continue }
@@ -156,6 +166,10 @@ final class ConnectionIO {
             }
             guard streamID > 0 else {
                 finish(r, .failure(APNsClientError(transport: .notProcessed, "nghttp2_submit_request: \(Self.describe(streamID))", underlyingCode: Int(streamID))))
+                if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
+                    retireForStreamIDs()
+                    return
+                }
                 continue
             }
             r.streamID = streamID
@@ -236,6 +250,18 @@ final class ConnectionIO {
 
     private func sendPing(now: ContinuousClock.Instant) {
         if nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil) == 0 { pingSentAt = now }
+    }
+
+    /// No new stream can be opened (or soon none could): stop taking requests, hand the queued ones back as
+    /// never processed (the pool resends them on another connection), finish the open streams, close.
+    private func retireForStreamIDs() {
+        guard !streamIDsUsedUp else { return }
+        streamIDsUsedUp = true
+        logger.notice("connection retiring: its HTTP/2 stream ids are (nearly) used up", metadata: [
+            "next-stream-id": "\(nghttp2_session_get_next_stream_id(session))",
+        ])
+        connection.shared.withLock { $0.drainRequested = true; $0.load.retired = true }
+        failQueued(.notProcessed, "connection used up its stream ids")
     }
 
     func failQueued(_ failure: TransportFailure, _ message: String) {
