@@ -40,6 +40,9 @@ public struct RelayConfiguration: Sendable {
     /// Pause between attempts to publish a record Kafka refused (publishing is retried until it works or
     /// the relay shuts down: a result is never dropped).
     public var publishRetryBackoff: Duration = .seconds(1)
+    /// When BadDeviceToken answers are too many to be believed, and their removed-token records are withheld
+    /// (see `TokenRemovalGuard`). 410 removals are always published.
+    public var tokenRemoval = TokenRemovalGuard.Configuration()
 
     public init(topics: Topics) {
         self.topics = topics

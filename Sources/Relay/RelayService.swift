@@ -26,6 +26,8 @@ public final class RelayService: Service, Sendable {
     private let logger: Logger
     private let state: RelayState
     private let metrics = RelayMetrics()
+    /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
+    private let tokenRemovals: TokenRemovalScreen
     private let wallClock: @Sendable () -> Double
     private let started = Atomic<Bool>(false)
     /// 0 created, 1 running, 2 stopping, 3 stopped, 4 failed.
@@ -49,6 +51,7 @@ public final class RelayService: Service, Sendable {
         self.logger = logger
         self.wallClock = wallClock
         self.state = RelayState(limits: configuration.inFlight)
+        self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
     }
 
     /// What `/readyz` and the demo look at.
@@ -210,7 +213,10 @@ public final class RelayService: Service, Sendable {
                 attempts: report.attempts, source: source, receivedAt: receivedAt,
                 completedAt: Int64(wallClock() * 1000)
             )
-            if let removed = Self.removedToken(for: event, notification: notification, report: report) {
+            let removalAllowed = tokenRemovals.allowsRemoval(
+                after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
+            )
+            if removalAllowed, let removed = Self.removedToken(for: event, notification: notification, report: report) {
                 records.append(OutgoingRecord(topic: configuration.topics.removedTokens, key: removed.key, value: removed.jsonBytes(), headers: []))
                 metrics.removedTokens.increment()
             }
@@ -302,7 +308,8 @@ public final class RelayService: Service, Sendable {
         return nil
     }
 
-    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually).
+    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually);
+    /// BadDeviceToken ones pass `TokenRemovalGuard` first.
     private static func removedToken(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> TokenRemoved? {
         let invalidatedAt: Int64?
         switch report.decision {

@@ -62,7 +62,7 @@ public struct RelayApp: Sendable {
                 logger: credentialLogger
             )
             clients.append(client)
-            routes.append(CredentialRouter.Route(patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
+            routes.append(CredentialRouter.Route(name: credential.name, patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
         }
         self.clients = clients
         relay = RelayService(
