@@ -42,6 +42,9 @@ public struct RelayConfiguration: Sendable {
     public var publishRetryBackoff: Duration = .seconds(1)
     /// Records waiting this long with none acknowledged make the relay unready (`/readyz`): results are stuck.
     public var publishStallTimeout: Duration = .seconds(30)
+    /// When BadDeviceToken answers are too many to be believed, and their removed-token records are withheld
+    /// (see `TokenRemovalGuard`). 410 removals are always published.
+    public var tokenRemoval = TokenRemovalGuard.Configuration()
 
     public init(topics: Topics) {
         self.topics = topics

@@ -1,3 +1,4 @@
+import APNsCore
 import CoreMetrics
 import Synchronization
 
@@ -26,6 +27,40 @@ struct RelayMetrics: Sendable {
 
     func result(_ outcome: DeliveryOutcome, reason: String?) {
         resultCounters.counter(outcome, reason ?? "").increment()
+    }
+}
+
+/// `TokenRemovalGuard`'s series per (credential, environment), made once each (see `ResultCounters`): in a
+/// misconfiguration storm every event's removal is withheld.
+final class TokenRemovalGuardMetrics: Sendable {
+    private struct Series {
+        let withheld: Counter
+        let tripped: Gauge
+    }
+
+    private let all = Mutex<[TokenRemovalGuard.Key: Series]>([:])
+
+    /// A BadDeviceToken removal the guard withheld.
+    func removalWithheld(_ key: TokenRemovalGuard.Key) {
+        series(key).withheld.increment()
+    }
+
+    /// 1 while the guard of `key` is tripped, else 0.
+    func guardTripped(_ key: TokenRemovalGuard.Key, _ tripped: Bool) {
+        series(key).tripped.record(tripped ? 1 : 0)
+    }
+
+    private func series(_ key: TokenRemovalGuard.Key) -> Series {
+        all.withLock { series in
+            if let existing = series[key] { return existing }
+            let dimensions = [("credential", key.credential), ("environment", key.environment.rawValue)]
+            let made = Series(
+                withheld: Counter(label: "apns_relay_removed_tokens_suppressed_total", dimensions: dimensions),
+                tripped: Gauge(label: "apns_relay_token_removal_guard_tripped", dimensions: dimensions)
+            )
+            series[key] = made
+            return made
+        }
     }
 }
 

@@ -27,6 +27,8 @@ public final class RelayService: Service, Sendable {
     private let logger: Logger
     private let state: RelayState
     private let metrics = RelayMetrics()
+    /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
+    private let tokenRemovals: TokenRemovalScreen
     private let wallClock: @Sendable () -> Double
     private let phase = Mutex(Phase.created)
     /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
@@ -73,6 +75,7 @@ public final class RelayService: Service, Sendable {
                 logger.warning(pause ? "pausing partitions failed" : "resuming partitions failed", metadata: ["error": "\(error)"])
             }
         }
+        self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
     }
 
     /// What `/readyz` and the demo look at.
@@ -296,7 +299,10 @@ public final class RelayService: Service, Sendable {
                 attempts: report.attempts, source: source, receivedAt: receivedAt,
                 completedAt: Int64(wallClock() * 1000)
             )
-            if let removed = Self.removedToken(for: event, notification: notification, report: report) {
+            let removalAllowed = tokenRemovals.allowsRemoval(
+                after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
+            )
+            if removalAllowed, let removed = Self.removedToken(for: event, notification: notification, report: report) {
                 var small = removed
                 small.metadata = nil
                 records.append(OutgoingRecord(
@@ -435,7 +441,8 @@ public final class RelayService: Service, Sendable {
         return nil
     }
 
-    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually).
+    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually);
+    /// BadDeviceToken ones pass `TokenRemovalGuard` first.
     private static func removedToken(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> TokenRemoved? {
         let invalidatedAt: Int64?
         switch report.decision {

@@ -38,7 +38,7 @@ public struct RelayApp: Sendable {
             credentialLogger[metadataKey: "credential"] = "\(credential.name)"
             let client = try Self.client(configuration.apns, credential: credential, logger: credentialLogger)
             clients.append(client)
-            routes.append(CredentialRouter.Route(patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
+            routes.append(CredentialRouter.Route(name: credential.name, patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
         }
         self.clients = clients
 

@@ -162,6 +162,9 @@ public struct RelayAppConfiguration: Sendable {
             initialBackoff: settings.milliseconds("relay.retry.initialBackoffMs", default: .milliseconds(100), range: 1...600_000),
             maxBackoff: settings.milliseconds("relay.retry.maxBackoffMs", default: .seconds(30), range: 1...3_600_000)
         )
+        relay.tokenRemoval.badDeviceTokenPercent = settings.int("relay.tokenRemoval.badDeviceTokenPercent", default: 50, range: 1...100)
+        relay.tokenRemoval.minimumSample = settings.int("relay.tokenRemoval.minimumSample", default: 200, range: 1...1_000_000)
+        relay.tokenRemoval.window = settings.milliseconds("relay.tokenRemoval.windowMs", default: .seconds(60), range: 1000...3_600_000)
         self.relay = relay
 
         admin = Admin(

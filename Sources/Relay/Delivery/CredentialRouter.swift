@@ -8,11 +8,14 @@ import APNsCore
 /// with no patterns covers every topic. The first matching route wins.
 public struct CredentialRouter: NotificationSender {
     public struct Route: Sendable {
+        /// The credential's name (in logs and the token-removal guard's metrics).
+        public var name: String
         public var patterns: [String]
         public var authentication: AuthenticationKind
         public var sender: any NotificationSender
 
-        public init(patterns: [String], authentication: AuthenticationKind, sender: any NotificationSender) {
+        public init(name: String = "default", patterns: [String], authentication: AuthenticationKind, sender: any NotificationSender) {
+            self.name = name
             self.patterns = patterns
             self.authentication = authentication
             self.sender = sender
@@ -44,6 +47,10 @@ public struct CredentialRouter: NotificationSender {
 
     public func authentication(forTopic topic: String) -> AuthenticationKind? {
         routes.first { $0.covers(topic) }?.authentication
+    }
+
+    public func credentialName(forTopic topic: String) -> String {
+        routes.first { $0.covers(topic) }?.name ?? "default"
     }
 
     public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {

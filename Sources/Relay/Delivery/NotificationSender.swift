@@ -11,6 +11,15 @@ public protocol NotificationSender: Sendable {
     /// How pushes to `topic` (an `apns-topic`) would authenticate, or `nil` when no credential covers it.
     /// Decides the pre-send rules (some push types need a certificate, some a token).
     func authentication(forTopic topic: String) -> AuthenticationKind?
+
+    /// The name of the credential that sends pushes to `topic`. `TokenRemovalGuard` counts answers per
+    /// (credential, environment): one misconfigured credential must not hide behind another's traffic.
+    func credentialName(forTopic topic: String) -> String
+}
+
+extension NotificationSender {
+    /// A sender with one credential.
+    public func credentialName(forTopic topic: String) -> String { "default" }
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no

@@ -100,14 +100,18 @@ struct EndToEndTests {
             sandbox.apns.registry.unregister(gone, sinceMilliseconds: since)
             let otherEnvironment = SampleEvents.token(8)
             sandbox.apns.registry.register(otherEnvironment, environment: .production)
-            try await sandbox.produce([
-                (key: "gone", value: SampleEvents.event(id: "gone", deviceToken: gone, metadata: #"{"user":7}"#)),
-                (key: "other-env", value: SampleEvents.event(id: "other-env", deviceToken: otherEnvironment)),
-            ])
+            // Good pushes first: a BadDeviceToken removal is published only once the window shows BadDeviceToken
+            // is a plausible share of the answers (TokenRemovalGuard); alone it would be 1 of 1 or 1 of 2.
+            try await sandbox.produce((0..<4).map { (key: "fine\($0)", value: SampleEvents.event(id: "fine\($0)", deviceToken: SampleEvents.token(100 + $0))) })
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let topics = sandbox.options.topics
             let records = try await withRelay(sandbox, logger: logger) { _ in
-                try await reader.collect(timeout: .seconds(60)) { records in
+                _ = try await reader.results(count: 4, timeout: .seconds(60))
+                try await sandbox.produce([
+                    (key: "gone", value: SampleEvents.event(id: "gone", deviceToken: gone, metadata: #"{"user":7}"#)),
+                    (key: "other-env", value: SampleEvents.event(id: "other-env", deviceToken: otherEnvironment)),
+                ])
+                return try await reader.collect(timeout: .seconds(60)) { records in
                     records.filter { $0.topic == topics.results }.count >= 2 && records.filter { $0.topic == topics.removedTokens }.count >= 2
                 }
             }

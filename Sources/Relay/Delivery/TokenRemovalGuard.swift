@@ -1,0 +1,178 @@
+import APNsCore
+
+/// Decides whether a BadDeviceToken answer may become a removed-token record, so that a misconfiguration
+/// cannot wipe a customer's token database.
+///
+/// A wrong environment (or a wrong credential or topic) turns every valid device token into
+/// 400 BadDeviceToken, and producers act on removed-token records by deleting tokens. Deleting a good token
+/// cannot be taken back by the relay (the device is silent until its app registers again); withholding a
+/// removal can (the next push to a truly bad token answers BadDeviceToken again, and the result of every
+/// push still says BadDeviceToken). So when in doubt the guard withholds.
+///
+/// The decisions, and why:
+/// - **What is counted.** Every push of one (credential, environment) that got an APNs answer, once per
+///   event (its final answer), over a sliding `window`. 410s (Unregistered and ExpiredToken) are counted as
+///   answers but never pass through the guard's decision: APNs' 410 is authoritative for the token and
+///   carries its timestamp, so those records are always published.
+/// - **When a BadDeviceToken removal is published.** Only when the window, counting this answer, shows a
+///   BadDeviceToken share below `badDeviceTokenPercent` and the guard is not tripped. This applies below
+///   the minimum sample too: a small sample cannot tell a misconfiguration from noise, and publishing
+///   whatever arrives before the sample is reached would let a quiet (credential, environment), one that
+///   never reaches `minimumSample` pushes per window, lose its whole token database slowly. The cost is
+///   that a BadDeviceToken with few other answers around it (a lone test push, the first answers after a
+///   start) gets no removal record now; it gets one on a later push, once the window shows it plausible.
+///   Removals are dropped, not held for later: holding would delay the event's offset or need a buffer
+///   that a crash loses anyway.
+/// - **When the guard trips** (a critical log, the gauge). When the window holds at least `minimumSample`
+///   answers and the share is at or above the threshold. Below the sample the share is too noisy for an
+///   alarm, so withheld removals there are only counted.
+/// - **What ends it.** An answer after which the share is below four fifths of the threshold (40 % by
+///   default), whatever the sample. The margin keeps a share that hovers at the threshold (a producer
+///   that sends every token to both environments answers exactly 50 %) from flapping the alarm; while
+///   tripped, every BadDeviceToken removal is withheld.
+///
+/// Time is passed in (no clock in here); the window is counted in `Self.slices` slices, so an answer
+/// leaves it between `window - window / slices` and `window` after it arrived. A `now` earlier than one
+/// already seen (concurrent events read the clock before they take the lock) counts in the latest slice.
+/// Keys are few (credentials × 2 environments), so the state is small and bounded.
+public struct TokenRemovalGuard: Sendable {
+    /// When BadDeviceToken answers are too many to be believed.
+    public struct Configuration: Sendable, Hashable {
+        /// At or above this share (in percent) of one (credential, environment)'s answers in the window,
+        /// BadDeviceToken removals are withheld.
+        public var badDeviceTokenPercent: Int = 50
+        /// The answers in the window needed before the guard trips (logs critical, sets the gauge).
+        public var minimumSample: Int = 200
+        /// The sliding window answers are counted over.
+        public var window: Duration = .seconds(60)
+
+        public init() {}
+    }
+
+    /// Whose answers are counted together: one credential in one environment.
+    public struct Key: Hashable, Sendable, CustomStringConvertible {
+        public var credential: String
+        public var environment: APNsEnvironment
+
+        public init(credential: String, environment: APNsEnvironment) {
+            self.credential = credential
+            self.environment = environment
+        }
+
+        public var description: String { "\(credential)/\(environment.rawValue)" }
+    }
+
+    /// An APNs answer, as far as the guard cares.
+    public enum Answer: Sendable, Hashable {
+        case badDeviceToken
+        /// Any other answer (200, 410, another rejection, a retriable status that ran out).
+        case other
+    }
+
+    /// What the window holds after an answer.
+    public struct Sample: Sendable, Hashable {
+        public var answers: Int
+        public var badDeviceTokens: Int
+        public var percent: Double { answers == 0 ? 0 : Double(badDeviceTokens) * 100 / Double(answers) }
+    }
+
+    public enum Change: Sendable, Hashable {
+        /// The guard tripped: BadDeviceToken removals of this key are withheld from now on.
+        case tripped(Sample)
+        /// The share fell well below the threshold: removals are published again. `withheld` counts the
+        /// BadDeviceToken removals withheld while it was tripped.
+        case ended(Sample, withheld: Int)
+    }
+
+    /// What to do with one answer.
+    public struct Verdict: Sendable, Hashable {
+        /// For a BadDeviceToken answer, whether its removed-token record may be published; `false` for others.
+        public var publishesRemoval: Bool
+        /// Whether this answer's removal was withheld (a BadDeviceToken whose removal is not published).
+        public var withholdsRemoval: Bool
+        /// Set when this answer tripped or ended the guard of its key.
+        public var change: Change?
+        public var sample: Sample
+    }
+
+    /// How finely the window slides.
+    public static let slices = 20
+
+    private struct Slice {
+        var index: Int64 = -1
+        var answers = 0
+        var badDeviceTokens = 0
+    }
+
+    private struct Tally {
+        var slices = [Slice](repeating: Slice(), count: TokenRemovalGuard.slices)
+        var latest: Int64 = 0
+        var tripped = false
+        var withheldWhileTripped = 0
+    }
+
+    public let configuration: Configuration
+    private let origin: ContinuousClock.Instant
+    private let sliceNanoseconds: Int64
+    private var tallies: [Key: Tally] = [:]
+
+    /// - Parameter origin: any instant at or before the first `now` passed in.
+    public init(configuration: Configuration, origin: ContinuousClock.Instant) {
+        self.configuration = configuration
+        self.origin = origin
+        sliceNanoseconds = max(1, Self.nanoseconds(configuration.window) / Int64(Self.slices))
+    }
+
+    /// Whether the guard of `key` is tripped.
+    public func isTripped(_ key: Key) -> Bool {
+        tallies[key]?.tripped ?? false
+    }
+
+    /// Counts `answer` for `key` at `now` and says whether a BadDeviceToken removal may be published.
+    public mutating func record(_ answer: Answer, for key: Key, at now: ContinuousClock.Instant) -> Verdict {
+        let slice = Self.nanoseconds(now - origin) / sliceNanoseconds
+        // In place: a copy of the tally would copy its slices on every answer.
+        return Self.record(answer, inSlice: slice, configuration: configuration, tally: &tallies[key, default: Tally()])
+    }
+
+    private static func record(_ answer: Answer, inSlice now: Int64, configuration: Configuration, tally: inout Tally) -> Verdict {
+        let slice = max(now, tally.latest)
+        tally.latest = slice
+        let position = Int(slice % Int64(Self.slices))
+        if tally.slices[position].index != slice {
+            tally.slices[position] = Slice(index: slice)
+        }
+        tally.slices[position].answers += 1
+        if answer == .badDeviceToken { tally.slices[position].badDeviceTokens += 1 }
+
+        var sample = Sample(answers: 0, badDeviceTokens: 0)
+        for counted in tally.slices where counted.index > slice - Int64(Self.slices) {
+            sample.answers += counted.answers
+            sample.badDeviceTokens += counted.badDeviceTokens
+        }
+        // Shares compared in integers: bad / answers ≥ percent / 100, and < (4/5 · percent) / 100.
+        let percent = configuration.badDeviceTokenPercent
+        let atThreshold = sample.badDeviceTokens * 100 >= percent * sample.answers
+        let wellBelow = sample.badDeviceTokens * 100 * 5 < percent * 4 * sample.answers
+        var change: Change?
+        if !tally.tripped, atThreshold, sample.answers >= configuration.minimumSample {
+            tally.tripped = true
+            change = .tripped(sample)
+        } else if tally.tripped, wellBelow {
+            tally.tripped = false
+            change = .ended(sample, withheld: tally.withheldWhileTripped)
+            tally.withheldWhileTripped = 0
+        }
+        let publishes = answer == .badDeviceToken && !tally.tripped && !atThreshold
+        if tally.tripped, answer == .badDeviceToken { tally.withheldWhileTripped += 1 }
+        return Verdict(
+            publishesRemoval: publishes, withholdsRemoval: answer == .badDeviceToken && !publishes,
+            change: change, sample: sample
+        )
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,68 @@
+import APNsCore
+import Logging
+import Synchronization
+
+/// `TokenRemovalGuard` behind a lock, with its effects (logs, metrics) run outside it: every delivered
+/// event's answer goes through here before its removed-token record is published.
+final class TokenRemovalScreen: Sendable {
+    private let machine: Mutex<TokenRemovalGuard>
+    private let metrics: TokenRemovalGuardMetrics
+    private let logger: Logger
+    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let window: Duration
+
+    init(
+        configuration: TokenRemovalGuard.Configuration, logger: Logger, metrics: TokenRemovalGuardMetrics = TokenRemovalGuardMetrics(),
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
+        let origin = clock()
+        machine = Mutex(TokenRemovalGuard(configuration: configuration, origin: origin))
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+        window = configuration.window
+    }
+
+    /// Counts the answer of one delivered event and says whether its removed-token record may be published.
+    ///
+    /// - Returns: `false` only for a BadDeviceToken removal the guard withholds; 410 removals (and events
+    ///   without a removal) always get `true`.
+    func allowsRemoval(after report: DeliveryReport, credential: String, environment: APNsEnvironment) -> Bool {
+        // No answer from APNs: nothing to count, and no removal to decide on.
+        guard report.response != nil else { return true }
+        let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesToken: true) ? .badDeviceToken : .other
+        let key = TokenRemovalGuard.Key(credential: credential, environment: environment)
+        let now = clock()
+        let verdict = machine.withLock { $0.record(answer, for: key, at: now) }
+
+        switch verdict.change {
+        case .tripped(let sample)?:
+            metrics.guardTripped(key, true)
+            logger.critical(
+                "APNs answered BadDeviceToken for an implausible share of pushes; withholding BadDeviceToken removed-token records until it falls (results still say BadDeviceToken). Check the events' environment and the credential's topics",
+                metadata: Self.metadata(key, sample, window: window)
+            )
+        case .ended(let sample, let withheld)?:
+            metrics.guardTripped(key, false)
+            logger.warning(
+                "the BadDeviceToken share fell; publishing BadDeviceToken removed-token records again",
+                metadata: Self.metadata(key, sample, window: window).merging(["withheldRemovals": "\(withheld)"]) { $1 }
+            )
+        case nil:
+            break
+        }
+        if verdict.withholdsRemoval {
+            metrics.removalWithheld(key)
+            logger.debug("BadDeviceToken removal withheld", metadata: Self.metadata(key, verdict.sample, window: window))
+        }
+        return answer == .other || verdict.publishesRemoval
+    }
+
+    private static func metadata(_ key: TokenRemovalGuard.Key, _ sample: TokenRemovalGuard.Sample, window: Duration) -> Logger.Metadata {
+        [
+            "credential": "\(key.credential)", "environment": "\(key.environment.rawValue)",
+            "answers": "\(sample.answers)", "badDeviceTokens": "\(sample.badDeviceTokens)",
+            "badDeviceTokenPercent": "\(Int(sample.percent.rounded()))", "window": "\(window)",
+        ]
+    }
+}
