@@ -125,7 +125,7 @@ public final class RelaySandbox: Sendable {
         }
     }
 
-    /// Produces records to the input topic, in order, and waits until Kafka has them all.
+    /// Produces records to the input topic (concurrently: no order among them) and waits until Kafka has them all.
     public func produce(records events: [InputRecord]) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "sandbox-producer"

@@ -22,10 +22,9 @@ struct RefusedRecordTests {
             let bigKey = Array(repeating: UInt8(ascii: "k"), count: 200_000)
             let bigValue = Array(repeating: UInt8(ascii: "v"), count: 800_000)
             let records = try await withRelay(sandbox, logger: logger) { _ in
-                try await sandbox.produce(records: [
-                    .init(key: bigKey, value: bigValue),
-                    .init(key: Array("after".utf8), value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(3))),
-                ])
+                // One at a time: the oversized record sits in front of the next one on the partition.
+                try await sandbox.produce(records: [.init(key: bigKey, value: bigValue)])
+                try await sandbox.produce(records: [.init(key: Array("after".utf8), value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(3)))])
                 return try await reader.collect(timeout: .seconds(60)) { records in
                     records.filter { $0.topic == topics.results }.count >= 2 && records.contains { $0.topic == topics.deadLetters }
                 }
@@ -37,7 +36,8 @@ struct RefusedRecordTests {
             #expect((refused["message"] as? String)?.contains("key 200000") == true, "\(refused)")
             #expect(results.contains { $0["id"] as? String == "after" && $0["outcome"] as? String == "delivered" }, "the partition moved on")
             let letter = try #require(records.first { $0.topic == topics.deadLetters })
-            #expect(letter.keyString == "\(sandbox.options.inputTopic)/0/0", "the oversized key is replaced by the source position")
+            let source = try #require(refused["source"] as? [String: Any])
+            #expect(letter.keyString == "\(sandbox.options.inputTopic)/0/\(source["offset"] as? Int ?? -1)", "the oversized key is replaced by the source position")
             #expect(letter.header("apns-relay.original.key.size") == "200000")
             #expect(letter.value == bigValue, "without the key, the original value fits whole")
             #expect(letter.header("apns-relay.truncated") == nil)
@@ -55,10 +55,8 @@ struct RefusedRecordTests {
             let headers = (0..<95).map { KafkaHeader(name: "h\($0)", value: Array(repeating: UInt8(ascii: "h"), count: 10_000)) }
             let event = SampleEvents.event(id: "heavy", deviceToken: SampleEvents.token(4))
             let records = try await withRelay(sandbox, logger: logger) { _ in
-                try await sandbox.produce(records: [
-                    .init(key: Array("heavy".utf8), value: event, headers: headers),
-                    .init(key: Array("after".utf8), value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(3))),
-                ])
+                try await sandbox.produce(records: [.init(key: Array("heavy".utf8), value: event, headers: headers)])
+                try await sandbox.produce(records: [.init(key: Array("after".utf8), value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(3)))])
                 return try await reader.collect(timeout: .seconds(60)) { records in
                     records.filter { $0.topic == topics.results }.count >= 2 && records.contains { $0.topic == topics.deadLetters }
                 }
