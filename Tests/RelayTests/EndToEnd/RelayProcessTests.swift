@@ -95,9 +95,15 @@ struct RelayProcessTests {
             try await eventually("/readyz answers 200 once the relay runs", timeout: .seconds(30)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
             try await sandbox.produce(events)
             _ = try await reader.results(count: count, timeout: .seconds(90))
+            // A result is counted when the relay's producer gets its delivery report, which can come after a
+            // consumer (the reader) already sees the record: wait for the count, don't assume it.
+            let delivered = #"apns_relay_results_total{outcome="delivered",reason=""}"#
+            try await eventually("the relay counted every delivered result", timeout: .seconds(30)) {
+                metric(try http("http://127.0.0.1:\(port)/metrics").body, delivered) == Double(count)
+            }
             let metrics = try http("http://127.0.0.1:\(port)/metrics").body
             #expect(metric(metrics, "apns_relay_events_consumed_total") == Double(count), "\(metrics.prefix(3000))")
-            #expect(metric(metrics, #"apns_relay_results_total{outcome="delivered",reason=""}"#) == Double(count))
+            #expect(metric(metrics, delivered) == Double(count))
             #expect(metrics.contains("apns_relay_event_latency_seconds_bucket"), "latency histogram")
             #expect(metrics.contains("apns_relay_events_in_flight"))
 
