@@ -46,8 +46,10 @@ public final class RelayService: Service, Sendable {
         case created, running, stopping, stopped, failed
     }
 
-    /// How long the producer and the consumer may each take to close after the drain.
-    static let closeTimeout: Duration = .seconds(3)
+    /// How long the producer and the consumer may each take to close after the drain: long enough for the
+    /// final commit of a busy relay while Kafka answers, short when every broker is down (nothing to wait for).
+    static let closeTimeout: Duration = .seconds(10)
+    static let closeTimeoutKafkaDown: Duration = .seconds(2)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -208,13 +210,14 @@ public final class RelayService: Service, Sendable {
     /// Flushes what is left (nothing, after a drain or a withdrawal), commits the stored offsets and leaves
     /// the group — each bounded, so a shutdown with Kafka gone still ends within seconds.
     private func close() async {
+        let timeout = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
         do {
-            try await producer.close(timeout: Self.closeTimeout)
+            try await producer.close(timeout: timeout)
         } catch {
             logger.error("producer close failed at shutdown; unacknowledged results are redone after restart", metadata: ["error": "\(error)"])
         }
         do {
-            try await consumer.close(timeout: Self.closeTimeout)
+            try await consumer.close(timeout: timeout)
         } catch {
             logger.error("consumer close failed (its offsets are committed in the background if Kafka answers)", metadata: ["error": "\(error)"])
         }
