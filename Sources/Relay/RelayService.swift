@@ -188,8 +188,13 @@ public final class RelayService: Service, Sendable {
                     )
                 }
             }
-            await producer.withdrawAll()
+            // Stop the deliveries still running; records already sent get their delivery reports within the
+            // close timeout while Kafka answers (withdrawing them would redo events whose results are in
+            // Kafka), then whatever is left is withdrawn so that no task waits for a broker that is gone.
             group.cancelAll()
+            let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
+            if !Task.isCancelled { try? await producer.flush(timeout: grace) }
+            await producer.withdrawAll()
         }
     }
 

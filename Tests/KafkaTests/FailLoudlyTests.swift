@@ -80,7 +80,7 @@ struct FailLoudlyTests {
     func aCancelledTaskDoesNotParkOnTheEvents() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         try cluster.createTopic("quiet", partitions: 1)
-        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID(), strategy: .range),
                                          logger: testLogger("test.consumer"))
         // Never started: no event will ever come to end the wait.
         let events = consumer.events
@@ -101,7 +101,7 @@ struct FailLoudlyTests {
     func aZeroDeadlineOnTheEventsTimesOut() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         try cluster.createTopic("quiet", partitions: 1)
-        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID(), strategy: .range),
                                          logger: testLogger("test.consumer"))
         try consumer.subscribe(topics: ["quiet"])
         try consumer.start()
