@@ -32,6 +32,8 @@ struct RelayProcessTests {
             let stopTime = ContinuousClock.now - stopStart
             #expect(status == 0, "SIGTERM exits 0; log:\n\(first.log.suffix(3000))")
             #expect(stopTime < .seconds(10), "stopped in \(stopTime), within the 5 s drain deadline plus closing")
+            let drainedInTime = !first.log.contains("drain deadline passed")
+            print("sigterm under load: first relay stopped in \(stopTime), drained in time: \(drainedInTime)")
 
             let second = try RelayProcess(environment: env)
             let seenBefore = Set(collected.filter { $0.topic == results }.map(\.keyString))
