@@ -174,7 +174,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
         .testTarget(

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Relay
+import Synchronization
 
 /// Reads what the relay wrote (results, removed tokens, dead letters) from the sandbox's topics, in its
 /// own consumer group, until a condition holds or a deadline passes.
@@ -12,6 +13,9 @@ public final class OutputReader: Sendable {
         public var key: [UInt8]?
         public var value: [UInt8]
         public var headers: [KafkaHeader]
+        /// Where it is in its topic.
+        public var partition: Int32
+        public var offset: Int64
         /// The value parsed as a JSON object (results and removed tokens); `nil` for dead letters.
         public var json: [String: any Sendable]? {
             (try? JSONSerialization.jsonObject(with: Data(value))) as? [String: any Sendable]
@@ -20,6 +24,19 @@ public final class OutputReader: Sendable {
 
     private let consumer: KafkaConsumer
     private let topics: RelayConfiguration.Topics
+    /// Positions read so far: a record delivered twice by the consumer (librdkafka redelivers after some
+    /// leader changes) is one record in the topic, not a duplicate written by the relay.
+    private let seen = Mutex<Set<Position>>([])
+    private let redeliveryCount = Atomic<Int>(0)
+
+    private struct Position: Hashable {
+        var topic: String
+        var partition: Int32
+        var offset: Int64
+    }
+
+    /// Records the consumer delivered more than once (dropped from what `collect` returns).
+    public var redeliveries: Int { redeliveryCount.load(ordering: .relaxed) }
 
     public init(sandbox: RelaySandbox, logger: Logger) throws {
         topics = sandbox.options.topics
@@ -58,7 +75,15 @@ public final class OutputReader: Sendable {
             switch event {
             case .message(let message):
                 guard let value = message.value else { continue }
-                records.append(Record(topic: message.topic, key: message.key, value: value, headers: message.headers))
+                let position = Position(topic: message.topic, partition: message.partition, offset: message.offset)
+                guard seen.withLock({ $0.insert(position).inserted }) else {
+                    redeliveryCount.add(1, ordering: .relaxed)
+                    continue
+                }
+                records.append(Record(
+                    topic: message.topic, key: message.key, value: value, headers: message.headers,
+                    partition: message.partition, offset: message.offset
+                ))
                 progress?(records.count)
             case .partitionsRevoked(let revocation):
                 revocation.acknowledge()

@@ -36,7 +36,7 @@ import Testing
         logger.logLevel = .critical
         let client = try APNsClient(configuration: configuration, logger: logger)
         defer { Task { await client.shutdown() } }
-        return try await client.send(try MockFixture.notification(3), timeout: .seconds(10))
+        return try await client.send(try MockFixture.notification(3), timeout: hangGuard)
     }
 
     @Test func pemAndPKCS12ClientCertificatesAuthenticate() async throws {

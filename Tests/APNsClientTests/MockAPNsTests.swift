@@ -15,7 +15,7 @@ import Testing
             n.expiration = 2_000_000_000 + Int64(i)
             n.collapseID = "collapse-\(i)"
             n.apnsID = String(format: "123e4567-e89b-12d3-a456-%012x", i)
-            let response = try await client.send(n, timeout: .seconds(10))
+            let response = try await client.send(n, timeout: hangGuard)
             #expect(response.status == 200, "\(type): \(response)")
             #expect(response.apnsID?.lowercased() == n.apnsID)
         }
@@ -36,11 +36,11 @@ import Testing
     @Test func everyDocumentedReasonMapsToItsDecision() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         for reason in APNsReason.allKnown {
             guard let status = reason.status else { continue }
             mock.server.faults.failNext(1, with: reason)
-            let response = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+            let response = try await client.send(try MockFixture.notification(), timeout: hangGuard)
             #expect(response.status == status, "\(reason)")
             #expect(response.reason == reason)
             if status == 410 { #expect(response.timestamp != nil, "410 carries a timestamp") }
@@ -49,7 +49,7 @@ import Testing
         }
         let unregistered = try MockFixture.notification(77)
         mock.server.registry.unregister(unregistered.deviceToken.hex, sinceMilliseconds: 1_700_000_000_123)
-        let gone = try await client.send(unregistered, timeout: .seconds(10))
+        let gone = try await client.send(unregistered, timeout: hangGuard)
         #expect(gone.status == 410)
         #expect(DeliveryDecision(response: gone) == .unregistered(invalidatedAt: 1_700_000_000_123))
         await client.shutdown()
@@ -60,7 +60,7 @@ import Testing
         let mock = try await MockFixture()
         let client = try mock.client { $0.pool.maxConnections = 1 }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for i in 0..<300 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: .seconds(20)).status } }
+            for i in 0..<300 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: hangGuard).status } }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(statuses.count == 300 && statuses.allSatisfy { $0 == 200 })
@@ -80,7 +80,7 @@ import Testing
         let results = await withTaskGroup(of: Result<Int, any Error>.self) { group in
             for i in 0..<1000 {
                 group.addTask {
-                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: .seconds(20)).status) }
+                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: hangGuard).status) }
                     catch { return .failure(error) }
                 }
             }
@@ -104,7 +104,7 @@ import Testing
         let results = await withTaskGroup(of: Result<APNsResponse, any Error>.self) { group in
             for i in 0..<500 {
                 group.addTask {
-                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: .seconds(20))) }
+                    do { return .success(try await client.send(try MockFixture.notification(i), timeout: hangGuard)) }
                     catch { return .failure(error) }
                 }
             }
@@ -129,7 +129,7 @@ import Testing
     @Test func withheldRepliesHitTheDeadline() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.withholdNext(3)
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -144,7 +144,7 @@ import Testing
             try await group.waitForAll()
         }
         #expect(ContinuousClock.now - start < .seconds(2))
-        #expect(try await client.send(try MockFixture.notification(9), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(9), timeout: hangGuard).status == 200)
         await client.shutdown()
         await mock.stop()
     }
@@ -152,7 +152,7 @@ import Testing
     @Test func cancellingTheCallerResetsTheStreamAtOnce() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.withholdNext(1)
         let task = Task { try await client.send(try MockFixture.notification(1), timeout: .seconds(30)) }
         try await mock.server.waitUntil("the withheld request arrived", timeout: .seconds(5)) { $0.withheldReplies >= 1 }
@@ -160,7 +160,7 @@ import Testing
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(ContinuousClock.now - start < .seconds(2))
-        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(2), timeout: hangGuard).status == 200)
         await client.shutdown()
         await mock.stop()
     }
@@ -168,9 +168,9 @@ import Testing
     @Test func refusedStreamsAreResentTransparently() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.refuseNext(2)
-        #expect(try await client.send(try MockFixture.notification(1), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(1), timeout: hangGuard).status == 200)
         #expect(mock.server.statistics.refusedStreams == 2)
         await client.shutdown()
         await mock.stop()
@@ -179,14 +179,14 @@ import Testing
     @Test func droppedConnectionFailsInFlightAndReconnects() async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.dropConnectionOnNext(1)
         let error = try await #require(throws: APNsClientError.self) {
-            try await client.send(try MockFixture.notification(1), timeout: .seconds(10))
+            try await client.send(try MockFixture.notification(1), timeout: hangGuard)
         }
         #expect(error.transportFailure == .connectionLost)
         #expect(DeliveryDecision(failure: error.transportFailure!) == .retry(.backoff))
-        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(2), timeout: hangGuard).status == 200)
         await client.shutdown()
         await mock.stop()
     }
@@ -194,7 +194,7 @@ import Testing
     @Test func slowReaderStallsWithinDeadlinesAndRecovers() async throws {
         let mock = try await MockFixture()
         let client = try mock.client { $0.pool.maxConnections = 1 }
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.stallFlowControl = true
         let big = Array(("{\"aps\":{},\"pad\":\"" + String(repeating: "x", count: 3900) + "\"}").utf8)
         let results = await withTaskGroup(of: Bool.self) { group in
@@ -211,7 +211,7 @@ import Testing
         #expect(results.count == 100, "every request ended by its deadline")
         #expect(results.contains(false), "a stalled window must delay some requests past their deadline")
         mock.server.faults.stallFlowControl = false
-        #expect(try await client.send(try MockFixture.notification(5), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(5), timeout: hangGuard).status == 200)
         await client.shutdown()
         await mock.stop()
     }
@@ -220,11 +220,11 @@ import Testing
     func spoiledTokenConnectionIsReplaced(reason: APNsReason) async throws {
         let mock = try await MockFixture()
         let client = try mock.client()
-        _ = try await client.send(try MockFixture.notification(), timeout: .seconds(10))
+        _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.failNext(1, with: reason)
-        let r = try await client.send(try MockFixture.notification(1), timeout: .seconds(10))
+        let r = try await client.send(try MockFixture.notification(1), timeout: hangGuard)
         #expect(r.reason == reason)
-        #expect(try await client.send(try MockFixture.notification(2), timeout: .seconds(10)).status == 200)
+        #expect(try await client.send(try MockFixture.notification(2), timeout: hangGuard).status == 200)
         #expect(mock.server.statistics.connectionsOpened == 2)
         await client.shutdown()
         await mock.stop()

@@ -14,7 +14,7 @@ import Testing
         )
     }
 
-    static func client(port: Int, trust: ServerTrust, connectTimeout: Duration = .seconds(5), maxConnections: Int = 2) throws -> APNsClient {
+    static func client(port: Int, trust: ServerTrust, connectTimeout: Duration = .seconds(30), maxConnections: Int = 2) throws -> APNsClient {
         let signer = try ProviderTokenSigner(key: ECPrivateKey(rawPrivateKey: ProviderTokenTests.rfcKey), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         var configuration = APNsClientConfiguration(credential: .token(signer), trust: trust)
         configuration.route(allEnvironmentsTo: .init(host: "127.0.0.1", port: port))
@@ -30,7 +30,7 @@ import Testing
         let server = try await NGHTTPD()
         defer { server.stop() }
         let client = try Self.client(port: server.port, trust: .caFile(server.caFile))
-        let response = try await client.send(try Self.notification(), timeout: .seconds(10))
+        let response = try await client.send(try Self.notification(), timeout: hangGuard)
         #expect(response.status == 200)
         #expect(client.connectionCount(for: .production) == 1)
         await client.shutdown(deadline: .now.advanced(by: .seconds(5)))
@@ -42,7 +42,7 @@ import Testing
         defer { server.stop() }
         let client = try Self.client(port: server.port, trust: .systemTrustStore)
         let error = try await #require(throws: APNsClientError.self) {
-            try await client.send(try Self.notification(), timeout: .seconds(3))
+            try await client.send(try Self.notification(), timeout: hangGuard)
         }
         #expect(error.transportFailure == .connectFailed)
         await client.shutdown()
@@ -65,7 +65,7 @@ import Testing
         defer { server.stop() }
         let client = try Self.client(port: server.port, trust: .caFile(server.caFile), maxConnections: 1)
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for i in 0..<200 { group.addTask { try await client.send(try Self.notification(i), timeout: .seconds(20)).status } }
+            for i in 0..<200 { group.addTask { try await client.send(try Self.notification(i), timeout: hangGuard).status } }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(statuses.count == 200 && statuses.allSatisfy { $0 == 200 })
@@ -76,7 +76,7 @@ import Testing
     @Test func serverDeathMidBurstEndsEveryRequestDefinitely() async throws {
         let server = try await NGHTTPD()
         let client = try Self.client(port: server.port, trust: .caFile(server.caFile), connectTimeout: .seconds(1), maxConnections: 1)
-        _ = try await client.send(try Self.notification(), timeout: .seconds(5))
+        _ = try await client.send(try Self.notification(), timeout: hangGuard)
         let results = await withTaskGroup(of: Result<Int, APNsClientError>.self) { group in
             for i in 0..<300 {
                 group.addTask {

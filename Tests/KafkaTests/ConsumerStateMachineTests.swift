@@ -37,11 +37,49 @@ struct ConsumerStateMachineTests {
         _ = machine.next()
         _ = machine.pauseByApplication([p1])
         _ = machine.received(message(p0, 0))
-        #expect(machine.received(message(p0, 1)).pause == [p0, p1])
+        #expect(machine.received(message(p0, 1)).pause == [p0], "p1 is paused already")
         #expect(machine.resumeByApplication([p1]).isEmpty, "stays paused while the buffer is full")
         _ = machine.pauseByApplication([p1])
         guard case .event(_, let resume) = machine.next() else { Issue.record("expected a message"); return }
         #expect(resume == [p0])
+    }
+
+    /// librdkafka ≤ 2.3 restarts fetching from an earlier offset when a partition that is not paused is
+    /// resumed (confluentinc/librdkafka#4686): the machine must never ask for such a resume. Every new
+    /// assignment used to be resumed, which redelivered records (duplicate results after a restart).
+    @Test func neverResumesAPartitionThatIsNotPaused() {
+        var machine = KafkaConsumerStateMachine(capacity: 4)
+        let assigned = machine.partitionsAssigned([p0, p1])
+        #expect(assigned.resume.isEmpty && assigned.pause.isEmpty, "a fresh assignment is left alone")
+        #expect(machine.resumeByApplication([p0]).isEmpty, "resuming what nobody paused does nothing")
+        #expect(machine.pauseByApplication([p0]) == [p0])
+        #expect(machine.pauseByApplication([p0]).isEmpty, "paused once")
+        #expect(machine.resumeByApplication([p0]) == [p0])
+        #expect(machine.resumeByApplication([p0]).isEmpty, "resumed once")
+        let unassigned = KafkaTopicPartition(topic: "t", partition: 9)
+        #expect(machine.pauseByApplication([unassigned]).isEmpty, "not assigned: nothing to pause")
+    }
+
+    /// librdkafka keeps a partition's pause across a revocation: one revoked while paused is resumed when it
+    /// comes back (else nobody would), unless the buffer is full.
+    @Test func aPartitionRevokedWhilePausedIsResumedWhenReassigned() {
+        var machine = KafkaConsumerStateMachine(capacity: 100)
+        _ = machine.partitionsAssigned([p0, p1])
+        #expect(machine.pauseByApplication([p0, p1]) == [p0, p1])
+        _ = machine.partitionsRemoved([p0], event: .partitionsRevoked(KafkaPartitionRevocation(partitions: [p0])))
+        #expect(machine.resumeByApplication([p0]).isEmpty, "not assigned any more")
+        #expect(machine.partitionsAssigned([p0]).resume == [p0], "back, still paused in librdkafka, resumed")
+        #expect(machine.partitionsAssigned([p0]).resume.isEmpty, "only once")
+
+        var full = KafkaConsumerStateMachine(capacity: 1)
+        _ = full.partitionsAssigned([p0, p1])
+        _ = full.next()
+        #expect(full.received(message(p1, 0)).pause == [p0, p1])
+        #expect(full.partitionsRemoved([p0], event: .partitionsLost([p0])).resume.isEmpty, "p1's record still waits")
+        let p2 = KafkaTopicPartition(topic: "t", partition: 2)
+        let back = full.partitionsAssigned([p0, p2])
+        #expect(back.resume.isEmpty, "the buffer is full: p0 stays paused")
+        #expect(back.pause == [p2], "only the one not paused yet")
     }
 
     @Test func revocationOvertakesBufferedRecordsAndDropsThoseOfRevokedPartitions() {

@@ -1,4 +1,5 @@
 import Kafka
+import ServiceSupport
 import Testing
 
 @Suite("Revocation waits for the application")
@@ -17,6 +18,10 @@ struct RebalanceDrainTests {
             case revoked(member: Int, KafkaPartitionRevocation)
         }
         let log = EventRecorder<Entry>()
+        // The first revocation is held until the test acknowledges it; later ones (a busy mock cluster may
+        // need more than one round to settle the group) are acknowledged at once. Leaving them unacknowledged
+        // held the group for the 10 s drain timeout and member 2 missed the deadline below.
+        let released = Latch<Void>()
         let consumers = try (1...2).map { member in
             try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: strategy),
                               logger: testLogger("test.member\(member)"))
@@ -27,8 +32,10 @@ struct RebalanceDrainTests {
                     for await event in consumer.events {
                         switch event {
                         case .partitionsAssigned(let partitions): log.append(.assigned(member: index + 1, partitions))
-                        // Not acknowledged here: the test decides when the member has drained.
-                        case .partitionsRevoked(let revocation): log.append(.revoked(member: index + 1, revocation))
+                        // Held: the test decides when the member has drained.
+                        case .partitionsRevoked(let revocation):
+                            log.append(.revoked(member: index + 1, revocation))
+                            if released.isSet { revocation.acknowledge() }
                         case .message, .partitionsLost: break
                         }
                     }
@@ -51,8 +58,9 @@ struct RebalanceDrainTests {
             await #expect(throws: TestFailure.self, "member 2 got partitions before member 1 acknowledged") {
                 try await log.waitUntil("member 2 being assigned partitions", within: .seconds(3), memberTwoAssigned)
             }
+            released.set(())
             for entry in log.entries {
-                if case .revoked(1, let revocation) = entry { revocation.acknowledge() }
+                if case .revoked(_, let revocation) = entry { revocation.acknowledge() }
             }
             try await log.waitUntil("member 2 being assigned partitions after member 1 acknowledged",
                                     within: .seconds(20), memberTwoAssigned)

@@ -7,6 +7,11 @@ import ServiceSupport
 /// When the message lane reaches `capacity` the machine asks for every assigned partition to be paused;
 /// when the application has taken it down to half, it asks to resume those the application did not pause
 /// itself. Polling never stops, so the member stays in the group while paused.
+///
+/// The machine knows which partitions librdkafka holds paused (`pausedInClient`) and only ever asks to
+/// resume one of those: resuming a partition that is not paused makes librdkafka (up to 2.3, Debian 12 has
+/// 2.0.2) restart its fetcher from an earlier offset and deliver records again (confluentinc/librdkafka#4686),
+/// which showed as duplicate results.
 struct KafkaConsumerStateMachine {
     enum WaitOutcome: Sendable {
         case event(KafkaConsumerEvent)
@@ -36,6 +41,9 @@ struct KafkaConsumerStateMachine {
     private(set) var isAutoPaused = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
+    /// Partitions whose pause flag is set in librdkafka. It outlives a revocation there (a partition paused
+    /// when revoked comes back paused), so entries stay when partitions are removed.
+    private(set) var pausedInClient: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
     private var messages = MessageQueue()
     private var waiter: Waiter?
@@ -62,7 +70,7 @@ struct KafkaConsumerStateMachine {
         for message in rest { messages.append(message) }
         if !isAutoPaused && messages.count >= capacity {
             isAutoPaused = true
-            action.pause = assigned.sorted()
+            reconcile(assigned, into: &action)
         }
         return action
     }
@@ -74,10 +82,10 @@ struct KafkaConsumerStateMachine {
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
         assigned.formUnion(partitions)
         var action = pushControl(.partitionsAssigned(partitions))
-        // New partitions join the pause while the buffer is full. Otherwise they are resumed explicitly:
-        // librdkafka keeps a partition's application pause across a revocation, so one paused before it was
-        // revoked would otherwise come back paused, with nobody left to resume it.
-        if isAutoPaused { action.pause = partitions } else { action.resume = partitions }
+        // New partitions join the pause while the buffer is full. One that was paused when it was revoked
+        // comes back paused in librdkafka and is resumed here, or nobody would resume it; the others are
+        // left alone (see `pausedInClient`).
+        reconcile(partitions, into: &action)
         return action
     }
 
@@ -144,16 +152,22 @@ struct KafkaConsumerStateMachine {
         return action
     }
 
-    /// - Returns: the partitions to pause in librdkafka (those assigned; others are ignored by librdkafka).
+    /// - Returns: the partitions to pause in librdkafka: those assigned and not paused already. Others are
+    ///   ignored (a partition's pause ends with its assignment).
     mutating func pauseByApplication(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
-        pausedByApplication.formUnion(partitions)
-        return partitions
+        pausedByApplication.formUnion(partitions.filter(assigned.contains))
+        var action = Action()
+        reconcile(partitions, into: &action)
+        return action.pause
     }
 
-    /// - Returns: the partitions to resume now; while the buffer keeps everything paused, none.
+    /// - Returns: the partitions to resume now: assigned ones paused in librdkafka; while the buffer keeps
+    ///   everything paused, none.
     mutating func resumeByApplication(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
         pausedByApplication.subtract(partitions)
-        return isAutoPaused ? [] : partitions
+        var action = Action()
+        reconcile(partitions, into: &action)
+        return action.resume
     }
 
     // MARK: private
@@ -175,7 +189,25 @@ struct KafkaConsumerStateMachine {
     private mutating func resumeIfDrained() -> [KafkaTopicPartition] {
         guard isAutoPaused, messages.count <= capacity / 2 else { return [] }
         isAutoPaused = false
-        return assigned.subtracting(pausedByApplication).sorted()
+        var action = Action()
+        reconcile(assigned, into: &action)
+        return action.resume
+    }
+
+    /// Adds to `action` the pauses and resumes that make librdkafka's pause flags of the assigned ones among
+    /// `partitions` what the machine wants (paused while the buffer is full or the application paused them),
+    /// and records them in `pausedInClient`.
+    private mutating func reconcile(_ partitions: some Sequence<KafkaTopicPartition>, into action: inout Action) {
+        for partition in partitions where assigned.contains(partition) {
+            let wanted = isAutoPaused || pausedByApplication.contains(partition)
+            if wanted, pausedInClient.insert(partition).inserted {
+                action.pause.append(partition)
+            } else if !wanted, pausedInClient.remove(partition) != nil {
+                action.resume.append(partition)
+            }
+        }
+        action.pause.sort()
+        action.resume.sort()
     }
 }
 

@@ -43,6 +43,7 @@ struct RelayProcessTests {
             let secondStatus = await second.terminate(timeout: .seconds(15))
             #expect(secondStatus == 0, "log:\n\(second.log.suffix(3000))")
             await reader.close()
+            #expect(reader.redeliveries == 0, "the reader's consumer delivered \(reader.redeliveries) records twice (librdkafka#4686 when a partition that is not paused is resumed)")
             let keys = collected.filter { $0.topic == results }.map(\.keyString)
             #expect(Set(keys).count == count, "every event has a result")
             #expect(keys.count == count, "a clean stop commits everything it finished: \(keys.count - Set(keys).count) duplicates")
