@@ -12,6 +12,8 @@ public final class ResultTally: @unchecked Sendable {
     public private(set) var resultsByKey: [String: Int] = [:]
     public private(set) var results = 0
     public private(set) var outcomes: [String: Int] = [:]
+    /// The `reason` of results that are not `delivered`, counted ("" when they have none).
+    public private(set) var reasons: [String: Int] = [:]
     /// (receivedAt, completedAt) of every result, in milliseconds, when `keepTimings` is set.
     public private(set) var timings: [(receivedAt: Int64, completedAt: Int64)] = []
     public let keepTimings: Bool
@@ -34,11 +36,19 @@ public final class ResultTally: @unchecked Sendable {
     public var peakPerSecond: Int { completedPerSecond.values.max() ?? 0 }
     private var completedPerSecond: [Int64: Int] = [:]
 
-    /// The duplicates `changes` disruptions (kills, joins, leaves) can explain: per disruption, the events
-    /// in flight plus the work finished since the last commit (commits every 100 ms plus a round trip:
-    /// a quarter second at the peak rate), and never less than twice the in-flight bound.
+    /// The duplicates `changes` disruptions (kills, joins, leaves) of a one-member group can explain.
     public func duplicateBound(changes: Int, maxInFlight: Int) -> Int {
-        changes * max(2 * maxInFlight, maxInFlight + peakPerSecond / 4)
+        duplicateBound(membersPerChange: Array(repeating: 1, count: changes), maxInFlight: maxInFlight)
+    }
+
+    /// The duplicates a sequence of disruptions can explain, given how many members were in the group at
+    /// each. Per disruption: the events in flight at every member (with the eager protocol each member is
+    /// revoked and drains, and librdkafka's mock coordinator refuses the commit on revoke while the group is
+    /// rebalancing, so the next owner redoes them), plus the work finished since the last commit (commits
+    /// every 100–200 ms plus a round trip: a quarter second at the peak rate); never less than twice the
+    /// in-flight bound.
+    public func duplicateBound(membersPerChange: [Int], maxInFlight: Int) -> Int {
+        membersPerChange.reduce(0) { $0 + max(2 * maxInFlight, max(1, $1) * maxInFlight + peakPerSecond / 4) }
     }
 
     /// The keys of `expected` that have no result yet.
@@ -85,7 +95,9 @@ public final class ResultTally: @unchecked Sendable {
         resultsByKey[key, default: 0] += 1
         results += 1
         if let json = record.json {
-            outcomes[json["outcome"] as? String ?? "?", default: 0] += 1
+            let outcome = json["outcome"] as? String ?? "?"
+            outcomes[outcome, default: 0] += 1
+            if outcome != "delivered" { reasons[json["reason"] as? String ?? "", default: 0] += 1 }
             if let completed = (json["completedAt"] as? NSNumber)?.int64Value {
                 completedPerSecond[completed / 1000, default: 0] += 1
             }
