@@ -64,7 +64,7 @@ let package = Package(
         .target(
             name: "APNsClient",
             dependencies: [
-                "APNsCore", "CNGHTTP2", "COpenSSL",
+                "APNsCore", "CNGHTTP2", "COpenSSL", "ServiceSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
@@ -84,10 +84,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The pipeline: consume → triage → deliver → publish → store offsets. Knows APNs only through
+        // `NotificationSender`, Kafka through the Kafka target.
         .target(
             name: "Relay",
             dependencies: [
-                "Kafka", "APNsCore", "APNsClient", "CEventJSON", "ServiceSupport",
+                "Kafka", "APNsCore", "CEventJSON", "ServiceSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The application: configuration (file, environment, flags), credentials, the Kafka and APNs clients
+        // and the ordered service list that `run`, `demo` and the tests start.
+        .target(
+            name: "RelayApp",
+            dependencies: [
+                "Relay", "Kafka", "APNsCore", "APNsClient", "ServiceSupport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -100,7 +113,7 @@ let package = Package(
         .target(
             name: "RelaySandbox",
             dependencies: [
-                "Relay", "Kafka", "APNsMock", "APNsCore",
+                "Relay", "RelayApp", "Kafka", "APNsMock", "APNsCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -110,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "apns-relay",
             dependencies: [
-                "Relay", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
+                "Relay", "RelayApp", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -134,7 +147,7 @@ let package = Package(
         .executableTarget(
             name: "KafkaConsumeBenchmark",
             dependencies: [
-                "Kafka",
+                "Kafka", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -146,7 +159,7 @@ let package = Package(
         .executableTarget(
             name: "EndToEndBenchmark",
             dependencies: [
-                "Relay", "RelaySandbox", "APNsClient", "APNsMock", "Kafka",
+                "Relay", "RelayApp", "RelaySandbox", "APNsClient", "APNsMock", "Kafka", "ServiceSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -191,6 +204,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "APNsMock", "Kafka", "RelaySandbox"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport"]),
     ]
 )

@@ -203,9 +203,6 @@ func backpressure() async throws {
     row("backpressure RSS MiB over \(seconds) s (every 2 s)", samples.map { f($0, 0) }.joined(separator: " "), floor: "growth in 2nd half \(f(growth)) MiB")
 }
 
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 @main
 struct EndToEndBenchmark {

@@ -149,9 +149,3 @@ private func cpuSeconds(_ who: Int32) -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

@@ -1,5 +1,6 @@
 import APNsCore
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// Sends device pushes to APNs over pooled TLS + HTTP/2 connections (nghttp2 over OpenSSL).
@@ -83,6 +84,3 @@ public final class APNsClient: Sendable {
     }
 }
 
-extension Duration {
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
-}

@@ -18,6 +18,4 @@ public struct APNsResponse: Sendable, Hashable {
         self.reason = reason
         self.timestamp = timestamp
     }
-
-    public var isSuccess: Bool { status == 200 }
 }

@@ -19,7 +19,7 @@ import Darwin
 ///
 /// Runs as a swift-service-lifecycle `Service`: on graceful shutdown it stops taking events, drains what is
 /// in flight (bounded by `drainTimeout`), flushes the producer, commits, leaves the group and returns.
-public final class RelayService: Service, Sendable {
+package final class RelayService: Service, Sendable {
     private let configuration: RelayConfiguration
     private let consumer: KafkaConsumer
     private let producer: KafkaProducer
@@ -55,7 +55,7 @@ public final class RelayService: Service, Sendable {
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
     ///   - producer: the service flushes and closes it on shutdown.
     ///   - wallClock: UNIX seconds now (for expirations and timings); injectable for tests.
-    public init(
+    package init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
         sender: any NotificationSender, logger: Logger,
         wallClock: @escaping @Sendable () -> Double = { RelayService.unixTime() }
@@ -81,14 +81,14 @@ public final class RelayService: Service, Sendable {
     }
 
     /// What `/readyz` and the demo look at.
-    public struct Status: Sendable, Hashable {
-        public var assignedPartitions: Int
-        public var inFlightEvents: Int
-        public var paused: Bool
+    package struct Status: Sendable, Hashable {
+        package var assignedPartitions: Int
+        package var inFlightEvents: Int
+        package var paused: Bool
     }
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
-    public var liveness: String? {
+    package var liveness: String? {
         if let reason = failure.value { return "the relay stopped: \(reason)" }
         return phase.withLock { $0 } == .failed ? "the relay stopped with an error" : nil
     }
@@ -100,7 +100,7 @@ public final class RelayService: Service, Sendable {
     /// unready at once, which stops rollouts (a fix could not be deployed) and, with a PodDisruptionBudget,
     /// node drains, while no restart or rescheduling can help. It shows in
     /// `apns_relay_apns_connect_failure_streak` and in `failed` results instead.
-    public var readiness: String? {
+    package var readiness: String? {
         switch phase.withLock({ $0 }) {
         case .created: return "starting"
         case .running: break
@@ -121,11 +121,11 @@ public final class RelayService: Service, Sendable {
         return nil
     }
 
-    public var status: Status {
+    package var status: Status {
         Status(assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused)
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let first = phase.withLock { phase -> Bool in
             guard phase == .created else { return false }
             phase = .running
@@ -476,7 +476,7 @@ public final class RelayService: Service, Sendable {
     }
 
     /// UNIX time in seconds.
-    public static func unixTime() -> Double {
+    package static func unixTime() -> Double {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
@@ -484,7 +484,7 @@ public final class RelayService: Service, Sendable {
 }
 
 /// A relay failure that stops the service (configuration or start-up problems, never input).
-public struct RelayError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct RelayError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -6,24 +6,24 @@ import Relay
 /// The demo's mix of events: mostly valid pushes of several types, plus every kind of trouble the relay
 /// must answer without losing anything — schema violations, broken JSON, an oversize payload and an
 /// oversize message, gone and wrong-environment tokens, stale events, and a burst of APNs 503s.
-public struct DemoScenario: Sendable {
-    public struct Event: Sendable {
-        public var key: String
-        public var value: [UInt8]
+package struct DemoScenario: Sendable {
+    package struct Event: Sendable {
+        package var key: String
+        package var value: [UInt8]
         /// What the relay should answer (given the faults armed), when it is certain.
-        public var expected: DeliveryOutcome
-        public var label: String
+        package var expected: DeliveryOutcome
+        package var label: String
     }
 
-    public var events: [Event]
+    package var events: [Event]
     /// Tokens the mock APNs reports as gone (410 Unregistered), with the time it says.
-    public var unregistered: [String: Int64]
+    package var unregistered: [String: Int64]
     /// Tokens the mock APNs says belong to the other environment (400 BadDeviceToken).
-    public var wrongEnvironment: [String]
+    package var wrongEnvironment: [String]
     /// How many 503s the mock answers first.
-    public var serviceUnavailableBurst: Int
+    package var serviceUnavailableBurst: Int
 
-    public static func make(count: Int, nowSeconds: Int64) -> DemoScenario {
+    package static func make(count: Int, nowSeconds: Int64) -> DemoScenario {
         var events: [Event] = []
         var unregistered: [String: Int64] = [:]
         var wrongEnvironment: [String] = []
@@ -70,7 +70,7 @@ public struct DemoScenario: Sendable {
     }
 
     /// Tells the mock APNs which tokens are gone or misplaced, and arms the 503 burst.
-    public func arm(_ apns: APNsMockServer) {
+    package func arm(_ apns: APNsMockServer) {
         for (token, since) in unregistered { apns.registry.unregister(token, sinceMilliseconds: since) }
         for token in wrongEnvironment { apns.registry.register(token, environment: .production) }
         if serviceUnavailableBurst > 0 { apns.faults.failNext(serviceUnavailableBurst, with: .serviceUnavailable) }

@@ -4,12 +4,12 @@ import Synchronization
 
 /// Produces events to the sandbox's input topic at a steady pace through one long-lived producer, until told
 /// to stop — the "stream of events" that fault runs inject their faults into.
-public final class EventStream: Sendable {
+package final class EventStream: Sendable {
     private let producer: KafkaProducer
     private let topic: String
     private let stopped = Atomic<Bool>(false)
 
-    public init(sandbox: RelaySandbox, logger: Logger) throws {
+    package init(sandbox: RelaySandbox, logger: Logger) throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
         configuration.clientID = "sandbox-stream"
         producer = try KafkaProducer(configuration: configuration, logger: logger)
@@ -19,7 +19,7 @@ public final class EventStream: Sendable {
     /// Sends `event(0)`, `event(1)`, … in batches of `batch`, one batch per `interval`, each batch
     /// acknowledged by Kafka before the next, until ``stop()`` is called or `limit` events were sent.
     /// - Returns: how many events were sent (all of them acknowledged): exactly `event(0..<n)`.
-    public func run(
+    package func run(
         batch: Int, interval: Duration, limit: Int = .max,
         event: @Sendable (Int) -> (key: String, value: [UInt8])
     ) async throws -> Int {
@@ -44,9 +44,9 @@ public final class EventStream: Sendable {
     }
 
     /// Makes ``run(batch:interval:limit:event:)`` return after its current batch.
-    public func stop() { stopped.store(true, ordering: .relaxed) }
+    package func stop() { stopped.store(true, ordering: .relaxed) }
 
-    public func close() async {
+    package func close() async {
         try? await producer.close(timeout: .seconds(10))
     }
 }

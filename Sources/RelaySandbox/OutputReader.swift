@@ -6,18 +6,18 @@ import Synchronization
 
 /// Reads what the relay wrote (results, removed tokens, dead letters) from the sandbox's topics, in its
 /// own consumer group, until a condition holds or a deadline passes.
-public final class OutputReader: Sendable {
+package final class OutputReader: Sendable {
     /// One record read back.
-    public struct Record: Sendable {
-        public var topic: String
-        public var key: [UInt8]?
-        public var value: [UInt8]
-        public var headers: [KafkaHeader]
+    package struct Record: Sendable {
+        package var topic: String
+        package var key: [UInt8]?
+        package var value: [UInt8]
+        package var headers: [KafkaHeader]
         /// Where it is in its topic.
-        public var partition: Int32
-        public var offset: Int64
+        package var partition: Int32
+        package var offset: Int64
         /// The value parsed as a JSON object (results and removed tokens); `nil` for dead letters.
-        public var json: [String: any Sendable]? {
+        package var json: [String: any Sendable]? {
             (try? JSONSerialization.jsonObject(with: Data(value))) as? [String: any Sendable]
         }
     }
@@ -36,9 +36,9 @@ public final class OutputReader: Sendable {
     }
 
     /// Records the consumer delivered more than once (dropped from what `collect` returns).
-    public var redeliveries: Int { redeliveryCount.load(ordering: .relaxed) }
+    package var redeliveries: Int { redeliveryCount.load(ordering: .relaxed) }
 
-    public init(sandbox: RelaySandbox, logger: Logger) throws {
+    package init(sandbox: RelaySandbox, logger: Logger) throws {
         topics = sandbox.options.topics
         var configuration = KafkaConsumerConfiguration(
             bootstrapServers: [sandbox.bootstrapServers], groupID: "output-reader-\(UUID().uuidString)"
@@ -51,7 +51,7 @@ public final class OutputReader: Sendable {
 
     /// Collects records until `done` says so.
     /// - Throws: `RelayError` naming what was still missing when `timeout` passed.
-    public func collect(
+    package func collect(
         timeout: Duration, progress: (@Sendable (Int) -> Void)? = nil,
         until done: ([Record]) -> Bool
     ) async throws -> [Record] {
@@ -95,12 +95,12 @@ public final class OutputReader: Sendable {
     }
 
     /// Results only, until `count` of them arrived.
-    public func results(count: Int, timeout: Duration) async throws -> [Record] {
+    package func results(count: Int, timeout: Duration) async throws -> [Record] {
         let results = topics.results
         return try await collect(timeout: timeout) { $0.lazy.filter { $0.topic == results }.count >= count }
     }
 
-    public func close() async {
+    package func close() async {
         try? await consumer.close(timeout: .seconds(5))
     }
 }

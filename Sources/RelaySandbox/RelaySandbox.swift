@@ -5,44 +5,45 @@ import Foundation
 import Kafka
 import Logging
 import Relay
+import RelayApp
 
 /// A complete, throw-away environment for the relay on one machine: librdkafka's mock Kafka cluster, the
 /// mock APNs server (TLS + HTTP/2) trusting a freshly made signing key, and the topics the relay uses.
 ///
 /// `apns-relay demo`, the end-to-end tests and the benchmarks all run on it, so what they exercise is the
 /// real protocol stack on both sides. Nothing reaches the network beyond 127.0.0.1.
-public final class RelaySandbox: Sendable {
-    public struct Options: Sendable {
-        public var brokers = 1
-        public var partitions = 6
-        public var inputTopic = "apns-notifications"
-        public var topics = RelayConfiguration.Topics(
+package final class RelaySandbox: Sendable {
+    package struct Options: Sendable {
+        package var brokers = 1
+        package var partitions = 6
+        package var inputTopic = "apns-notifications"
+        package var topics = RelayConfiguration.Topics(
             input: ["apns-notifications"], results: "apns-results", removedTokens: "apns-removed-tokens",
             deadLetters: "apns-dead-letters"
         )
         /// The environment the mock APNs plays (development adds `apns-unique-id`).
-        public var apnsEnvironment: APNsEnvironment = .development
-        public var strictFleet = true
-        public var maxConcurrentStreams = 1000
-        public var apnsEventLoopThreads = 1
-        public init() {}
+        package var apnsEnvironment: APNsEnvironment = .development
+        package var strictFleet = true
+        package var maxConcurrentStreams = 1000
+        package var apnsEventLoopThreads = 1
+        package init() {}
     }
 
-    public let options: Options
-    public let cluster: MockKafkaCluster
-    public let apns: APNsMockServer
-    public let apnsPort: Int
-    public let caFile: String
-    public let keyID = "DEMOKEY001"
-    public let teamID = "DEMOTEAM01"
+    package let options: Options
+    package let cluster: MockKafkaCluster
+    package let apns: APNsMockServer
+    package let apnsPort: Int
+    package let caFile: String
+    package let keyID = "DEMOKEY001"
+    package let teamID = "DEMOTEAM01"
     /// The `.p8` file of the throw-away signing key (removed by `stop()`).
-    public let keyFile: String
+    package let keyFile: String
     private let directory: String
     private let logger: Logger
 
-    public var bootstrapServers: String { cluster.bootstrapServers }
+    package var bootstrapServers: String { cluster.bootstrapServers }
 
-    public init(options: Options = Options(), logger: Logger) async throws {
+    package init(options: Options = Options(), logger: Logger) async throws {
         self.options = options
         self.logger = logger
         directory = NSTemporaryDirectory() + "apns-relay-sandbox-" + UUID().uuidString
@@ -71,7 +72,7 @@ public final class RelaySandbox: Sendable {
     }
 
     /// Settings for a relay of this sandbox, as `--set` flags would give them (see `RelayAppConfiguration`).
-    public func relaySettings(groupID: String = "apns-relay") -> [String: String] {
+    package func relaySettings(groupID: String = "apns-relay") -> [String: String] {
         [
             "kafka.bootstrapServers": bootstrapServers,
             "kafka.groupId": groupID,
@@ -94,31 +95,31 @@ public final class RelaySandbox: Sendable {
     }
 
     /// The same settings as `APNS_RELAY_*` environment variables, for a relay in another process.
-    public func relayEnvironment(groupID: String = "apns-relay") -> [String: String] {
+    package func relayEnvironment(groupID: String = "apns-relay") -> [String: String] {
         Dictionary(uniqueKeysWithValues: relaySettings(groupID: groupID).map {
             ("APNS_RELAY_" + RelayAppConfiguration.environmentName(forKey: $0.key), $0.value)
         })
     }
 
     /// A relay configuration for this sandbox, with `overrides` on top.
-    public func relayConfiguration(groupID: String = "apns-relay", overrides: [String: String] = [:]) async throws -> RelayAppConfiguration {
+    package func relayConfiguration(groupID: String = "apns-relay", overrides: [String: String] = [:]) async throws -> RelayAppConfiguration {
         let settings = relaySettings(groupID: groupID).merging(overrides) { $1 }
         let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: settings)
         return try RelayAppConfiguration(reader: reader)
     }
 
     /// Produces events to the input topic and waits until Kafka has them all.
-    public func produce(_ events: [(key: String, value: [UInt8])]) async throws {
+    package func produce(_ events: [(key: String, value: [UInt8])]) async throws {
         try await produce(records: events.map { InputRecord(key: Array($0.key.utf8), value: $0.value) })
     }
 
     /// A record for the input topic, with whatever key and headers a test needs.
-    public struct InputRecord: Sendable {
-        public var key: [UInt8]?
-        public var value: [UInt8]
-        public var headers: [KafkaHeader]
+    package struct InputRecord: Sendable {
+        package var key: [UInt8]?
+        package var value: [UInt8]
+        package var headers: [KafkaHeader]
 
-        public init(key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = []) {
+        package init(key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = []) {
             self.key = key
             self.value = value
             self.headers = headers
@@ -126,7 +127,7 @@ public final class RelaySandbox: Sendable {
     }
 
     /// Produces records to the input topic (concurrently: no order among them) and waits until Kafka has them all.
-    public func produce(records events: [InputRecord]) async throws {
+    package func produce(records events: [InputRecord]) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "sandbox-producer"
         // Tests send oversize events on purpose (the relay must refuse them, not the producer).
@@ -150,7 +151,7 @@ public final class RelaySandbox: Sendable {
     }
 
     /// Stops the mock APNs and removes the temporary files.
-    public func stop() async {
+    package func stop() async {
         await apns.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }

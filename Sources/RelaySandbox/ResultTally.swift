@@ -8,36 +8,36 @@ import Relay
 ///
 /// Not thread-safe: owned by the task that reads the output topics.
 // @unchecked Sendable: used by one task at a time (the one collecting output); never shared concurrently.
-public final class ResultTally: @unchecked Sendable {
-    public private(set) var resultsByKey: [String: Int] = [:]
-    public private(set) var results = 0
-    public private(set) var outcomes: [String: Int] = [:]
+package final class ResultTally: @unchecked Sendable {
+    package private(set) var resultsByKey: [String: Int] = [:]
+    package private(set) var results = 0
+    package private(set) var outcomes: [String: Int] = [:]
     /// The `reason` of results that are not `delivered`, counted ("" when they have none).
-    public private(set) var reasons: [String: Int] = [:]
+    package private(set) var reasons: [String: Int] = [:]
     /// (receivedAt, completedAt) of every result, in milliseconds, when `keepTimings` is set.
-    public private(set) var timings: [(receivedAt: Int64, completedAt: Int64)] = []
-    public let keepTimings: Bool
+    package private(set) var timings: [(receivedAt: Int64, completedAt: Int64)] = []
+    package let keepTimings: Bool
     private let resultsTopic: String
     private var consumed = 0
 
-    public init(resultsTopic: String, keepTimings: Bool = false) {
+    package init(resultsTopic: String, keepTimings: Bool = false) {
         self.resultsTopic = resultsTopic
         self.keepTimings = keepTimings
     }
 
     /// Results for keys that were never produced are counted too: a key outside `expected` is a bug.
-    public var distinctKeys: Int { resultsByKey.count }
+    package var distinctKeys: Int { resultsByKey.count }
 
     /// Results beyond the first per key.
-    public var duplicates: Int { results - resultsByKey.count }
+    package var duplicates: Int { results - resultsByKey.count }
 
     /// Results completed in the busiest wall-clock second: the relay's peak rate, which sets how much work
     /// can sit between two offset commits.
-    public var peakPerSecond: Int { completedPerSecond.values.max() ?? 0 }
+    package var peakPerSecond: Int { completedPerSecond.values.max() ?? 0 }
     private var completedPerSecond: [Int64: Int] = [:]
 
     /// The duplicates `changes` disruptions (kills, joins, leaves) of a one-member group can explain.
-    public func duplicateBound(changes: Int, maxInFlight: Int) -> Int {
+    package func duplicateBound(changes: Int, maxInFlight: Int) -> Int {
         duplicateBound(membersPerChange: Array(repeating: 1, count: changes), maxInFlight: maxInFlight)
     }
 
@@ -47,18 +47,18 @@ public final class ResultTally: @unchecked Sendable {
     /// rebalancing, so the next owner redoes them), plus the work finished since the last commit (commits
     /// every 100–200 ms plus a round trip: a quarter second at the peak rate); never less than twice the
     /// in-flight bound.
-    public func duplicateBound(membersPerChange: [Int], maxInFlight: Int) -> Int {
+    package func duplicateBound(membersPerChange: [Int], maxInFlight: Int) -> Int {
         membersPerChange.reduce(0) { $0 + max(2 * maxInFlight, max(1, $1) * maxInFlight + peakPerSecond / 4) }
     }
 
     /// The keys of `expected` that have no result yet.
-    public func missing(_ expected: some Sequence<String>) -> [String] {
+    package func missing(_ expected: some Sequence<String>) -> [String] {
         expected.filter { resultsByKey[$0] == nil }
     }
 
     /// Reads output until every key in `expected` has a result, or `timeout` passes.
     /// - Throws: `RelayError` naming how many (and a few of which) keys were still without a result.
-    public func collect(from reader: OutputReader, expected: Set<String>, timeout: Duration) async throws {
+    package func collect(from reader: OutputReader, expected: Set<String>, timeout: Duration) async throws {
         consumed = 0
         var remaining = expected.subtracting(resultsByKey.keys)
         do {
@@ -78,7 +78,7 @@ public final class ResultTally: @unchecked Sendable {
     }
 
     /// Reads output until `count` results arrived in total (any keys), or `timeout` passes.
-    public func collect(from reader: OutputReader, untilResults count: Int, timeout: Duration) async throws {
+    package func collect(from reader: OutputReader, untilResults count: Int, timeout: Duration) async throws {
         consumed = 0
         _ = try await reader.collect(timeout: timeout) { records in
             while consumed < records.count {

@@ -2,9 +2,9 @@ import APNsCore
 import Foundation
 
 /// Realistic notification events, valid and not, for the demo, the tests and the benchmarks.
-public enum SampleEvents {
+package enum SampleEvents {
     /// One event as JSON bytes (keys in a stable order; `payload` and `metadata` as given).
-    public static func event(
+    package static func event(
         id: String, deviceToken: String, topic: String = "com.example.app", pushType: PushType = .alert,
         priority: Int? = nil, expiration: Int64? = nil, collapseID: String? = nil,
         environment: APNsEnvironment = .development, payload: String = #"{"aps":{"alert":{"title":"Hello","body":"World"}}}"#,
@@ -23,7 +23,7 @@ public enum SampleEvents {
     }
 
     /// A random-looking but deterministic 32-byte token (64 hex digits) for index `n`.
-    public static func token(_ n: Int, salt: UInt64 = 0x5EED) -> String {
+    package static func token(_ n: Int, salt: UInt64 = 0x5EED) -> String {
         var state = UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15 ^ salt
         var hex = ""
         hex.reserveCapacity(64)
@@ -36,7 +36,7 @@ public enum SampleEvents {
     }
 
     /// A payload of about `bytes` bytes.
-    public static func payload(bytes: Int) -> String {
+    package static func payload(bytes: Int) -> String {
         let prefix = #"{"aps":{"alert":{"title":"Update","body":""#
         let suffix = #""}}}"#
         let fill = max(0, bytes - prefix.utf8.count - suffix.utf8.count)

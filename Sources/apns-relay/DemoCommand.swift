@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Logging
 import Relay
+import RelayApp
 import RelaySandbox
 import ServiceLifecycle
 
@@ -48,13 +49,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         let configuration = try await sandbox.relayConfiguration(groupID: "apns-relay-demo")
         let app = try RelayApp(configuration: configuration, logger: logger)
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [
-                .init(service: APNsClientService(clients: app.clients)),
-                .init(service: app.relay),
-            ],
-            logger: logger
-        ))
+        let group = app.serviceGroup(logger: logger)
         let reader = try OutputReader(sandbox: sandbox, logger: logger)
         let relayStart = ContinuousClock.now
         async let running: Void = group.run()

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Prometheus
 import Relay
+import RelayApp
 import ServiceLifecycle
 
 /// `apns-relay run`: the service.
@@ -82,20 +83,16 @@ struct RunCommand: AsyncParsableCommand {
             await admin?.close()
             throw error
         }
-        var services: [any Service] = [APNsClientService(clients: app.clients)]
+        var extra: [any Service] = []
         if let admin {
             admin.serve(AdminServer.Probes(
                 metrics: { registry.emitToBuffer() },
                 liveness: { app.relay.liveness },
                 readiness: { app.relay.readiness }
             ))
-            services.append(admin)
+            extra.append(admin)
         }
-        services.append(app.relay)
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-            logger: logger
-        ))
+        let group = app.serviceGroup(adding: extra, logger: logger)
         // The first signal shuts the group down gracefully (ShutdownSignals ends the process on a second).
         let firstSignal = signals.first
         try await withThrowingDiscardingTaskGroup { tasks in

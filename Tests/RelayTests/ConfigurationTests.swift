@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Relay
+import RelayApp
 import Testing
 
 @Suite struct ConfigurationTests {

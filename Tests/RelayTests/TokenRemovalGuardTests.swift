@@ -1,5 +1,6 @@
 import APNsCore
 import Logging
+import RelayApp
 import Synchronization
 import Testing
 @testable import Relay

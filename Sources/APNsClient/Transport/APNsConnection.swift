@@ -98,7 +98,12 @@ final class APNsConnection: Sendable {
         let connection = try APNsConnection(id: id, configuration: configuration, logger: logger)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
             let io = ConnectionIO(connection: connection, tls: tls, token: token, onEvent: onEvent, ready: ready)
-            IOThread.start(name: "apns-conn-\(id)") { io.run() }
+            do {
+                try IOThread.start(name: "apns-conn-\(id)") { io.run() }
+            } catch {
+                // The I/O thread never ran, so nothing else resumes `ready`.
+                ready.resume(throwing: error)
+            }
         }
         return connection
     }
@@ -164,7 +169,9 @@ enum IOThread {
         init(_ name: String, _ body: @escaping () -> Void) { self.body = body; self.name = String(name.prefix(15)) }
     }
 
-    static func start(name: String, _ body: @escaping () -> Void) {
+    /// - Throws: `APNsClientError` (`connectFailed`) when the thread cannot be created (resource exhaustion:
+    ///   too many threads or no memory); the pool backs off and retries like any failed connect.
+    static func start(name: String, _ body: @escaping () -> Void) throws(APNsClientError) {
         // Retained here, released by the thread when it takes ownership.
         let box = Unmanaged.passRetained(Box(name, body)).toOpaque()
         var thread = pthread_t()
@@ -174,7 +181,10 @@ enum IOThread {
             box.body()
             return nil
         }, box)
-        precondition(rc == 0, "pthread_create failed: \(rc)")  // resource exhaustion, not network input
+        guard rc == 0 else {
+            Unmanaged<Box>.fromOpaque(box).release()
+            throw APNsClientError(transport: .connectFailed, "cannot start the connection's I/O thread: \(String(cString: strerror(rc)))", underlyingCode: Int(rc))
+        }
         pthread_detach(thread)
     }
 }

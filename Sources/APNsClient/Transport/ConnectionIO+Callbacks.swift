@@ -1,4 +1,5 @@
 import CNGHTTP2
+import ServiceSupport
 
 // MARK: - C callbacks: record and hand over, nothing else. `user_data` is the unretained ConnectionIO.
 
@@ -57,7 +58,3 @@ enum NGHTTP2Callbacks {
     }
 }
 
-extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

@@ -3,6 +3,7 @@ import CNGHTTP2
 import COpenSSL
 import Glibc
 import Logging
+import ServiceSupport
 
 /// The I/O side of an `APNsConnection`: socket, TLS session and nghttp2 session, all owned by one thread.
 ///

@@ -198,20 +198,6 @@ public final class KafkaConsumer: Sendable {
         return try result.get()
     }
 
-    /// Commits the stored offsets now (synchronously with the coordinator, on a dedicated thread).
-    /// Auto commit and close do this too; during a rebalance this fails with `REBALANCE_IN_PROGRESS`.
-    public func commitStoredOffsets() async throws {
-        let client = self.client
-        let error = await DedicatedThread.run(name: "kafka-commit") {
-            client.withHandle { rd_kafka_commit($0, nil, 0) }.rawValue
-        }
-        let code = rd_kafka_resp_err_t(rawValue: error)
-        // _NO_OFFSET: nothing stored since the last commit, which is success for us.
-        if code != RD_KAFKA_RESP_ERR_NO_ERROR && code != RD_KAFKA_RESP_ERR__NO_OFFSET {
-            throw KafkaError(code: .offsetCommit, rawResponse: code)
-        }
-    }
-
     /// Commits stored offsets, leaves the group (revocations are delivered but not waited for) and stops
     /// the poll thread; ``events`` then finishes. Buffered, unprocessed messages are dropped.
     /// - Throws: ``KafkaError`` `timedOut` if librdkafka's close did not finish within `timeout` (it goes on

@@ -6,15 +6,15 @@ import APNsCore
 /// own client and connections. A route covers bundle ids (`com.example.app` also covers its push-type topics
 /// such as `com.example.app.voip`; `com.example.*` covers every bundle id under `com.example.`); a route
 /// with no patterns covers every topic. The first matching route wins.
-public struct CredentialRouter: NotificationSender {
-    public struct Route: Sendable {
+package struct CredentialRouter: NotificationSender {
+    package struct Route: Sendable {
         /// The credential's name (in logs and the token-removal guard's metrics).
-        public var name: String
-        public var patterns: [String]
-        public var authentication: AuthenticationKind
-        public var sender: any NotificationSender
+        package var name: String
+        package var patterns: [String]
+        package var authentication: AuthenticationKind
+        package var sender: any NotificationSender
 
-        public init(name: String = "default", patterns: [String], authentication: AuthenticationKind, sender: any NotificationSender) {
+        package init(name: String = "default", patterns: [String], authentication: AuthenticationKind, sender: any NotificationSender) {
             self.name = name
             self.patterns = patterns
             self.authentication = authentication
@@ -34,26 +34,26 @@ public struct CredentialRouter: NotificationSender {
     }
 
     /// Why a notification could not be sent at all; triage refuses such events before they get here.
-    public struct NoRoute: Error, CustomStringConvertible {
-        public let topic: String
-        public var description: String { "no APNs credential covers topic \(topic)" }
+    package struct NoRoute: Error, CustomStringConvertible {
+        package let topic: String
+        package var description: String { "no APNs credential covers topic \(topic)" }
     }
 
-    public let routes: [Route]
+    package let routes: [Route]
 
-    public init(routes: [Route]) {
+    package init(routes: [Route]) {
         self.routes = routes
     }
 
-    public func authentication(forTopic topic: String) -> AuthenticationKind? {
+    package func authentication(forTopic topic: String) -> AuthenticationKind? {
         routes.first { $0.covers(topic) }?.authentication
     }
 
-    public func credentialName(forTopic topic: String) -> String {
+    package func credentialName(forTopic topic: String) -> String {
         routes.first { $0.covers(topic) }?.name ?? "default"
     }
 
-    public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         guard let route = routes.first(where: { $0.covers(notification.topic) }) else {
             throw NoRoute(topic: notification.topic)
         }

@@ -1,29 +1,29 @@
 import APNsCore
 
 /// The end of delivering one notification: its outcome and what APNs said last.
-public struct DeliveryReport: Sendable, Hashable {
-    public var outcome: DeliveryOutcome
+package struct DeliveryReport: Sendable, Hashable {
+    package var outcome: DeliveryOutcome
     /// APNs' last response, when the last attempt got one.
-    public var response: APNsResponse?
+    package var response: APNsResponse?
     /// Why the last attempt got no response, when it did not.
-    public var failure: TransportFailure?
-    public var attempts: Int
+    package var failure: TransportFailure?
+    package var attempts: Int
     /// The decision behind the outcome (e.g. whether a rejection also removes the token).
-    public var decision: DeliveryDecision?
+    package var decision: DeliveryDecision?
 }
 
 /// Sends one notification until it is delivered, finally refused, expired or out of attempts.
 ///
 /// Retries follow `RetryPolicy`; delays are real sleeps on the caller's task, which is one of many
 /// concurrent deliveries, so one slow event never holds up the others.
-public struct DeliveryAttempts: Sendable {
-    public var policy: RetryPolicy
+package struct DeliveryAttempts: Sendable {
+    package var policy: RetryPolicy
     /// How long one request may wait for its response.
-    public var requestTimeout: Duration
+    package var requestTimeout: Duration
     /// UNIX seconds now; injectable for tests.
-    public var wallClock: @Sendable () -> Double
+    package var wallClock: @Sendable () -> Double
 
-    public init(policy: RetryPolicy, requestTimeout: Duration, wallClock: @escaping @Sendable () -> Double) {
+    package init(policy: RetryPolicy, requestTimeout: Duration, wallClock: @escaping @Sendable () -> Double) {
         self.policy = policy
         self.requestTimeout = requestTimeout
         self.wallClock = wallClock
@@ -31,7 +31,7 @@ public struct DeliveryAttempts: Sendable {
 
     /// Delivers `notification` through `sender`. Cancellation ends the loop with the last known state as
     /// `.failed` (the caller does not publish results of cancelled work: the event is redone later).
-    public func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
+    package func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
         var generator = SystemRandomNumberGenerator()
         var attempt = 0
         var tokenRefreshes = 0

@@ -2,7 +2,7 @@ import APNsCore
 
 /// The one call the relay makes to APNs. `APNsClient` conforms; the seam lets the delivery loop be read
 /// (and reasoned about) without the transport.
-public protocol NotificationSender: Sendable {
+package protocol NotificationSender: Sendable {
     /// Sends one notification and returns APNs' answer.
     ///
     /// - Throws: an error whose `transportFailure` says why no answer came (see `TransportFailureError`).
@@ -19,11 +19,11 @@ public protocol NotificationSender: Sendable {
 
 extension NotificationSender {
     /// A sender with one credential.
-    public func credentialName(forTopic topic: String) -> String { "default" }
+    package func credentialName(forTopic topic: String) -> String { "default" }
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no
 /// failure, are treated as `.connectionLost` (retriable; whether APNs delivered is unknown).
-public protocol TransportFailureError: Error {
+package protocol TransportFailureError: Error {
     var transportFailure: TransportFailure? { get }
 }

@@ -1,7 +1,7 @@
 import APNsCore
 
 /// The terminal outcome of one event; the `outcome` field of a result record.
-public enum DeliveryOutcome: String, CaseIterable, Hashable, Sendable {
+package enum DeliveryOutcome: String, CaseIterable, Hashable, Sendable {
     /// APNs accepted the notification.
     case delivered
     /// APNs refused it for good (a 4xx other than 410).
@@ -20,14 +20,14 @@ public enum DeliveryOutcome: String, CaseIterable, Hashable, Sendable {
 ///
 /// Backoff is exponential with full jitter (a uniformly random delay up to the exponential bound), so
 /// replicas that failed together do not retry together.
-public struct RetryPolicy: Sendable, Hashable {
+package struct RetryPolicy: Sendable, Hashable {
     /// Attempts in all, the first included.
-    public var maxAttempts: Int
-    public var initialBackoff: Duration
-    public var maxBackoff: Duration
-    public var multiplier: Double
+    package var maxAttempts: Int
+    package var initialBackoff: Duration
+    package var maxBackoff: Duration
+    package var multiplier: Double
 
-    public init(
+    package init(
         maxAttempts: Int = 8,
         initialBackoff: Duration = .milliseconds(100),
         maxBackoff: Duration = .seconds(30),
@@ -40,7 +40,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The upper bound of the delay after `attempt` attempts (1-based), before jitter.
-    public func backoffBound(afterAttempt attempt: Int) -> Duration {
+    package func backoffBound(afterAttempt attempt: Int) -> Duration {
         let initial = initialBackoff.seconds
         let bound = initial * pow(multiplier, Double(max(0, attempt - 1)))
         return .seconds(min(bound, maxBackoff.seconds))
@@ -48,7 +48,7 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// A jittered delay after `attempt` attempts: uniform in [bound/2, bound] (half jitter keeps a floor
     /// so a storm of 503s does not turn into an immediate retry storm).
-    public func backoff(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+    package func backoff(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let bound = backoffBound(afterAttempt: attempt).seconds
         return .seconds(Double.random(in: (bound / 2)...bound, using: &generator))
     }
@@ -60,7 +60,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - tokenRefreshes: how many times this event already retried for a stale provider token.
     ///   - now: UNIX seconds now; `expiration` is the event's `apns-expiration` (0 and `nil` never expire
     ///     on our side: 0 only tells APNs not to store the notification).
-    public func nextStep(
+    package func nextStep(
         after decision: DeliveryDecision,
         attempt: Int,
         tokenRefreshes: Int = 0,
@@ -90,18 +90,11 @@ public struct RetryPolicy: Sendable, Hashable {
 }
 
 /// The next step for an event after one attempt.
-public enum RetryStep: Hashable, Sendable {
+package enum RetryStep: Hashable, Sendable {
     case finish(DeliveryOutcome)
     case retry(after: Duration, RetryStrategy)
 }
 
-extension Duration {
-    /// The duration in seconds as a `Double`.
-    public var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
-}
 
 @inline(__always)
 private func pow(_ base: Double, _ exponent: Double) -> Double {

@@ -35,48 +35,48 @@ import APNsCore
 /// leaves it between `window - window / slices` and `window` after it arrived. A `now` earlier than one
 /// already seen (concurrent events read the clock before they take the lock) counts in the latest slice.
 /// Keys are few (credentials × 2 environments), so the state is small and bounded.
-public struct TokenRemovalGuard: Sendable {
+package struct TokenRemovalGuard: Sendable {
     /// When BadDeviceToken answers are too many to be believed.
-    public struct Configuration: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         /// At or above this share (in percent) of one (credential, environment)'s answers in the window,
         /// BadDeviceToken removals are withheld.
-        public var badDeviceTokenPercent: Int = 50
+        package var badDeviceTokenPercent: Int = 50
         /// The answers in the window needed before the guard trips (logs critical, sets the gauge).
-        public var minimumSample: Int = 200
+        package var minimumSample: Int = 200
         /// The sliding window answers are counted over.
-        public var window: Duration = .seconds(60)
+        package var window: Duration = .seconds(60)
 
-        public init() {}
+        package init() {}
     }
 
     /// Whose answers are counted together: one credential in one environment.
-    public struct Key: Hashable, Sendable, CustomStringConvertible {
-        public var credential: String
-        public var environment: APNsEnvironment
+    package struct Key: Hashable, Sendable, CustomStringConvertible {
+        package var credential: String
+        package var environment: APNsEnvironment
 
-        public init(credential: String, environment: APNsEnvironment) {
+        package init(credential: String, environment: APNsEnvironment) {
             self.credential = credential
             self.environment = environment
         }
 
-        public var description: String { "\(credential)/\(environment.rawValue)" }
+        package var description: String { "\(credential)/\(environment.rawValue)" }
     }
 
     /// An APNs answer, as far as the guard cares.
-    public enum Answer: Sendable, Hashable {
+    package enum Answer: Sendable, Hashable {
         case badDeviceToken
         /// Any other answer (200, 410, another rejection, a retriable status that ran out).
         case other
     }
 
     /// What the window holds after an answer.
-    public struct Sample: Sendable, Hashable {
-        public var answers: Int
-        public var badDeviceTokens: Int
-        public var percent: Double { answers == 0 ? 0 : Double(badDeviceTokens) * 100 / Double(answers) }
+    package struct Sample: Sendable, Hashable {
+        package var answers: Int
+        package var badDeviceTokens: Int
+        package var percent: Double { answers == 0 ? 0 : Double(badDeviceTokens) * 100 / Double(answers) }
     }
 
-    public enum Change: Sendable, Hashable {
+    package enum Change: Sendable, Hashable {
         /// The guard tripped: BadDeviceToken removals of this key are withheld from now on.
         case tripped(Sample)
         /// The share fell well below the threshold: removals are published again. `withheld` counts the
@@ -85,18 +85,18 @@ public struct TokenRemovalGuard: Sendable {
     }
 
     /// What to do with one answer.
-    public struct Verdict: Sendable, Hashable {
+    package struct Verdict: Sendable, Hashable {
         /// For a BadDeviceToken answer, whether its removed-token record may be published; `false` for others.
-        public var publishesRemoval: Bool
+        package var publishesRemoval: Bool
         /// Whether this answer's removal was withheld (a BadDeviceToken whose removal is not published).
-        public var withholdsRemoval: Bool
+        package var withholdsRemoval: Bool
         /// Set when this answer tripped or ended the guard of its key.
-        public var change: Change?
-        public var sample: Sample
+        package var change: Change?
+        package var sample: Sample
     }
 
     /// How finely the window slides.
-    public static let slices = 20
+    package static let slices = 20
 
     private struct Slice {
         var index: Int64 = -1
@@ -111,25 +111,25 @@ public struct TokenRemovalGuard: Sendable {
         var withheldWhileTripped = 0
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let origin: ContinuousClock.Instant
     private let sliceNanoseconds: Int64
     private var tallies: [Key: Tally] = [:]
 
     /// - Parameter origin: any instant at or before the first `now` passed in.
-    public init(configuration: Configuration, origin: ContinuousClock.Instant) {
+    package init(configuration: Configuration, origin: ContinuousClock.Instant) {
         self.configuration = configuration
         self.origin = origin
         sliceNanoseconds = max(1, Self.nanoseconds(configuration.window) / Int64(Self.slices))
     }
 
     /// Whether the guard of `key` is tripped.
-    public func isTripped(_ key: Key) -> Bool {
+    package func isTripped(_ key: Key) -> Bool {
         tallies[key]?.tripped ?? false
     }
 
     /// Counts `answer` for `key` at `now` and says whether a BadDeviceToken removal may be published.
-    public mutating func record(_ answer: Answer, for key: Key, at now: ContinuousClock.Instant) -> Verdict {
+    package mutating func record(_ answer: Answer, for key: Key, at now: ContinuousClock.Instant) -> Verdict {
         let slice = Self.nanoseconds(now - origin) / sliceNanoseconds
         // In place: a copy of the tally would copy its slices on every answer.
         return Self.record(answer, inSlice: slice, configuration: configuration, tally: &tallies[key, default: Tally()])

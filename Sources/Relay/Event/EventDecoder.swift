@@ -13,11 +13,11 @@ import CEventJSON
 ///
 /// Not thread-safe: the decoder owns a parser and a reusable buffer. Use one per thread (or per
 /// consumer loop).
-public final class EventDecoder {
+package final class EventDecoder {
     /// Largest event accepted, in bytes.
-    public static let maxEventBytes = Int(CEJ_MAX_EVENT_BYTES)
+    package static let maxEventBytes = Int(CEJ_MAX_EVENT_BYTES)
     /// Deepest nesting of objects and arrays accepted; the event object is level 1.
-    public static let maxDepth = Int(CEJ_MAX_DEPTH)
+    package static let maxDepth = Int(CEJ_MAX_DEPTH)
 
     /// Owned: created in `init`, destroyed in `deinit`, never lent out.
     private let handle: OpaquePointer
@@ -27,7 +27,7 @@ public final class EventDecoder {
     ///   reference validator (slower, more detailed; invalid events are rare). The code stays the fast
     ///   path's.
     /// - Throws: `EventDecodingError` with code `internal_error` when the parser cannot be allocated.
-    public init(explainer: SchemaValidator? = nil) throws(EventDecodingError) {
+    package init(explainer: SchemaValidator? = nil) throws(EventDecodingError) {
         guard let handle = cej_decoder_create() else {
             throw EventDecodingError(code: .internalError, pointer: "", message: "cannot allocate the JSON parser")
         }
@@ -41,7 +41,7 @@ public final class EventDecoder {
 
     /// Decodes and validates one event.
     /// - Throws: `EventDecodingError` naming the first problem found.
-    public func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
+    package func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
         var decoded: NotificationEvent?
         var failure = EventDecodingError(code: .internalError, pointer: "", message: "no result")
         bytes.withUnsafeBytes { buffer in
@@ -57,7 +57,7 @@ public final class EventDecoder {
 
     /// Decodes and validates one event from memory the caller owns (e.g. a Kafka message).
     /// - Throws: `EventDecodingError` naming the first problem found.
-    public func decode(_ bytes: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
+    package func decode(_ bytes: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
         var event = cej_event()
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let status = cej_decode_event(handle, base, bytes.count, &event)

@@ -3,46 +3,46 @@
 /// `code` is stable and machine-readable (it becomes the `reason` of the delivery result and a
 /// dead-letter header); `pointer` is a JSON pointer to the offending value (`""` for the whole event);
 /// `message` is for people and may change.
-public struct EventDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct EventDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A stable error code; compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let rawValue: String
 
         private init(_ rawValue: String) { self.rawValue = rawValue }
 
         /// Not JSON: syntax, bad escape, control character in a string, trailing data, byte order mark.
-        public static let invalidJSON = Code("invalid_json")
+        package static let invalidJSON = Code("invalid_json")
         /// The bytes are not UTF-8.
-        public static let invalidUTF8 = Code("invalid_utf8")
+        package static let invalidUTF8 = Code("invalid_utf8")
         /// Larger than `EventDecoder.maxEventBytes`.
-        public static let eventTooLarge = Code("event_too_large")
+        package static let eventTooLarge = Code("event_too_large")
         /// Nesting deeper than `EventDecoder.maxDepth`.
-        public static let tooDeep = Code("too_deep")
+        package static let tooDeep = Code("too_deep")
         /// A member name repeated at the top level of the event.
-        public static let duplicateKey = Code("duplicate_key")
+        package static let duplicateKey = Code("duplicate_key")
         /// Valid JSON that breaks a rule of `Schemas/notification-event.schema.json`.
-        public static let schemaViolation = Code("schema_violation")
+        package static let schemaViolation = Code("schema_violation")
         /// The decoder itself failed (out of memory); not the event's fault.
-        public static let internalError = Code("internal_error")
+        package static let internalError = Code("internal_error")
 
-        public var description: String { rawValue }
+        package var description: String { rawValue }
     }
 
-    public let code: Code
+    package let code: Code
     /// JSON pointer (RFC 6901) of the offending value, e.g. `/deviceToken`; `""` is the whole event.
-    public let pointer: String
-    public let message: String
+    package let pointer: String
+    package let message: String
 
-    public init(code: Code, pointer: String, message: String) {
+    package init(code: Code, pointer: String, message: String) {
         self.code = code
         self.pointer = pointer
         self.message = message
     }
 
     /// Whether trying the same bytes again could succeed: only when the decoder itself failed.
-    public var isRetriable: Bool { code == .internalError }
+    package var isRetriable: Bool { code == .internalError }
 
-    public var description: String {
+    package var description: String {
         pointer.isEmpty ? "\(code): \(message)" : "\(code): \(pointer): \(message)"
     }
 }

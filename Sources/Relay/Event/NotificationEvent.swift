@@ -6,18 +6,18 @@ import APNsCore
 /// The request's fields read straight through (`event.deviceToken`, `event.payload`, …). `payload` and
 /// `metadata` are the producer's bytes, untouched (whitespace and escapes included).
 @dynamicMemberLookup
-public struct NotificationEvent: Sendable, Hashable {
+package struct NotificationEvent: Sendable, Hashable {
     /// The producer's id, echoed in results.
-    public var id: String
-    /// The topic as the producer wrote it; the push type's suffix may be missing (see `apnsTopic`).
-    public var topic: String
+    package var id: String
+    /// The topic as the producer wrote it; the push type's suffix may be missing (`notification.topic` has it).
+    package var topic: String
     /// The raw JSON text of `metadata`, or `nil` when the event had none.
-    public var metadata: [UInt8]?
+    package var metadata: [UInt8]?
     /// The APNs request for this event (topic with its push-type suffix), not yet checked against APNs' rules.
-    public var notification: APNsNotification
+    package var notification: APNsNotification
 
     /// - Parameter environment: `production` when the event did not say.
-    public init(
+    package init(
         id: String,
         deviceToken: DeviceToken,
         topic: String,
@@ -40,17 +40,14 @@ public struct NotificationEvent: Sendable, Hashable {
         )
     }
 
-    public subscript<Value>(dynamicMember keyPath: KeyPath<APNsNotification, Value>) -> Value {
+    package subscript<Value>(dynamicMember keyPath: KeyPath<APNsNotification, Value>) -> Value {
         notification[keyPath: keyPath]
     }
-
-    /// `apns-topic`: the topic with the push type's suffix appended when the producer left it off.
-    public var apnsTopic: String { notification.topic }
 
     /// The APNs request, checked against the rules APNs enforces (collapse id bytes, background priority,
     /// payload size per push type, expiration, credential kind).
     /// - Throws: the first `NotificationRuleViolation`, carrying the reason APNs would have answered.
-    public func validatedNotification(
+    package func validatedNotification(
         authentication: AuthenticationKind? = nil,
         now: Int64? = nil
     ) throws(NotificationRuleViolation) -> APNsNotification {

@@ -2,19 +2,19 @@ import CEventJSON
 
 /// What can still be read from an event the decoder refused, so that its result record can echo the
 /// producer's `id` and `metadata` (see `Schemas/delivery-result.schema.json`).
-public struct SalvagedEvent: Hashable, Sendable {
+package struct SalvagedEvent: Hashable, Sendable {
     /// The top-level `id` when it is a JSON string (not checked against the schema).
-    public var id: String?
+    package var id: String?
     /// The top-level `metadata` when it is an object, re-serialised compactly (not the original bytes).
-    public var metadata: [UInt8]?
+    package var metadata: [UInt8]?
 
-    public init(id: String? = nil, metadata: [UInt8]? = nil) {
+    package init(id: String? = nil, metadata: [UInt8]? = nil) {
         self.id = id
         self.metadata = metadata
     }
 
     /// Best effort: empty when `bytes` is not a JSON object. Slow path (nlohmann); for refused events only.
-    public init(salvaging bytes: UnsafeRawBufferPointer) {
+    package init(salvaging bytes: UnsafeRawBufferPointer) {
         var id: UnsafeMutablePointer<CChar>?
         var idLength = 0
         var metadata: UnsafeMutablePointer<CChar>?
@@ -31,7 +31,7 @@ public struct SalvagedEvent: Hashable, Sendable {
     }
 
     /// Best effort: empty when `bytes` is not a JSON object.
-    public init(salvaging bytes: [UInt8]) {
+    package init(salvaging bytes: [UInt8]) {
         self = bytes.withUnsafeBytes { SalvagedEvent(salvaging: $0) }
     }
 }

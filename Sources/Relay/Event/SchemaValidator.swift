@@ -10,11 +10,11 @@ import CEventJSON
 ///
 /// The schema is compiled once. Validation calls are serialised by a lock inside the C++ object, which
 /// is what makes the `@unchecked Sendable` safe.
-public final class SchemaValidator: @unchecked Sendable {
+package final class SchemaValidator: @unchecked Sendable {
     /// The schema text was not a usable schema.
-    public struct InvalidSchema: Error, Hashable, Sendable, CustomStringConvertible {
-        public let message: String
-        public var description: String { message }
+    package struct InvalidSchema: Error, Hashable, Sendable, CustomStringConvertible {
+        package let message: String
+        package var description: String { message }
     }
 
     /// Owned: created in `init`, destroyed in `deinit`.
@@ -22,7 +22,7 @@ public final class SchemaValidator: @unchecked Sendable {
 
     /// Compiles a draft-07 schema given as JSON text (for example `JSONSchemas.notificationEvent`).
     /// - Throws: `InvalidSchema` when the text is not JSON or not a schema valijson understands.
-    public init(schemaJSON: String) throws(InvalidSchema) {
+    package init(schemaJSON: String) throws(InvalidSchema) {
         var text = schemaJSON
         var failure: UnsafeMutablePointer<CChar>?
         let handle = text.withUTF8 { utf8 in
@@ -43,17 +43,17 @@ public final class SchemaValidator: @unchecked Sendable {
     }
 
     /// The validator for `Schemas/notification-event.schema.json` (embedded in the binary).
-    public static func notificationEvent() throws(InvalidSchema) -> SchemaValidator {
+    package static func notificationEvent() throws(InvalidSchema) -> SchemaValidator {
         try SchemaValidator(schemaJSON: JSONSchemas.notificationEvent)
     }
 
     /// All problems in `bytes`; empty when the document is valid.
-    public func validate(_ bytes: [UInt8]) -> [SchemaError] {
+    package func validate(_ bytes: [UInt8]) -> [SchemaError] {
         bytes.withUnsafeBytes { validate($0) }
     }
 
     /// All problems in `bytes`; empty when the document is valid.
-    public func validate(_ bytes: UnsafeRawBufferPointer) -> [SchemaError] {
+    package func validate(_ bytes: UnsafeRawBufferPointer) -> [SchemaError] {
         var errors: UnsafeMutablePointer<cej_schema_error>?
         var count = 0
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
@@ -72,13 +72,13 @@ public final class SchemaValidator: @unchecked Sendable {
     }
 
     /// Whether `bytes` is valid, without building error messages (faster when most input is valid).
-    public func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         return cej_schema_validate(handle, base, bytes.count, 0, nil, nil) == 0
     }
 
     /// Whether `bytes` is valid, without building error messages.
-    public func isValid(_ bytes: [UInt8]) -> Bool {
+    package func isValid(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { isValid($0) }
     }
 }

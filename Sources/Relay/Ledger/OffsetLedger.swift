@@ -8,17 +8,17 @@
 ///
 /// Offsets need not be contiguous (compaction and transaction markers leave gaps); only their order
 /// matters. Not thread-safe: the relay keeps it behind its own lock.
-public struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
+package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     private var partitions: [Partition: PartitionLedger] = [:]
 
-    public init() {}
+    package init() {}
 
     /// Records that the event at `offset` has started.
     ///
     /// - Returns: `false` when the offset is not above every offset already begun on the partition (a
     ///   redelivery after a rebalance or a librdkafka duplicate); the caller should skip that event.
     @discardableResult
-    public mutating func begin(_ partition: Partition, offset: Int64) -> Bool {
+    package mutating func begin(_ partition: Partition, offset: Int64) -> Bool {
         partitions[partition, default: PartitionLedger()].begin(offset)
     }
 
@@ -26,22 +26,22 @@ public struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     ///
     /// - Returns: the new frontier (the offset to store: one past the last finished prefix) when it
     ///   advanced, else `nil`.
-    public mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
+    package mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
         partitions[partition]?.finish(offset)
     }
 
     /// Events begun but not finished on `partition`.
-    public func inFlight(_ partition: Partition) -> Int {
+    package func inFlight(_ partition: Partition) -> Int {
         partitions[partition]?.inFlight ?? 0
     }
 
     /// Events begun but not finished on all partitions.
-    public var totalInFlight: Int {
+    package var totalInFlight: Int {
         partitions.values.reduce(0) { $0 + $1.inFlight }
     }
 
     /// The offset to store for `partition` now, if any event there has finished.
-    public func frontier(_ partition: Partition) -> Int64? {
+    package func frontier(_ partition: Partition) -> Int64? {
         partitions[partition]?.frontier
     }
 
@@ -50,12 +50,9 @@ public struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     ///
     /// - Returns: the number of events abandoned.
     @discardableResult
-    public mutating func release(_ partition: Partition) -> Int {
+    package mutating func release(_ partition: Partition) -> Int {
         partitions.removeValue(forKey: partition)?.inFlight ?? 0
     }
-
-    /// Partitions currently tracked.
-    public var trackedPartitions: [Partition] { Array(partitions.keys) }
 }
 
 /// One partition's started offsets, in order, with a finished flag each.

@@ -2,37 +2,37 @@
 /// and `resume` only once both are back below their low-water marks, so partitions do not flap.
 ///
 /// A value type: the relay keeps it behind its lock and acts on the returned transition outside it.
-public struct InFlightGate: Sendable, Hashable {
-    public struct Limits: Sendable, Hashable {
-        public var maxEvents: Int
-        public var maxBytes: Int
+package struct InFlightGate: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
+        package var maxEvents: Int
+        package var maxBytes: Int
         /// Fraction of each bound below which a paused gate resumes.
-        public var resumeFraction: Double
+        package var resumeFraction: Double
 
-        public init(maxEvents: Int = 10_000, maxBytes: Int = 64 << 20, resumeFraction: Double = 0.5) {
+        package init(maxEvents: Int = 10_000, maxBytes: Int = 64 << 20, resumeFraction: Double = 0.5) {
             self.maxEvents = maxEvents
             self.maxBytes = maxBytes
             self.resumeFraction = resumeFraction
         }
     }
 
-    public enum Transition: Sendable, Hashable {
+    package enum Transition: Sendable, Hashable {
         case none
         case pause
         case resume
     }
 
-    public let limits: Limits
-    public private(set) var events = 0
-    public private(set) var bytes = 0
-    public private(set) var isPaused = false
+    package let limits: Limits
+    package private(set) var events = 0
+    package private(set) var bytes = 0
+    package private(set) var isPaused = false
 
-    public init(limits: Limits) {
+    package init(limits: Limits) {
         self.limits = limits
     }
 
     /// Counts an event of `size` bytes in.
-    public mutating func admit(bytes size: Int) -> Transition {
+    package mutating func admit(bytes size: Int) -> Transition {
         events += 1
         bytes += size
         if !isPaused, events >= limits.maxEvents || bytes >= limits.maxBytes {
@@ -43,7 +43,7 @@ public struct InFlightGate: Sendable, Hashable {
     }
 
     /// Counts an event of `size` bytes out.
-    public mutating func release(bytes size: Int) -> Transition {
+    package mutating func release(bytes size: Int) -> Transition {
         events -= 1
         bytes -= size
         if isPaused,

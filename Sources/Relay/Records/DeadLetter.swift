@@ -7,8 +7,8 @@ import Kafka
 /// ``Limits/maxKeyBytes`` is replaced by the source position, original headers over
 /// ``Limits/maxOriginalHeaderBytes`` are left out, and the value is cut to what is left; each of these is said
 /// in a header, never silent.
-public struct DeadLetter: Sendable, Hashable {
-    public enum Stage: String, Sendable {
+package struct DeadLetter: Sendable, Hashable {
+    package enum Stage: String, Sendable {
         /// Refused before parsing (e.g. larger than the configured maximum).
         case size
         /// Not JSON, or JSON that breaks `Schemas/notification-event`.
@@ -18,20 +18,20 @@ public struct DeadLetter: Sendable, Hashable {
     }
 
     /// How large a dead letter may be.
-    public struct Limits: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
         /// Key + value + headers (keep it under the producer's `message.max.bytes`, 1,000,000 by default).
-        public var maxBytes: Int
-        public var maxKeyBytes: Int = RecordLimits.maxKeyBytes
-        public var maxOriginalHeaderBytes: Int = RecordLimits.maxHeaderBytes
+        package var maxBytes: Int
+        package var maxKeyBytes: Int = RecordLimits.maxKeyBytes
+        package var maxOriginalHeaderBytes: Int = RecordLimits.maxHeaderBytes
         /// Replace even a small or null original key by the source position.
-        public var replacesKey = false
+        package var replacesKey = false
 
-        public init(maxBytes: Int) {
+        package init(maxBytes: Int) {
             self.maxBytes = maxBytes
         }
 
         /// The form sent when Kafka refused the normal one for good: small enough for any sane topic.
-        public static let fallback: Limits = {
+        package static let fallback: Limits = {
             var limits = Limits(maxBytes: RecordLimits.fallbackBytes)
             limits.maxOriginalHeaderBytes = 0
             limits.replacesKey = true
@@ -39,11 +39,11 @@ public struct DeadLetter: Sendable, Hashable {
         }()
     }
 
-    public var key: [UInt8]?
-    public var value: [UInt8]?
-    public var headers: [KafkaHeader]
+    package var key: [UInt8]?
+    package var value: [UInt8]?
+    package var headers: [KafkaHeader]
 
-    public init(
+    package init(
         originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [KafkaHeader],
         source: SourcePosition, stage: Stage, errorCode: String, message: String, limits: Limits
     ) {
@@ -82,5 +82,5 @@ public struct DeadLetter: Sendable, Hashable {
     }
 
     /// The record's size as Kafka counts it, near enough (key + value + header names and values).
-    public var byteCount: Int { (key?.count ?? 0) + (value?.count ?? 0) + RecordLimits.bytes(of: headers) }
+    package var byteCount: Int { (key?.count ?? 0) + (value?.count ?? 0) + RecordLimits.bytes(of: headers) }
 }

@@ -1,12 +1,12 @@
 import APNsCore
 
 /// Where an event came from: echoed in its result and dead-letter records.
-public struct SourcePosition: Hashable, Sendable {
-    public var topic: String
-    public var partition: Int32
-    public var offset: Int64
+package struct SourcePosition: Hashable, Sendable {
+    package var topic: String
+    package var partition: Int32
+    package var offset: Int64
 
-    public init(topic: String, partition: Int32, offset: Int64) {
+    package init(topic: String, partition: Int32, offset: Int64) {
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -14,28 +14,28 @@ public struct SourcePosition: Hashable, Sendable {
 }
 
 /// The one result record published per consumed event (`Schemas/delivery-result.schema.json`).
-public struct DeliveryResult: Sendable, Hashable {
+package struct DeliveryResult: Sendable, Hashable {
     /// The event's `id`, or `nil` when the event was too broken to read one.
-    public var eventID: String?
+    package var eventID: String?
     /// The event's `metadata`, verbatim JSON.
-    public var metadata: [UInt8]?
-    public var outcome: DeliveryOutcome
+    package var metadata: [UInt8]?
+    package var outcome: DeliveryOutcome
     /// APNs' HTTP status of the last attempt, if APNs answered.
-    public var status: Int?
+    package var status: Int?
     /// APNs' reason, or the validation error code for `invalid`.
-    public var reason: String?
+    package var reason: String?
     /// Human-readable detail (validation message, transport error).
-    public var message: String?
-    public var apnsID: String?
-    public var apnsUniqueID: String?
-    public var attempts: Int
-    public var source: SourcePosition
+    package var message: String?
+    package var apnsID: String?
+    package var apnsUniqueID: String?
+    package var attempts: Int
+    package var source: SourcePosition
     /// When the relay read the event, milliseconds since the epoch.
-    public var receivedAt: Int64
+    package var receivedAt: Int64
     /// When the outcome was known, milliseconds since the epoch.
-    public var completedAt: Int64
+    package var completedAt: Int64
 
-    public init(
+    package init(
         eventID: String?, metadata: [UInt8]?, outcome: DeliveryOutcome, status: Int? = nil, reason: String? = nil,
         message: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int,
         source: SourcePosition, receivedAt: Int64, completedAt: Int64
@@ -55,7 +55,7 @@ public struct DeliveryResult: Sendable, Hashable {
     }
 
     /// The record's JSON value.
-    public func jsonBytes() -> [UInt8] {
+    package func jsonBytes() -> [UInt8] {
         var writer = JSONWriter()
         // The contract: an empty string when the event was too broken to read an id.
         writer.field("id", eventID ?? "")
@@ -81,20 +81,20 @@ public struct DeliveryResult: Sendable, Hashable {
 
 /// Published when APNs says a device token is gone, so producers can delete it
 /// (`Schemas/token-removed.schema.json`). Keyed by device token so a compacted topic keeps the latest.
-public struct TokenRemoved: Sendable, Hashable {
-    public var deviceToken: DeviceToken
+package struct TokenRemoved: Sendable, Hashable {
+    package var deviceToken: DeviceToken
     /// The `apns-topic` the token is gone for.
-    public var topic: String
-    public var environment: APNsEnvironment
-    public var reason: String
+    package var topic: String
+    package var environment: APNsEnvironment
+    package var reason: String
     /// APNs' 410 timestamp (milliseconds since the epoch): the token is invalid unless re-registered after.
-    public var invalidatedAt: Int64?
+    package var invalidatedAt: Int64?
     /// The `id` of the event whose delivery found the token gone.
-    public var eventID: String
+    package var eventID: String
     /// The event's `metadata`, verbatim JSON, so producers can find the token's owner.
-    public var metadata: [UInt8]?
+    package var metadata: [UInt8]?
 
-    public init(
+    package init(
         deviceToken: DeviceToken, topic: String, environment: APNsEnvironment, reason: String,
         invalidatedAt: Int64?, eventID: String, metadata: [UInt8]? = nil
     ) {
@@ -107,9 +107,9 @@ public struct TokenRemoved: Sendable, Hashable {
         self.metadata = metadata
     }
 
-    public var key: [UInt8] { Array(deviceToken.hex.utf8) }
+    package var key: [UInt8] { Array(deviceToken.hex.utf8) }
 
-    public func jsonBytes() -> [UInt8] {
+    package func jsonBytes() -> [UInt8] {
         var writer = JSONWriter(capacity: 192)
         writer.field("deviceToken", deviceToken.hex)
         writer.field("topic", topic)

@@ -2,51 +2,44 @@
 ///
 /// Records embed the producer's `metadata` verbatim (already validated JSON), which `JSONEncoder` cannot
 /// do, and writing bytes directly keeps the per-event cost to a few hundred nanoseconds.
-struct JSONWriter {
+package struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private var needsComma = false
 
-    init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         bytes.reserveCapacity(capacity)
         bytes.append(UInt8(ascii: "{"))
     }
 
-    mutating func field(_ key: String, _ value: String?) {
+    package mutating func field(_ key: String, _ value: String?) {
         writeKey(key)
         if let value { writeString(value) } else { writeNull() }
     }
 
-    mutating func field(_ key: String, _ value: Int64?) {
+    package mutating func field(_ key: String, _ value: Int64?) {
         writeKey(key)
         if let value { bytes.append(contentsOf: String(value).utf8) } else { writeNull() }
     }
 
-    mutating func field(_ key: String, _ value: Int?) {
+    package mutating func field(_ key: String, _ value: Int?) {
         field(key, value.map(Int64.init))
     }
 
-    mutating func field(_ key: String, _ value: Double) {
-        writeKey(key)
-        // Milliseconds with microsecond precision are plenty for latencies.
-        let scaled = (value * 1000).rounded() / 1000
-        bytes.append(contentsOf: String(scaled).utf8)
-    }
-
     /// Writes `raw` as the value unchanged; `raw` must already be valid JSON (or `nil` for null).
-    mutating func rawField(_ key: String, _ raw: [UInt8]?) {
+    package mutating func rawField(_ key: String, _ raw: [UInt8]?) {
         writeKey(key)
         if let raw, !raw.isEmpty { bytes.append(contentsOf: raw) } else { writeNull() }
     }
 
     /// Writes a nested object whose fields `body` writes.
-    mutating func object(_ key: String, _ body: (inout JSONWriter) -> Void) {
+    package mutating func object(_ key: String, _ body: (inout JSONWriter) -> Void) {
         writeKey(key)
         var nested = JSONWriter(capacity: 64)
         body(&nested)
         bytes.append(contentsOf: nested.finish())
     }
 
-    mutating func finish() -> [UInt8] {
+    package mutating func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }

@@ -13,16 +13,16 @@ struct OutgoingRecord: Sendable {
 }
 
 /// Bounds that keep every record the relay publishes within Kafka's limits whatever the input was.
-public enum RecordLimits {
+package enum RecordLimits {
     /// Keys above this are replaced by the source position in results and dead letters.
-    public static let maxKeyBytes = 16 * 1024
+    package static let maxKeyBytes = 16 * 1024
     /// Original headers above this (names + values) are left out of dead letters.
-    public static let maxHeaderBytes = 64 * 1024
+    package static let maxHeaderBytes = 64 * 1024
     /// The whole fallback form of a record.
-    public static let fallbackBytes = 16 * 1024
+    package static let fallbackBytes = 16 * 1024
 
     /// Header names and values, as they count toward a record's size.
-    public static func bytes(of headers: [KafkaHeader]) -> Int {
+    package static func bytes(of headers: [KafkaHeader]) -> Int {
         headers.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.count ?? 0) }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Relay
+import RelayApp
 import RelaySandbox
 import ServiceLifecycle
 import Testing
@@ -34,9 +35,7 @@ struct ReadinessTests {
             var configuration = try await sandbox.relayConfiguration(groupID: "stuck-\(UUID().uuidString.prefix(8))")
             configuration.relay.publishStallTimeout = .seconds(2)
             let app = try RelayApp(configuration: configuration, logger: logger)
-            let services = ServiceGroup(configuration: ServiceGroupConfiguration(
-                services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)], logger: logger
-            ))
+            let services = app.serviceGroup(logger: logger)
             let running = Task { try await services.run() }
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             try await eventually("the relay is ready", timeout: .seconds(60)) { app.relay.readiness == nil }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Relay
+import RelayApp
 import RelaySandbox
 import ServiceLifecycle
 import Testing
@@ -87,9 +88,7 @@ struct RefusedRecordTests {
 
             let configuration = try await sandbox.relayConfiguration(groupID: group)
             let app = try RelayApp(configuration: configuration, logger: logger)
-            let services = ServiceGroup(configuration: ServiceGroupConfiguration(
-                services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)], logger: logger
-            ))
+            let services = app.serviceGroup(logger: logger)
             let running = Task { try await services.run() }
             // Hold APNs' answers so that events are in flight when the producer fails.
             sandbox.apns.faults.withholdAllReplies = true

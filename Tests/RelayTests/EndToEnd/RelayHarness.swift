@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Relay
+import RelayApp
 import RelaySandbox
 import ServiceLifecycle
 import Testing
@@ -14,10 +15,7 @@ func withRelay<T: Sendable>(
 ) async throws -> T {
     let configuration = try await sandbox.relayConfiguration(groupID: groupID, overrides: overrides)
     let app = try RelayApp(configuration: configuration, logger: logger)
-    let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-        services: [.init(service: APNsClientService(clients: app.clients)), .init(service: app.relay)],
-        logger: logger
-    ))
+    let group = app.serviceGroup(logger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { tasks in
         tasks.addTask { try await group.run() }
         do {

@@ -1,4 +1,5 @@
 import Foundation
+import Relay
 import Yams
 
 /// What a configuration file holds, key by key, with each value's type as written.
@@ -7,9 +8,9 @@ import Yams
 /// keys a file holds (so a misspelt key would be ignored) nor say that `bootstrapServers: 1` is a number
 /// (so a wrong type would read as "missing"). Mappings are listed too, under their own path, so that a
 /// mapping where a single value belongs is reported as such rather than as a set of unknown keys.
-public struct ConfigurationFile: Sendable {
+package struct ConfigurationFile: Sendable {
     /// A value as the file wrote it.
-    public enum Value: Sendable, Equatable {
+    package enum Value: Sendable, Equatable {
         case string(String)
         case integer(Int)
         case number(Double)
@@ -19,7 +20,7 @@ public struct ConfigurationFile: Sendable {
         case mapping
 
         /// How a message names this value: "the number 1", "the string 'x'", "a list", ….
-        public var description: String {
+        package var description: String {
             switch self {
             case .string(let text): "the string '\(text)'"
             case .integer(let number): "the number \(number)"
@@ -32,13 +33,13 @@ public struct ConfigurationFile: Sendable {
         }
     }
 
-    public let path: String
+    package let path: String
     /// Dotted key → value; a mapping's own path maps to `.mapping`.
-    public let values: [String: Value]
+    package let values: [String: Value]
 
     /// Reads and parses `path` (`.json` as JSON, anything else as YAML).
     /// - Throws: `RelayError` naming the file when it cannot be read or parsed.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         guard let data = FileManager.default.contents(atPath: path) else {
             throw RelayError("configuration file '\(path)' does not exist or cannot be read")

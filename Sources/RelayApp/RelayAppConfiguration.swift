@@ -3,80 +3,81 @@ import APNsCore
 import Configuration
 import Foundation
 import Kafka
+import Relay
 
 /// Everything `apns-relay run` needs, read from a file (YAML or JSON), the environment (`APNS_RELAY_*`)
 /// and flags, in increasing precedence. Every key, its default and its variable are listed in README.md.
 ///
 /// Secrets (the `.p8` key, certificate keys, passphrases) are read from files named here, never from the
 /// configuration itself, and are never printed.
-public struct RelayAppConfiguration: Sendable {
-    public struct Kafka: Sendable {
-        public var bootstrapServers: [String]
-        public var groupID: String
-        public var clientID: String
-        public var sessionTimeout: Duration
-        public var maxPollInterval: Duration
-        public var assignmentStrategy: KafkaPartitionAssignmentStrategy
-        public var statisticsInterval: Duration
+package struct RelayAppConfiguration: Sendable {
+    package struct Kafka: Sendable {
+        package var bootstrapServers: [String]
+        package var groupID: String
+        package var clientID: String
+        package var sessionTimeout: Duration
+        package var maxPollInterval: Duration
+        package var assignmentStrategy: KafkaPartitionAssignmentStrategy
+        package var statisticsInterval: Duration
         /// How often stored offsets are committed; bounds the duplicates a crash can cause.
-        public var autoCommitInterval: Duration
+        package var autoCommitInterval: Duration
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
-        public var properties: [String: String]
-        public var consumerProperties: [String: String]
-        public var producerProperties: [String: String]
+        package var properties: [String: String]
+        package var consumerProperties: [String: String]
+        package var producerProperties: [String: String]
     }
 
-    public struct APNs: Sendable {
-        public enum Auth: Sendable {
+    package struct APNs: Sendable {
+        package enum Auth: Sendable {
             case token(keyID: String, teamID: String, privateKeyFile: String, rotationEpoch: Duration)
             case certificate(ClientCertificateSource)
         }
 
-        public struct Credential: Sendable {
-            public var name: String
+        package struct Credential: Sendable {
+            package var name: String
             /// Where its keys are: `apns.` for the unnamed one, `apns.credential.NAME.` for named ones.
-            public var keyPrefix: String = "apns."
-            public var auth: Auth
+            package var keyPrefix: String = "apns."
+            package var auth: Auth
             /// Bundle ids (`com.example.app`, or `com.example.*`) this credential pushes to; empty: any.
-            public var topics: [String]
+            package var topics: [String]
         }
 
-        public enum ClientCertificateSource: Sendable {
+        package enum ClientCertificateSource: Sendable {
             case pem(certificateFile: String, privateKeyFile: String)
             case pkcs12(file: String, passphraseFile: String?)
         }
 
         /// One credential per team or certificate, each with its own connections (APNs binds a connection
         /// to one team). The first whose `topics` match an event's topic sends it; empty `topics` match any.
-        public var credentials: [Credential]
-        public var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint]
+        package var credentials: [Credential]
+        package var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint]
         /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
-        public var caFile: String?
-        public var insecureSkipVerify: Bool
-        public var minConnections: Int
-        public var maxConnections: Int
-        public var connectTimeout: Duration
+        package var caFile: String?
+        package var insecureSkipVerify: Bool
+        package var minConnections: Int
+        package var maxConnections: Int
+        package var connectTimeout: Duration
     }
 
-    public struct Admin: Sendable {
-        public var host: String
+    package struct Admin: Sendable {
+        package var host: String
         /// 0 disables the admin endpoint.
-        public var port: Int
+        package var port: Int
     }
 
-    public enum LogFormat: String, Sendable { case json, text }
+    package enum LogFormat: String, Sendable { case json, text }
 
-    public var kafka: Kafka
-    public var apns: APNs
-    public var relay: RelayConfiguration
-    public var admin: Admin
-    public var logLevel: String
-    public var logFormat: LogFormat
+    package var kafka: Kafka
+    package var apns: APNs
+    package var relay: RelayConfiguration
+    package var admin: Admin
+    package var logLevel: String
+    package var logFormat: LogFormat
 
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
     ///   type or range, missing or contradictory settings, and keys no part of the relay reads.
-    public init(reader sources: ConfigurationSources) throws {
+    package init(reader sources: ConfigurationSources) throws {
         let settings = SettingsReader(sources: sources)
 
         let servers = settings.list("kafka.bootstrapServers", default: [])
@@ -183,7 +184,7 @@ public struct RelayAppConfiguration: Sendable {
     ///   - file: a `.yaml`/`.yml` or `.json` file, or `nil`.
     ///   - environment: the process environment; only `APNS_RELAY_`-prefixed variables are read.
     /// - Throws: `RelayError` naming the file when it cannot be read or parsed.
-    public static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigurationSources {
+    package static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigurationSources {
         try await ConfigurationSources(file: file, environment: environment, overrides: overrides)
     }
 
@@ -233,7 +234,7 @@ public struct RelayAppConfiguration: Sendable {
     ]
 
     /// `kafka.bootstrapServers` → `KAFKA_BOOTSTRAP_SERVERS` (the variable name, without `APNS_RELAY_`).
-    public static func environmentName(forKey key: String) -> String {
+    package static func environmentName(forKey key: String) -> String {
         var name = ""
         var previousWasLower = false
         for character in key {

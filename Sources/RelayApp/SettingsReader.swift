@@ -1,12 +1,13 @@
 import Configuration
 import Foundation
+import Relay
 
 /// Every problem found in a configuration, reported together so one start-up attempt shows them all.
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     /// One line per problem, each naming its key.
-    public var problems: [String]
+    package var problems: [String]
 
-    public var description: String {
+    package var description: String {
         if problems.count == 1 { return problems[0] }
         return "\(problems.count) configuration problems:\n" + problems.map { "  - " + $0 }.joined(separator: "\n")
     }

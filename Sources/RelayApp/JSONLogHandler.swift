@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Relay
 import Synchronization
 
 /// One JSON object per line, for log collectors: `timestamp`, `level`, `label`, `message`, then the
@@ -7,10 +8,10 @@ import Synchronization
 ///
 /// Secrets never reach a logger in this code base (tokens and keys redact themselves), so this handler
 /// does no filtering of its own.
-public struct JSONLogHandler: LogHandler {
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JSONLogHandler: LogHandler {
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .info
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let output: Output
 
@@ -24,7 +25,7 @@ public struct JSONLogHandler: LogHandler {
         }
     }
 
-    public static func standardError(label: String) -> JSONLogHandler {
+    package static func standardError(label: String) -> JSONLogHandler {
         JSONLogHandler(label: label, output: Self.stderr)
     }
 
@@ -35,12 +36,12 @@ public struct JSONLogHandler: LogHandler {
         self.output = output
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var writer = JSONWriter(capacity: 256)
         writer.field("timestamp", Self.timestamp())
         writer.field("level", event.level.rawValue)

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import Relay
 
 /// Turns librdkafka's statistics JSON into `apns_relay_consumer_lag{topic,partition}` gauges.
 enum ConsumerLagGauges {

@@ -1,4 +1,5 @@
 import Foundation
+import Relay
 
 extension SettingsReader {
     /// Records a problem for every key a source holds that no part of the configuration read or declared:

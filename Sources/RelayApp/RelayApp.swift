@@ -3,10 +3,11 @@ import APNsCore
 import Foundation
 import Kafka
 import Logging
+import Relay
 import ServiceLifecycle
 
 extension APNsClient: NotificationSender {
-    public func authentication(forTopic topic: String) -> AuthenticationKind? {
+    package func authentication(forTopic topic: String) -> AuthenticationKind? {
         switch configuration.credential {
         case .token: .token
         case .certificate: .certificate
@@ -18,19 +19,19 @@ extension APNsClientError: TransportFailureError {}
 
 /// Builds the running parts of the relay from its configuration: the Kafka clients, the APNs client and
 /// the `RelayService`, ready to run in a `ServiceGroup`.
-public struct RelayApp: Sendable {
-    public let relay: RelayService
+package struct RelayApp: Sendable {
+    package let relay: RelayService
     /// One client per configured credential, in configuration order.
-    public let clients: [APNsClient]
-    public let consumer: KafkaConsumer
-    public let producer: KafkaProducer
+    package let clients: [APNsClient]
+    package let consumer: KafkaConsumer
+    package let producer: KafkaProducer
 
     /// Loads the credentials first (key and certificate files, the CA file), then creates the Kafka
     /// clients: a credential problem then fails the start-up before librdkafka starts connecting (and
     /// logging) and before a client exists that would be released without being closed.
     /// - Throws: a `RelayError` naming the file and its configuration key for an unreadable key, certificate
     ///   or CA file; a `KafkaError` for Kafka settings librdkafka refuses.
-    public init(configuration: RelayAppConfiguration, logger: Logger) throws {
+    package init(configuration: RelayAppConfiguration, logger: Logger) throws {
         var routes: [CredentialRouter.Route] = []
         var clients: [APNsClient] = []
         for credential in configuration.apns.credentials {
@@ -74,17 +75,32 @@ public struct RelayApp: Sendable {
             sender: CredentialRouter(routes: routes), logger: logger
         )
     }
+
+    /// The services in start order: the APNs clients, `extra` (e.g. the admin server), then the relay. A
+    /// `ServiceGroup` stops them in reverse: the relay drains first, the APNs connections close last.
+    package func services(adding extra: [any Service] = []) -> [any Service] {
+        [APNsClientService(clients: clients)] + extra + [relay]
+    }
+
+    /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a
+    /// shutdown is triggered.
+    package func serviceGroup(adding extra: [any Service] = [], logger: Logger) -> ServiceGroup {
+        ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services(adding: extra).map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            logger: logger
+        ))
+    }
 }
 
 /// Closes the APNs clients' connections when the service group shuts down (after the relay drained).
-public struct APNsClientService: Service {
+package struct APNsClientService: Service {
     let clients: [APNsClient]
 
-    public init(clients: [APNsClient]) {
+    package init(clients: [APNsClient]) {
         self.clients = clients
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         await withDiscardingTaskGroup { group in
             for client in clients {

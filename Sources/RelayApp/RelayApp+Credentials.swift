@@ -2,6 +2,7 @@ import APNsClient
 import APNsCore
 import Foundation
 import Logging
+import Relay
 
 /// Loading the credentials: every failure names the file and the configuration key that points at it.
 extension RelayApp {
@@ -25,7 +26,7 @@ extension RelayApp {
 
     /// The APNs client's configuration; reads the key or certificate files.
     /// - Throws: `RelayError` naming the file and its key.
-    public static func clientConfiguration(
+    package static func clientConfiguration(
         _ apns: RelayAppConfiguration.APNs, credential configured: RelayAppConfiguration.APNs.Credential, logger: Logger
     ) throws -> APNsClientConfiguration {
         let prefix = configured.keyPrefix

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import Relay
 import SystemPackage
 
 /// The layered sources of a relay configuration, in increasing precedence: a file (YAML or JSON), the
@@ -8,26 +9,26 @@ import SystemPackage
 /// `reader` answers lookups across the layers; the raw sources are kept as well, so that
 /// `RelayAppConfiguration` can refuse keys nobody reads (a misspelling would otherwise be ignored) and
 /// name the wrong type of a file's value.
-public struct ConfigurationSources: Sendable {
+package struct ConfigurationSources: Sendable {
     /// Variables with our prefix that belong to the project's tooling, not to the relay's configuration:
     /// tests and benchmarks set them in the environment the relay inherits.
     static let toolingVariables: Set<String> = ["BINARY", "FAULTS", "FAULTS_SEED"]
     static let environmentPrefix = "APNS_RELAY_"
 
-    public let reader: ConfigReader
+    package let reader: ConfigReader
     /// The parsed file, if one was given.
-    public let file: ConfigurationFile?
+    package let file: ConfigurationFile?
     /// `APNS_RELAY_*` variables, prefix removed (`KAFKA_GROUP_ID`), tooling variables left out.
-    public let environment: [String: String]
+    package let environment: [String: String]
     /// Dotted keys as given (`kafka.groupId`).
-    public let overrides: [String: String]
+    package let overrides: [String: String]
 
     /// - Parameters:
     ///   - file: a `.yaml`/`.yml` or `.json` file, or `nil`.
     ///   - environment: the process environment; only `APNS_RELAY_`-prefixed variables are read.
     ///   - overrides: `key=value` settings that beat every other source.
     /// - Throws: `RelayError` naming the file when it cannot be read or parsed.
-    public init(file path: String?, environment: [String: String], overrides: [String: String]) async throws {
+    package init(file path: String?, environment: [String: String], overrides: [String: String]) async throws {
         let prefix = Self.environmentPrefix
         let ours = Dictionary(environment.compactMap { name, value -> (String, String)? in
             guard name.hasPrefix(prefix) else { return nil }
