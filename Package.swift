@@ -180,7 +180,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "apns-client-tool",
-            dependencies: ["APNsClient", "APNsCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["APNsClient", "APNsCore", "ServiceSupport", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/APNsClient",
             exclude: ["README.md"]
         ),
@@ -189,11 +189,11 @@ let package = Package(
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
-        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock"]),
+        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "ServiceSupport"]),
         .testTarget(
             name: "APNsMockTests",
             dependencies: [
-                "APNsMock", "APNsCore",
+                "APNsMock", "APNsCore", "ServiceSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

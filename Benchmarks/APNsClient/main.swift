@@ -9,6 +9,7 @@ import APNsClient
 import APNsCore
 import Foundation
 import Logging
+import ServiceSupport
 import Synchronization
 
 struct Arguments {
@@ -134,7 +135,7 @@ func fleet(_ a: Arguments) async throws {
     let progressFile = required(a, "progress-file")
     final class SimulatedTime: Sendable { let value = Atomic<Int64>(0) }
     let simulated = SimulatedTime()
-    let clock = WallClock { simulated.value.load(ordering: .relaxed) }
+    let clock = WallClock { simulated.value.load(ordering: .relaxed) * 1_000_000_000 }
     let client = try APNsClient(configuration: clientConfiguration(a, clock: clock), logger: logger)
     let perStep = a.int("per-step", 3)
     let bundle = a["bundle"] ?? "com.example.app"

@@ -1,5 +1,6 @@
 import APNsCore
 import Logging
+import ServiceSupport
 
 /// Everything an `APNsClient` needs: credential, where to connect, how to trust the server, pool limits.
 public struct APNsClientConfiguration: Sendable {

@@ -1,5 +1,6 @@
 import APNsCore
 import Crypto
+import ServiceSupport
 
 /// How an `APNsMockServer` listens, authenticates and validates.
 public struct APNsMockConfiguration: Sendable {
@@ -31,8 +32,8 @@ public struct APNsMockConfiguration: Sendable {
     public var acceptedHistoryLimit: Int = 10_000
     /// Event-loop threads serving connections.
     public var eventLoopThreads: Int = 1
-    /// Time source; inject a `MockClock` to move time in tests.
-    public var clock: any APNsMockClock = SystemMockClock()
+    /// Time source; inject a `ManualWallClock`'s clock to move time in tests.
+    public var clock: WallClock = .system
     /// Port of the HTTP/1.1 JSON control interface (`nil`: none; `0`: pick one).
     public var controlPort: Int? = nil
 

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import ServiceSupport
 import Synchronization
 
 /// A mock APNs provider API server: TLS 1.2+, ALPN `h2`, HTTP/2 only, validating `POST /3/device/<token>`
@@ -28,7 +29,7 @@ public final class APNsMockServer: Sendable {
     /// Fault injection, programmable while the server runs.
     public var faults: FaultInjector { context.faults }
     /// The clock the server reads (the configured one).
-    public var clock: any APNsMockClock { context.clock }
+    public var clock: WallClock { context.clock }
 
     private let context: MockServerContext
     private let state = Mutex(RunState())

@@ -1,12 +1,13 @@
 import APNsCore
 import Logging
 import NIOCore
+import ServiceSupport
 import Synchronization
 
 /// State shared by all connections of one mock server.
 final class MockServerContext: Sendable {
     let environment: APNsEnvironment
-    let clock: any APNsMockClock
+    let clock: WallClock
     let registry: DeviceRegistry
     let faults: FaultInjector
     let observations: ObservationStore

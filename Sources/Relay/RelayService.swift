@@ -29,7 +29,7 @@ package final class RelayService: Service, Sendable {
     private let metrics = RelayMetrics()
     /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
     private let tokenRemovals: TokenRemovalScreen
-    private let wallClock: @Sendable () -> Double
+    private let clock: WallClock
     private let phase = Mutex(Phase.created)
     /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
     /// once; the relay then stops taking events, abandons what is in flight and `run()` throws.
@@ -54,18 +54,18 @@ package final class RelayService: Service, Sendable {
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
     ///   - producer: the service flushes and closes it on shutdown.
-    ///   - wallClock: UNIX seconds now (for expirations and timings); injectable for tests.
+    ///   - clock: the wall clock (expirations, result timestamps); injectable for tests.
     package init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
         sender: any NotificationSender, logger: Logger,
-        wallClock: @escaping @Sendable () -> Double = { RelayService.unixTime() }
+        clock: WallClock = .system
     ) {
         self.configuration = configuration
         self.consumer = consumer
         self.producer = producer
         self.sender = sender
         self.logger = logger
-        self.wallClock = wallClock
+        self.clock = clock
         let metrics = self.metrics
         self.state = RelayState(limits: configuration.inFlight) { pause, partitions in
             guard !partitions.isEmpty else { return }
@@ -262,7 +262,7 @@ package final class RelayService: Service, Sendable {
             return
         }
         updateInFlightGauges()
-        let now = wallClock()
+        let now = clock.now()
         let receivedAt = Int64(now * 1000)
         let work = triage.triage(message, receivedAt: receivedAt, nowSeconds: Int64(now))
         group.addTask { [self] in
@@ -286,7 +286,7 @@ package final class RelayService: Service, Sendable {
                 metrics.deadLetters.increment()
             }
         case .deliver(let event, let notification):
-            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, wallClock: wallClock)
+            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
             let report = await attempts.deliver(notification, with: sender)
             if Task.isCancelled {
                 finishAbandoned(size: size)
@@ -305,7 +305,7 @@ package final class RelayService: Service, Sendable {
                 message: report.failure.map { "no response from APNs: \($0)" },
                 apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
                 attempts: report.attempts, source: source, receivedAt: receivedAt,
-                completedAt: Int64(wallClock() * 1000)
+                completedAt: clock.nowMilliseconds()
             )
             let removalAllowed = tokenRemovals.allowsRemoval(
                 after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
@@ -331,7 +331,7 @@ package final class RelayService: Service, Sendable {
             return
         }
         metrics.result(result.outcome, reason: result.reason)
-        metrics.latency.recordNanoseconds(max(0, Int64(wallClock() * 1e9) - receivedAt * 1_000_000))
+        metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - receivedAt * 1_000_000))
         state.finish(message.topicPartition, offset: message.offset, bytes: size) { processed in
             do {
                 try consumer.storeOffset(topic: message.topic, partition: message.partition, offset: processed)
@@ -473,13 +473,6 @@ package final class RelayService: Service, Sendable {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-    }
-
-    /// UNIX time in seconds.
-    package static func unixTime() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 }
 

@@ -1,6 +1,7 @@
 import APNsCore
 import APNsMock
 import Foundation
+import ServiceSupport
 import Testing
 @testable import APNsClient
 
@@ -232,7 +233,7 @@ import Testing
 
     @Test func threeProcessesShareTokensForTwoSimulatedHoursInStrictFleetMode() async throws {
         let start: Int64 = 1_700_000_000
-        let clock = MockClock(millisecondsSinceEpoch: start * 1000)
+        let clock = ManualWallClock(millisecondsSinceEpoch: start * 1000)
         let mock = try await MockFixture(strictFleet: true, clock: clock)
         let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
         let clockFile = mock.directory.appendingPathComponent("clock").path

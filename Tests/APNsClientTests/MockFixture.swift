@@ -2,6 +2,7 @@ import APNsCore
 import APNsMock
 import Foundation
 import Logging
+import ServiceSupport
 @testable import APNsClient
 
 /// An in-process mock APNs (TLS, h2, ES256 verification) and a token client pointed at it.
@@ -15,7 +16,7 @@ final class MockFixture: Sendable {
     let port: Int
     let caPath: String
 
-    init(strictFleet: Bool = false, clock: MockClock? = nil, configure: (inout APNsMockConfiguration) -> Void = { _ in }) async throws {
+    init(strictFleet: Bool = false, clock: ManualWallClock? = nil, configure: (inout APNsMockConfiguration) -> Void = { _ in }) async throws {
         directory = try makeTemporaryDirectory()
         let (keyPath, pem) = try generateP8Key(in: directory)
         self.keyPath = keyPath
@@ -23,7 +24,7 @@ final class MockFixture: Sendable {
         var configuration = APNsMockConfiguration()
         configuration.providerKeys = [try ProviderKey(keyID: Self.keyID, teamID: Self.teamID, pem: pem)]
         configuration.strictFleet = strictFleet
-        if let clock { configuration.clock = clock }
+        if let clock { configuration.clock = clock.clock }
         configure(&configuration)
         var logger = Logger(label: "apns-mock")
         logger.logLevel = .critical

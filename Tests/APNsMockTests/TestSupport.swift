@@ -2,6 +2,7 @@ import APNsCore
 import APNsMock
 import Crypto
 import Foundation
+import ServiceSupport
 import Synchronization
 import Testing
 
@@ -42,7 +43,7 @@ struct MockFixture: Sendable {
     var key: TestSigningKey
     var otherKeySameTeam: TestSigningKey
     var otherTeamKey: TestSigningKey
-    var clock: MockClock
+    var clock: ManualWallClock
     var port: Int
     var caPEM: String
     var caPath: String
@@ -54,10 +55,10 @@ struct MockFixture: Sendable {
         let key = TestSigningKey(keyID: "KEY0000001", teamID: "TEAM000001")
         let sameTeam = TestSigningKey(keyID: "KEY0000002", teamID: "TEAM000001")
         let otherTeam = TestSigningKey(keyID: "KEY0000003", teamID: "TEAM000002")
-        let clock = MockClock()
+        let clock = ManualWallClock()
         var configuration = APNsMockConfiguration()
         configuration.providerKeys = [key.providerKey, sameTeam.providerKey, otherTeam.providerKey]
-        configuration.clock = clock
+        configuration.clock = clock.clock
         adjust(&configuration)
         let server = APNsMockServer(configuration: configuration)
         let port = try await server.start()

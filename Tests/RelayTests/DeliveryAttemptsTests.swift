@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 import Synchronization
 import Testing
 @testable import Relay
@@ -33,7 +34,7 @@ private final class ScriptedSender: NotificationSender {
     private func attempts(maxAttempts: Int = 5, now: Double = 0) -> DeliveryAttempts {
         DeliveryAttempts(
             policy: RetryPolicy(maxAttempts: maxAttempts, initialBackoff: .milliseconds(1), maxBackoff: .milliseconds(4)),
-            requestTimeout: .seconds(1), wallClock: { now }
+            requestTimeout: .seconds(1), clock: WallClock { Int64(now * 1e9) }
         )
     }
 

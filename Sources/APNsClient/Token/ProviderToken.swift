@@ -13,21 +13,3 @@ public struct ProviderToken: Sendable, Hashable, CustomStringConvertible, Custom
     public var description: String { "ProviderToken(kid: \(keyID), iss: \(teamID), iat: \(issuedAt), jwt: <redacted>)" }
     public var debugDescription: String { description }
 }
-
-/// A wall clock in UNIX seconds; injectable so tests can simulate hours of token rotation.
-public struct WallClock: Sendable {
-    public let now: @Sendable () -> Int64
-    public init(now: @escaping @Sendable () -> Int64) { self.now = now }
-
-    public static let system = WallClock {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec)
-    }
-}
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif

@@ -2,6 +2,7 @@ import APNsCore
 import CNGHTTP2
 import Glibc
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// Settings of one TLS + HTTP/2 connection to APNs (or the mock).

@@ -187,7 +187,7 @@ final class ConnectionIO {
 
     private func refreshToken() {
         guard let token else { return }
-        let now = token.clock.now()
+        let now = token.clock.nowSeconds()
         guard now != lastTokenCheck else { return }
         lastTokenCheck = now
         do {

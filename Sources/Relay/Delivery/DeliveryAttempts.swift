@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 
 /// The end of delivering one notification: its outcome and what APNs said last.
 package struct DeliveryReport: Sendable, Hashable {
@@ -21,12 +22,12 @@ package struct DeliveryAttempts: Sendable {
     /// How long one request may wait for its response.
     package var requestTimeout: Duration
     /// UNIX seconds now; injectable for tests.
-    package var wallClock: @Sendable () -> Double
+    package var clock: WallClock
 
-    package init(policy: RetryPolicy, requestTimeout: Duration, wallClock: @escaping @Sendable () -> Double) {
+    package init(policy: RetryPolicy, requestTimeout: Duration, clock: WallClock) {
         self.policy = policy
         self.requestTimeout = requestTimeout
-        self.wallClock = wallClock
+        self.clock = clock
     }
 
     /// Delivers `notification` through `sender`. Cancellation ends the loop with the last known state as
@@ -51,7 +52,7 @@ package struct DeliveryAttempts: Sendable {
             }
             let step = policy.nextStep(
                 after: decision, attempt: attempt, tokenRefreshes: tokenRefreshes,
-                now: wallClock(), expiration: notification.expiration, using: &generator
+                now: clock.now(), expiration: notification.expiration, using: &generator
             )
             switch step {
             case .finish(let outcome):
