@@ -186,14 +186,24 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // What the test targets share: the mock APNs fixture, waiting with deadlines, processes, ports.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "APNsMock", "ServiceSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
-        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "ServiceSupport"]),
+        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "ServiceSupport", "TestSupport"]),
         .testTarget(
             name: "APNsMockTests",
             dependencies: [
-                "APNsMock", "APNsCore", "ServiceSupport",
+                "APNsMock", "APNsCore", "ServiceSupport", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -204,6 +214,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport"]),
     ]
 )

@@ -2,6 +2,7 @@ import APNsCore
 import APNsMock
 import Foundation
 import Logging
+import TestSupport
 import Testing
 @testable import APNsClient
 
@@ -14,17 +15,17 @@ import Testing
         let pkcs12: String
     }
 
-    static func makeCredentials(in dir: URL, bundle: String) throws -> Credentials {
+    static func makeCredentials(in dir: URL, bundle: String) async throws -> Credentials {
         let p = { (name: String) in dir.appendingPathComponent(name).path }
-        try run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                                     "-keyout", p("ca.key"), "-out", p("ca.crt"), "-subj", "/CN=Test Push CA", "-days", "2"])
-        try run("/usr/bin/openssl", ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        _ = try await runProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                                     "-keyout", p("ca.key"), "-out", p("ca.crt"), "-subj", "/CN=Test Push CA", "-days", "2"], check: true).stdout
+        _ = try await runProcess("/usr/bin/openssl", ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                                      "-keyout", p("client.key"), "-out", p("client.csr"),
-                                     "-subj", "/UID=\(bundle)/CN=Apple Push Services: \(bundle)"])
-        try run("/usr/bin/openssl", ["x509", "-req", "-in", p("client.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
-                                     "-CAcreateserial", "-out", p("client.crt"), "-days", "2"])
-        try run("/usr/bin/openssl", ["pkcs12", "-export", "-in", p("client.crt"), "-inkey", p("client.key"),
-                                     "-out", p("client.p12"), "-passout", "pass:secret"])
+                                     "-subj", "/UID=\(bundle)/CN=Apple Push Services: \(bundle)"], check: true).stdout
+        _ = try await runProcess("/usr/bin/openssl", ["x509", "-req", "-in", p("client.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+                                     "-CAcreateserial", "-out", p("client.crt"), "-days", "2"], check: true).stdout
+        _ = try await runProcess("/usr/bin/openssl", ["pkcs12", "-export", "-in", p("client.crt"), "-inkey", p("client.key"),
+                                     "-out", p("client.p12"), "-passout", "pass:secret"], check: true).stdout
         return Credentials(caPEM: try String(contentsOfFile: p("ca.crt"), encoding: .utf8), certificate: p("client.crt"),
                            key: p("client.key"), pkcs12: p("client.p12"))
     }
@@ -42,7 +43,7 @@ import Testing
     @Test func pemAndPKCS12ClientCertificatesAuthenticate() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let credentials = try Self.makeCredentials(in: dir, bundle: "com.example.app")
+        let credentials = try await Self.makeCredentials(in: dir, bundle: "com.example.app")
         var configuration = APNsMockConfiguration()
         configuration.clientCertificateTrustRootsPEM = credentials.caPEM
         var logger = Logger(label: "apns-mock")
@@ -58,10 +59,10 @@ import Testing
         await mock.stop()
     }
 
-    @Test func wrongPKCS12PassphraseIsAnInvalidCredential() throws {
+    @Test func wrongPKCS12PassphraseIsAnInvalidCredential() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let credentials = try Self.makeCredentials(in: dir, bundle: "com.example.app")
+        let credentials = try await Self.makeCredentials(in: dir, bundle: "com.example.app")
         let error = #expect(throws: APNsClientError.self) {
             try APNsClient(configuration: APNsClientConfiguration(credential: .certificate(.pkcs12(file: credentials.pkcs12, passphrase: "hunter2-not-it"))))
         }

@@ -2,13 +2,14 @@ import APNsCore
 import APNsMock
 import Foundation
 import ServiceSupport
+import TestSupport
 import Testing
 @testable import APNsClient
 
 /// APNs behaviour against the mock APNs over real TLS + HTTP/2.
 @Suite(.serialized) struct MockAPNsTests {
     @Test func everyPushTypeSendsWithTheRightHeaders() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         let types = PushType.allCases.filter(\.allowedWithToken)
         for (i, type) in types.enumerated() {
@@ -35,7 +36,7 @@ import Testing
     }
 
     @Test func everyDocumentedReasonMapsToItsDecision() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         for reason in APNsReason.allKnown {
@@ -58,7 +59,7 @@ import Testing
     }
 
     @Test func startsAtOneStreamAndRampsUpAfterTheFirstAcceptedPush() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client { $0.pool.maxConnections = 1 }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for i in 0..<300 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: hangGuard).status } }
@@ -75,7 +76,7 @@ import Testing
     }
 
     @Test func goawayMidBurstLosesNothingAndHangsNothing() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         mock.server.faults.goAwayAfterStreams = 150
         let client = try mock.client { $0.pool.maxConnections = 4; $0.pool.maxTransparentResends = 10 }
         let results = await withTaskGroup(of: Result<Int, any Error>.self) { group in
@@ -98,7 +99,7 @@ import Testing
     }
 
     @Test func streamLimitDroppingToOneAfterRejectionsLosesNothing() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         mock.server.faults.dropStreamLimitAfterRejection = true
         mock.server.faults.setFailureRate(0.05, for: .badDeviceToken)
         let client = try mock.client { $0.pool.maxConnections = 2 }
@@ -128,7 +129,7 @@ import Testing
     }
 
     @Test func withheldRepliesHitTheDeadline() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.withholdNext(3)
@@ -151,7 +152,7 @@ import Testing
     }
 
     @Test func cancellingTheCallerResetsTheStreamAtOnce() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.withholdNext(1)
@@ -167,7 +168,7 @@ import Testing
     }
 
     @Test func refusedStreamsAreResentTransparently() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.refuseNext(2)
@@ -178,7 +179,7 @@ import Testing
     }
 
     @Test func droppedConnectionFailsInFlightAndReconnects() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.dropConnectionOnNext(1)
@@ -193,7 +194,7 @@ import Testing
     }
 
     @Test func slowReaderStallsWithinDeadlinesAndRecovers() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client { $0.pool.maxConnections = 1 }
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.stallFlowControl = true
@@ -219,7 +220,7 @@ import Testing
 
     @Test(arguments: [APNsReason.expiredProviderToken, .tooManyProviderTokenUpdates, .unrelatedKeyIdInToken])
     func spoiledTokenConnectionIsReplaced(reason: APNsReason) async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         let client = try mock.client()
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
         mock.server.faults.failNext(1, with: reason)
@@ -234,7 +235,7 @@ import Testing
     @Test func threeProcessesShareTokensForTwoSimulatedHoursInStrictFleetMode() async throws {
         let start: Int64 = 1_700_000_000
         let clock = ManualWallClock(millisecondsSinceEpoch: start * 1000)
-        let mock = try await MockFixture(strictFleet: true, clock: clock)
+        let mock = try await MockFixture.start(strictFleet: true, clock: clock)
         let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
         let clockFile = mock.directory.appendingPathComponent("clock").path
         try String(start).write(toFile: clockFile, atomically: true, encoding: .utf8)
@@ -244,7 +245,7 @@ import Testing
             let process = Process()
             process.executableURL = URL(fileURLWithPath: tool)
             process.arguments = ["fleet", "--port", String(mock.port), "--ca", mock.caPath, "--key", mock.keyPath,
-                                 "--kid", MockFixture.keyID, "--team", MockFixture.teamID, "--clock-file", clockFile,
+                                 "--kid", mock.key.keyID, "--team", mock.key.teamID, "--clock-file", clockFile,
                                  "--progress-file", progress, "--per-step", "2", "--max-connections", "2"]
             let out = Pipe()
             process.standardOutput = out

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import APNsClient
 
@@ -30,10 +31,10 @@ import Testing
         #expect(sig.s == Self.hex("019F4113742A2B14BD25926B49C649155F267E60D3814B4C0CC84250E46F0083"))
     }
 
-    @Test func tokenHasAPNsShapeAndEpochAlignedIssuedAt() throws {
+    @Test func tokenHasAPNsShapeAndEpochAlignedIssuedAt() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (_, pem) = try generateP8Key(in: dir)
+        let (_, pem) = try await generateP8Key(in: dir)
         let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try signer.token(now: 1_700_000_123)
         #expect(token.issuedAt == 1_700_000_123 / 1800 * 1800)
@@ -49,10 +50,10 @@ import Testing
         #expect(try signer.token(now: token.issuedAt + 1800).issuedAt == token.issuedAt + 1800)
     }
 
-    @Test func descriptionsNeverContainSecrets() throws {
+    @Test func descriptionsNeverContainSecrets() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (_, pem) = try generateP8Key(in: dir)
+        let (_, pem) = try await generateP8Key(in: dir)
         let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try signer.token(now: 1_700_000_000)
         let signature = String(token.jwt.split(separator: ".")[2])
@@ -69,10 +70,10 @@ import Testing
         _ = try ProviderTokenSigner(key: key, keyID: "A", teamID: "B", rotationEpoch: .seconds(20 * 60))
     }
 
-    @Test func signatureVerifiesWithOpenSSLCommandLine() throws {
+    @Test func signatureVerifiesWithOpenSSLCommandLine() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (keyPath, pem) = try generateP8Key(in: dir)
+        let (keyPath, pem) = try await generateP8Key(in: dir)
         let signer = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         let token = try signer.token(now: 1_700_000_000)
         let parts = token.jwt.split(separator: ".")
@@ -82,19 +83,19 @@ import Testing
         let der = dir.appendingPathComponent("sig.der")
         try Data(Self.derSignature(raw)).write(to: der)
         let pub = dir.appendingPathComponent("pub.pem").path
-        try run("/usr/bin/openssl", ["pkey", "-in", keyPath, "-pubout", "-out", pub])
-        let out = try run("/usr/bin/openssl", ["dgst", "-sha256", "-verify", pub, "-signature", der.path, input.path])
+        _ = try await runProcess("/usr/bin/openssl", ["pkey", "-in", keyPath, "-pubout", "-out", pub], check: true).stdout
+        let out = try await runProcess("/usr/bin/openssl", ["dgst", "-sha256", "-verify", pub, "-signature", der.path, input.path], check: true).stdout
         #expect(out.contains("Verified OK"))
     }
 
-    @Test func twoProcessesMintByteIdenticalTokens() throws {
+    @Test func twoProcessesMintByteIdenticalTokens() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (keyPath, pem) = try generateP8Key(in: dir)
+        let (keyPath, pem) = try await generateP8Key(in: dir)
         let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
         let args = ["token", "--key", keyPath, "--kid", "ABC123DEFG", "--team", "DEF123GHIJ", "--now", "1700000123"]
-        let first = try run(tool, args).trimmingCharacters(in: .whitespacesAndNewlines)
-        let second = try run(tool, args).trimmingCharacters(in: .whitespacesAndNewlines)
+        let first = try await runProcess(tool, args, check: true).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let second = try await runProcess(tool, args, check: true).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(!first.isEmpty)
         #expect(first == second)
         let here = try ProviderTokenSigner(pem: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").token(now: 1_700_000_123)

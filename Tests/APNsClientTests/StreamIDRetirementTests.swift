@@ -1,7 +1,7 @@
 import APNsCore
 import APNsMock
+import TestSupport
 import Testing
-
 @testable import APNsClient
 
 /// A connection near the end of its HTTP/2 stream ids retires and is replaced; nothing fails. (With ids used
@@ -9,7 +9,7 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct StreamIDRetirementTests {
     @Test func connectionsRetireBeforeTheirStreamIDsRunOut() async throws {
-        let mock = try await MockFixture()
+        let mock = try await MockFixture.start()
         // Stream ids 1, 3, …, 199: a hundred requests per connection, then a new connection.
         let client = try mock.client { $0.connection.maxStreamID = 199; $0.pool.maxConnections = 4 }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in

@@ -2,6 +2,7 @@ import APNsCore
 import CNGHTTP2
 import Foundation
 import Logging
+import TestSupport
 import Testing
 @testable import APNsClient
 

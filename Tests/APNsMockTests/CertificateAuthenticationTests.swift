@@ -1,5 +1,6 @@
 import APNsMock
 import Foundation
+import TestSupport
 import Testing
 
 /// Mutual TLS: the client certificate's subject UID names the app; its topics are the bundle id plus
@@ -12,12 +13,12 @@ import Testing
         func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
         let openssl = "/usr/bin/openssl"
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-        var step = try await runTool(openssl, ["req", "-x509"] + ec + ["-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Test Push CA"])
+        var step = try await runProcess(openssl, ["req", "-x509"] + ec + ["-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Test Push CA"])
         #expect(step.status == 0, "\(step.stderr)")
-        step = try await runTool(openssl, ["req"] + ec + ["-keyout", path("client.key"), "-out", path("client.csr"),
+        step = try await runProcess(openssl, ["req"] + ec + ["-keyout", path("client.key"), "-out", path("client.csr"),
                                                            "-subj", "/UID=\(bundleID)/CN=Apple Push Services: \(bundleID)"])
         #expect(step.status == 0, "\(step.stderr)")
-        step = try await runTool(openssl, ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+        step = try await runProcess(openssl, ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                                            "-CAcreateserial", "-out", path("client.pem"), "-days", "2"])
         #expect(step.status == 0, "\(step.stderr)")
 
@@ -28,7 +29,7 @@ import Testing
                              "--max-time", "10", "-w", " %{http_code}", "--data-binary", #"{"aps":{"alert":"cert"}}"#]
             for header in headers { arguments += ["-H", header] }
             arguments.append("https://localhost:\(fixture.port)/3/device/\(deviceToken)")
-            let result = try await runTool("/usr/bin/curl", arguments)
+            let result = try await runProcess("/usr/bin/curl", arguments)
             #expect(result.status == 0, "curl: \(result.stderr)")
             return result.stdout
         }
@@ -40,7 +41,7 @@ import Testing
         #expect(accepted.map(\.topic) == [bundleID, bundleID, bundleID + ".voip"])
 
         // Without a client certificate the TLS handshake fails.
-        let anonymous = try await runTool("/usr/bin/curl", ["-sS", "--http2", "--cacert", fixture.caPath, "--max-time", "10",
+        let anonymous = try await runProcess("/usr/bin/curl", ["-sS", "--http2", "--cacert", fixture.caPath, "--max-time", "10",
                                                             "https://localhost:\(fixture.port)/3/device/\(deviceToken)"])
         #expect(anonymous.status != 0)
         await fixture.stop()

@@ -3,6 +3,7 @@ import APNsMock
 import NIOCore
 import NIOHTTP2
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite struct ConnectionBehaviourTests {
@@ -44,7 +45,7 @@ import Testing
         let acceptedIDs = fixture.server.acceptedNotifications.map(\.apnsID)
         #expect(acceptedIDs.count == 4)
         #expect(Array(acceptedIDs.dropFirst()) == Array(ids.prefix(3)))
-        try await awaitWithDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
+        try await withDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
         #expect(fixture.server.statistics.goAwaysSent == 1)
         await fixture.stop()
     }
@@ -55,7 +56,7 @@ import Testing
         #expect(try await client.send(fixture.request()).status == 200)
         #expect(try await client.send(fixture.request()).status == 200)
         await fixture.server.goAway()
-        try await awaitWithDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
+        try await withDeadline("the mock closing the connection after GOAWAY") { try await client.closeFuture.get() }
         let goAway = try #require(try await client.goAway(), "no GOAWAY received")
         #expect(goAway.lastStreamID == 3)
         #expect(goAway.debug == #"{"reason":"Shutdown"}"#)
@@ -183,7 +184,7 @@ import Testing
         }
         #expect(fixture.server.statistics.requests == 16)
         fixture.server.faults.stallFlowControl = false
-        let responses = try await awaitWithDeadline("the stalled requests after flow control resumed") {
+        let responses = try await withDeadline("the stalled requests after flow control resumed") {
             try await pending.futureResult.get()
         }
         #expect(responses.allSatisfy { $0.status == 200 })

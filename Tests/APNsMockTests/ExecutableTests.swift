@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The `apns-mock` executable: first line `listening port=… ca=…`, serves, exits 0 on SIGTERM.
@@ -24,7 +25,7 @@ import Testing
         process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let line = try await awaitWithDeadline("the first line of apns-mock") {
+        let line = try await withDeadline("the first line of apns-mock") {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async {
                     var bytes: [UInt8] = []
@@ -49,14 +50,14 @@ import Testing
         let ca = try #require(fields["ca"], "no ca in: \(line)")
         #expect(fields["control"] != nil)
         // No key configured: the request is refused for the token, which proves TLS, ALPN h2 and validation.
-        let result = try await runTool("/usr/bin/curl", [
+        let result = try await runProcess("/usr/bin/curl", [
             "-sS", "--http2", "--cacert", ca, "--max-time", "10", "-w", " %{http_code} %{http_version}",
             "-H", "apns-topic: com.example.app", "-H", "authorization: bearer a.b.c", "--data-binary", "{}",
             "https://localhost:\(port)/3/device/\(deviceToken)",
         ])
         #expect(result.stdout == #"{"reason":"InvalidProviderToken"} 403 2"#, "curl: \(result.stdout) \(result.stderr)")
         process.terminate()  // SIGTERM
-        let status = try await awaitWithDeadline("apns-mock exiting after SIGTERM") {
+        let status = try await withDeadline("apns-mock exiting after SIGTERM") {
             for await status in exited.stream { return status }
             return -1
         }

@@ -1,6 +1,7 @@
 import APNsCore
 import APNsMock
 import Foundation
+import TestSupport
 import Testing
 
 /// The mock against Debian's HTTP/2 clients (curl with nghttp2, nghttp, h2load) over TLS with ALPN h2.
@@ -13,7 +14,7 @@ import Testing
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         if let body { arguments += ["--data-binary", body] }
         arguments.append("https://localhost:\(fixture.port)\(path)")
-        let result = try await runTool("/usr/bin/curl", arguments)
+        let result = try await runProcess("/usr/bin/curl", arguments)
         #expect(result.status == 0, "curl failed: \(result.stderr)")
         var status: Int?
         var parsed: [String: String] = [:]
@@ -66,7 +67,7 @@ import Testing
         for (name, value) in request.headers { arguments += ["-H", "\(name): \(value)"] }
         if !request.body.isEmpty { arguments += ["--data-binary", String(decoding: request.body, as: UTF8.self)] }
         arguments.append("https://localhost:\(fixture.port)\(request.path)")
-        let result = try await runTool("/usr/bin/curl", arguments)
+        let result = try await runProcess("/usr/bin/curl", arguments)
         #expect(result.status == 0, "curl failed: \(result.stderr)")
         let lines = result.stdout.components(separatedBy: "\r\n")
         #expect(lines.first == "HTTP/2 \(testCase.reason.status ?? 0) ", "curl output: \(result.stdout)")
@@ -89,7 +90,7 @@ import Testing
         var arguments = ["-nv", "-d", payload.path]
         for (name, value) in headers(fixture) { arguments += ["-H", "\(name): \(value)"] }
         arguments.append("https://127.0.0.1:\(fixture.port)/3/device/\(deviceToken)")
-        let result = try await runTool("/usr/bin/nghttp", arguments)
+        let result = try await runProcess("/usr/bin/nghttp", arguments)
         #expect(result.status == 0, "nghttp failed: \(result.stderr)")
         // Settings lines follow their frame's "recv SETTINGS" / "send SETTINGS" line.
         var receiving = false
@@ -115,7 +116,7 @@ import Testing
         var arguments = ["-n", "2000", "-c", "4", "-m", "50", "-d", payload.path]
         for (name, value) in headers(fixture) { arguments += ["-H", "\(name): \(value)"] }
         arguments.append("https://127.0.0.1:\(fixture.port)/3/device/\(deviceToken)")
-        let result = try await runTool("/usr/bin/h2load", arguments, timeout: .seconds(60))
+        let result = try await runProcess("/usr/bin/h2load", arguments, timeout: .seconds(60))
         #expect(result.status == 0, "h2load failed: \(result.stderr)")
         #expect(result.stdout.contains("2000 succeeded"), "h2load output: \(result.stdout)")
         #expect(result.stdout.contains("status codes: 2000 2xx"), "h2load output: \(result.stdout)")
@@ -128,7 +129,7 @@ import Testing
     @Test func controlPortProgramsFaultsAndReportsCounters() async throws {
         let fixture = try await MockFixture.start { $0.controlPort = 0 }
         let control = try #require(fixture.server.controlPort)
-        let set = try await runTool("/usr/bin/curl", [
+        let set = try await runProcess("/usr/bin/curl", [
             "-sS", "--max-time", "10", "-X", "POST", "--data-binary", #"{"failNext":{"count":1,"reason":"ServiceUnavailable"}}"#,
             "http://127.0.0.1:\(control)/faults",
         ])
@@ -137,7 +138,7 @@ import Testing
         #expect(first.status == 503 && first.body == #"{"reason":"ServiceUnavailable"}"#)
         let second = try await curl(fixture, headers: headers(fixture), body: "{}")
         #expect(second.status == 200)
-        let stats = try await runTool("/usr/bin/curl", ["-sS", "--max-time", "10", "http://127.0.0.1:\(control)/stats"])
+        let stats = try await runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", "http://127.0.0.1:\(control)/stats"])
         let object = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
         #expect(object?["accepted"] as? Int == 1)
         #expect((object?["responses"] as? [String: Int])?["503 ServiceUnavailable"] == 1)

@@ -1,6 +1,7 @@
 import APNsCore
 import APNsMock
 import Crypto
+import TestSupport
 import Testing
 
 @Suite struct ProviderTokenTests {

@@ -1,6 +1,7 @@
 import APNsCore
 import APNsMock
 import Foundation
+import TestSupport
 import Testing
 
 /// Every `/3/device/` reason of apns-reference.md §6, through the in-process HTTP/2 client.

@@ -1,4 +1,5 @@
 import Kafka
+import TestSupport
 import Testing
 
 @Suite("Backpressure keeps the member in the group")

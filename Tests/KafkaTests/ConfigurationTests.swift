@@ -1,7 +1,8 @@
-@testable import Kafka
 import Logging
 import Synchronization
+import TestSupport
 import Testing
+@testable import Kafka
 
 @Suite("Configuration is checked at start")
 struct ConfigurationTests {

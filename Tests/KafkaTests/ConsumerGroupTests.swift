@@ -1,5 +1,6 @@
 import Kafka
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite("Consumer group against the mock cluster")

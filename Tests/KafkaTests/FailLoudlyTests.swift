@@ -1,4 +1,5 @@
 import Kafka
+import TestSupport
 import Testing
 
 /// What the Kafka layer tells its application when things go wrong for good, and how it lets go.
@@ -203,11 +204,3 @@ struct ConsumerHealthTests {
     }
 }
 
-/// Polls a cheap in-memory condition until it holds or `timeout` passes.
-func eventually(_ what: String, within timeout: Duration, _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw TestFailure("\(what) did not happen within \(timeout)") }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-}

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestSupport
 import Testing
 
 /// Runs the built `apns-relay` binary. It is found, in order: `$APNS_RELAY_BINARY`; next to the running
@@ -27,28 +28,6 @@ struct MockKafkaCommandTests {
 
     static let kcat = "/usr/bin/kcat"
 
-    /// Runs a process to completion with a deadline; returns its stdout.
-    static func run(_ executable: String, _ arguments: [String], within timeout: Duration) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let exited = TestSignal()
-        process.terminationHandler = { _ in exited.raise() }
-        try process.run()
-        // Read on a dedicated thread: reading a pipe blocks.
-        let collected = EventRecorder<Data>()
-        Thread.detachNewThread { collected.append(output.fileHandleForReading.readDataToEndOfFile()) }
-        guard await exited.wait(within: timeout) else {
-            process.terminate()
-            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) did not exit within \(timeout)")
-        }
-        try await collected.waitUntil("\(executable)'s output", within: .seconds(5)) { !$0.isEmpty }
-        #expect(process.terminationStatus == 0, "\(executable) \(arguments) exit status")
-        return String(decoding: collected.entries[0], as: UTF8.self)
-    }
 
     @Test(.timeLimit(.minutes(1)))
     func kcatListsAndConsumesTheTopicsOfTheMockCluster() async throws {
@@ -77,7 +56,7 @@ struct MockKafkaCommandTests {
         #expect(bootstrap.split(separator: ",").count == 2, "one host:port per broker: \(bootstrap)")
         #expect(bootstrap.hasPrefix("127.0.0.1:"))
 
-        let metadata = try await Self.run(Self.kcat, ["-L", "-b", bootstrap], within: .seconds(20))
+        let metadata = try await runProcess(Self.kcat, ["-L", "-b", bootstrap], timeout: .seconds(20), check: true).stdout
         #expect(metadata.contains("2 brokers"), "\(metadata)")
         #expect(metadata.contains("topic \"relay-input\" with 3 partitions"), "\(metadata)")
         #expect(metadata.contains("topic \"relay-results\" with 2 partitions"), "\(metadata)")
@@ -88,9 +67,9 @@ struct MockKafkaCommandTests {
         try await produceKeyed(producer, topic: "relay-input", count: 30)
         try await producer.close()
 
-        let consumed = try await Self.run(
+        let consumed = try await runProcess(
             Self.kcat, ["-C", "-b", bootstrap, "-t", "relay-input", "-e", "-q", "-o", "beginning", "-f", "%k=%s\\n"],
-            within: .seconds(20))
+            timeout: .seconds(20), check: true).stdout
         let lines = Set(consumed.split(separator: "\n").map(String.init))
         #expect(lines == Set((0..<30).map { "key-\($0)=value-\($0)" }))
 

@@ -1,4 +1,5 @@
 import Kafka
+import TestSupport
 import Testing
 
 @Suite("Producer delivery")

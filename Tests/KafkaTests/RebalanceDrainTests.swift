@@ -1,5 +1,6 @@
 import Kafka
 import ServiceSupport
+import TestSupport
 import Testing
 
 @Suite("Revocation waits for the application")

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 /// A logger that shows librdkafka warnings and worse on stderr (enough to diagnose a failing test).
@@ -74,67 +75,5 @@ func nextEvent(
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
-/// An ordered log shared by tasks, with "wait until this holds" and a deadline.
-final class EventRecorder<Entry: Sendable>: Sendable {
-    private struct Waiter {
-        var predicate: @Sendable ([Entry]) -> Bool
-        var continuation: CheckedContinuation<Bool, Never>
-    }
 
-    private struct State {
-        var entries: [Entry] = []
-        var waiters: [Int: Waiter] = [:]
-        var nextID = 0
-    }
-
-    private let state = Mutex(State())
-
-    var entries: [Entry] { state.withLock { $0.entries } }
-
-    func append(_ entry: Entry) {
-        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-            state.entries.append(entry)
-            let entries = state.entries
-            let matched = state.waiters.filter { $0.value.predicate(entries) }
-            for id in matched.keys { state.waiters[id] = nil }
-            return matched.values.map(\.continuation)
-        }
-        ready.forEach { $0.resume(returning: true) }
-    }
-
-    /// Waits until `predicate` holds for the log; fails the wait with `what` after `timeout`.
-    func waitUntil(
-        _ what: String, within timeout: Duration, _ predicate: @escaping @Sendable ([Entry]) -> Bool
-    ) async throws {
-        let satisfied = await withCheckedContinuation { continuation in
-            let id = state.withLock { state -> Int? in
-                if predicate(state.entries) { return nil }
-                state.nextID += 1
-                state.waiters[state.nextID] = Waiter(predicate: predicate, continuation: continuation)
-                return state.nextID
-            }
-            guard let id else { return continuation.resume(returning: true) }
-            Task {
-                try? await Task.sleep(for: timeout)
-                state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume(returning: false)
-            }
-        }
-        if !satisfied { throw TestFailure("\(what) did not happen within \(timeout)") }
-    }
-}
-
-/// A one-shot flag a callback raises and a test awaits with a deadline.
-final class TestSignal: Sendable {
-    private let recorder = EventRecorder<Bool>()
-    func raise() { recorder.append(true) }
-    /// - Returns: whether it was raised within `timeout`.
-    func wait(within timeout: Duration) async -> Bool {
-        (try? await recorder.waitUntil("signal", within: timeout) { !$0.isEmpty }) != nil
-    }
-    var isRaised: Bool { !recorder.entries.isEmpty }
-}

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `apns-relay validate` and `apns-relay run`'s start-up checks, run as a user runs them.
@@ -152,7 +153,7 @@ final class ListeningSocket: Sendable {
         try withUnsafeMutablePointer(to: &address) { pointer in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 guard bind(descriptor, $0, length) == 0, listen(descriptor, 1) == 0, getsockname(descriptor, $0, &length) == 0 else {
-                    throw RelayProcessError("cannot listen on 127.0.0.1")
+                    throw TestFailure("cannot listen on 127.0.0.1")
                 }
             }
         }

@@ -4,6 +4,7 @@ import Kafka
 import Logging
 import Relay
 import RelaySandbox
+import TestSupport
 import Testing
 
 /// Events into the mock Kafka cluster, the relay in between, results read back from Kafka — with the mock
@@ -202,7 +203,7 @@ extension EndToEndTests {
     /// and in `apns_relay_apns_connect_failure_streak`.
     @Test func unreachableAPNsFailsEventsAfterBoundedRetriesAndStaysReady() async throws {
         try await withSandbox(logger: logger) { sandbox in
-            let deadPort = try freePort()
+            let deadPort = try freeLocalPort()
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let overrides = [
                 "apns.development.port": String(deadPort), "relay.retry.maxAttempts": "2", "relay.retry.initialBackoffMs": "10",

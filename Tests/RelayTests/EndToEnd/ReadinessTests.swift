@@ -4,6 +4,7 @@ import Relay
 import RelayApp
 import RelaySandbox
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// `/readyz` tells the truth: ready means joined to the consumer group with Kafka reachable.
@@ -17,13 +18,13 @@ struct ReadinessTests {
         try await withSandbox(logger: logger) { sandbox in
             try await withRelay(sandbox, logger: logger) { app in
                 #expect(app.relay.readiness != nil, "not ready before the group is joined")
-                try await eventually("the relay is ready", timeout: .seconds(60)) { app.relay.readiness == nil }
+                try await eventually("the relay is ready", within: .seconds(60)) { app.relay.readiness == nil }
                 for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerDown(Int32(broker)) }
-                try await eventually("the relay turns unready with every broker down", timeout: .seconds(60)) {
+                try await eventually("the relay turns unready with every broker down", within: .seconds(60)) {
                     app.relay.readiness?.contains("Kafka unreachable") == true
                 }
                 for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerUp(Int32(broker)) }
-                try await eventually("the relay is ready again", timeout: .seconds(60)) { app.relay.readiness == nil }
+                try await eventually("the relay is ready again", within: .seconds(60)) { app.relay.readiness == nil }
             }
         }
     }
@@ -38,11 +39,11 @@ struct ReadinessTests {
             let services = app.serviceGroup(logger: logger)
             let running = Task { try await services.run() }
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            try await eventually("the relay is ready", timeout: .seconds(60)) { app.relay.readiness == nil }
+            try await eventually("the relay is ready", within: .seconds(60)) { app.relay.readiness == nil }
             // The results topic has no leader: librdkafka holds the result (for up to message.timeout.ms).
             sandbox.cluster.setTopicError(sandbox.options.topics.results, .leaderNotAvailable)
             try await sandbox.produce([(key: "stuck", value: SampleEvents.event(id: "stuck", deviceToken: SampleEvents.token(8)))])
-            try await eventually("the relay turns unready while its result cannot be published", timeout: .seconds(60)) {
+            try await eventually("the relay turns unready while its result cannot be published", within: .seconds(60)) {
                 app.relay.readiness?.contains("reached Kafka") == true
             }
             sandbox.cluster.setTopicError(sandbox.options.topics.results, .noError)
@@ -56,9 +57,9 @@ struct ReadinessTests {
 
     @Test func neverReadyWithoutKafka() async throws {
         try await withSandbox(logger: logger) { sandbox in
-            let deadPort = try freePort()
+            let deadPort = try freeLocalPort()
             try await withRelay(sandbox, overrides: ["kafka.bootstrapServers": "127.0.0.1:\(deadPort)"], logger: logger) { app in
-                try await eventually("the relay says Kafka is unreachable", timeout: .seconds(60)) {
+                try await eventually("the relay says Kafka is unreachable", within: .seconds(60)) {
                     app.relay.readiness?.contains("Kafka unreachable") == true
                 }
                 #expect(app.relay.liveness == nil, "alive: a restart would not bring Kafka back")

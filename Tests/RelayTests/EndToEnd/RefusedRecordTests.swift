@@ -5,6 +5,7 @@ import Relay
 import RelayApp
 import RelaySandbox
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// Inputs whose records Kafka would refuse: every event still gets its result and the partition moves on.
@@ -93,7 +94,7 @@ struct RefusedRecordTests {
             // Hold APNs' answers so that events are in flight when the producer fails.
             sandbox.apns.faults.withholdAllReplies = true
             try await sandbox.produce(events)
-            try await eventually("events are in flight", timeout: .seconds(60)) { app.relay.status.inFlightEvents > 0 }
+            try await eventually("events are in flight", within: .seconds(60)) { app.relay.status.inFlightEvents > 0 }
             let clock = ContinuousClock()
             let failedAt = clock.now
             app.producer.injectFatalErrorForTesting(.outOfOrderSequenceNumber, reason: "injected by the test")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The built `apns-relay` binary run as a separate process, as a user runs it.
@@ -16,7 +17,7 @@ final class RelayProcess: @unchecked Sendable {
         candidates.append(executable.deletingLastPathComponent().appendingPathComponent("apns-relay"))
         candidates.append(Checkout.root.appendingPathComponent(".build/debug/apns-relay"))
         guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw RelayProcessError("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
+            throw TestFailure("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
         }
         return found
     }
@@ -80,9 +81,4 @@ final class RelayProcess: @unchecked Sendable {
         try? output.close()
         try? FileManager.default.removeItem(atPath: logPath)
     }
-}
-
-struct RelayProcessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

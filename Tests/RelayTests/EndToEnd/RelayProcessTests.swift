@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RelaySandbox
+import TestSupport
 import Testing
 
 /// `apns-relay run` as users run it: separate processes, configured by environment variables, stopped by
@@ -16,22 +17,32 @@ struct RelayProcessTests {
         return environment.merging(extra) { $1 }
     }
 
+    /// A SIGTERM under load drains what is in flight, commits and exits 0; the next relay redoes nothing.
+    /// When the drain deadline passes first (a starved machine), the events abandoned then are redone, and
+    /// so are those after them in their partition that finished (offsets are committed contiguously): at
+    /// most the in-flight bound.
     @Test func sigtermUnderLoadExitsCleanlyWithinTheDrainDeadlineAndRestartAddsNoDuplicates() async throws {
         try await withSandbox(logger: logger) { sandbox in
             let count = 3000
+            let maxInFlight = 1000
+            let drain = Duration.seconds(20)
             let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
             try await sandbox.produce(events)
-            let env = environment(sandbox, group: "term-\(UUID().uuidString.prefix(8))", extra: ["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "5000"])
+            let env = environment(sandbox, group: "term-\(UUID().uuidString.prefix(8))", extra: [
+                "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": String(drain.components.seconds * 1000),
+                "APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS": String(maxInFlight),
+            ])
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let results = sandbox.options.topics.results
 
             let first = try RelayProcess(environment: env)
             var collected = try await reader.collect(timeout: .seconds(120)) { $0.filter { $0.topic == results }.count >= count / 3 }
             let stopStart = ContinuousClock.now
-            let status = await first.terminate(timeout: .seconds(15))
+            let status = await first.terminate(timeout: drain + .seconds(25))
             let stopTime = ContinuousClock.now - stopStart
             #expect(status == 0, "SIGTERM exits 0; log:\n\(first.log.suffix(3000))")
-            #expect(stopTime < .seconds(10), "stopped in \(stopTime), within the 5 s drain deadline plus closing")
+            // The drain deadline plus the bounded closing (flush 10 s, closes 10 s each at most): a hang guard.
+            #expect(stopTime < drain + .seconds(20), "stopped in \(stopTime)")
             let drainedInTime = !first.log.contains("drain deadline passed")
             print("sigterm under load: first relay stopped in \(stopTime), drained in time: \(drainedInTime)")
 
@@ -40,13 +51,18 @@ struct RelayProcessTests {
             collected += try await reader.collect(timeout: .seconds(120)) { new in
                 seenBefore.union(new.filter { $0.topic == results }.map(\.keyString)).count >= count
             }
-            let secondStatus = await second.terminate(timeout: .seconds(15))
+            let secondStatus = await second.terminate(timeout: drain + .seconds(25))
             #expect(secondStatus == 0, "log:\n\(second.log.suffix(3000))")
             await reader.close()
             #expect(reader.redeliveries == 0, "the reader's consumer delivered \(reader.redeliveries) records twice (librdkafka#4686 when a partition that is not paused is resumed)")
             let keys = collected.filter { $0.topic == results }.map(\.keyString)
             #expect(Set(keys).count == count, "every event has a result")
-            #expect(keys.count == count, "a clean stop commits everything it finished: \(keys.count - Set(keys).count) duplicates")
+            let duplicates = keys.count - Set(keys).count
+            if drainedInTime {
+                #expect(duplicates == 0, "a clean stop commits everything it finished: \(duplicates) duplicates")
+            } else {
+                #expect(duplicates <= maxInFlight, "\(duplicates) duplicates after an abandoned drain")
+            }
         }
     }
 
@@ -89,19 +105,19 @@ struct RelayProcessTests {
             let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
             let env = environment(sandbox, group: "admin-\(UUID().uuidString.prefix(8))", extra: [
                 "APNS_RELAY_LOG_LEVEL": "trace", "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "4000",
-                "APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(try freePort()),
+                "APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(try freeLocalPort()),
             ])
             let port = env["APNS_RELAY_ADMIN_PORT"]!
             let relay = try RelayProcess(environment: env)
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            try await eventually("/healthz answers 200", timeout: .seconds(30)) { try http("http://127.0.0.1:\(port)/healthz").status == 200 }
-            try await eventually("/readyz answers 200 once the relay runs", timeout: .seconds(30)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await eventually("/healthz answers 200", within: .seconds(30)) { try http("http://127.0.0.1:\(port)/healthz").status == 200 }
+            try await eventually("/readyz answers 200 once the relay runs", within: .seconds(30)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
             try await sandbox.produce(events)
             _ = try await reader.results(count: count, timeout: .seconds(90))
             // A result is counted when the relay's producer gets its delivery report, which can come after a
             // consumer (the reader) already sees the record: wait for the count, don't assume it.
             let delivered = #"apns_relay_results_total{outcome="delivered",reason=""}"#
-            try await eventually("the relay counted every delivered result", timeout: .seconds(30)) {
+            try await eventually("the relay counted every delivered result", within: .seconds(30)) {
                 metric(try http("http://127.0.0.1:\(port)/metrics").body, delivered) == Double(count)
             }
             let metrics = try http("http://127.0.0.1:\(port)/metrics").body
@@ -113,11 +129,11 @@ struct RelayProcessTests {
             // Hold APNs' answers so the stop has something to drain; /readyz must say so meanwhile.
             sandbox.apns.faults.withholdAllReplies = true
             try await sandbox.produce([(key: "held", value: SampleEvents.event(id: "held", deviceToken: SampleEvents.token(9999)))])
-            try await eventually("the held event is in flight", timeout: .seconds(30)) {
+            try await eventually("the held event is in flight", within: .seconds(30)) {
                 metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == 1
             }
             relay.process.terminate()
-            try await eventually("/readyz answers 503 while draining", timeout: .seconds(10)) { try http("http://127.0.0.1:\(port)/readyz").status == 503 }
+            try await eventually("/readyz answers 503 while draining", within: .seconds(10)) { try http("http://127.0.0.1:\(port)/readyz").status == 503 }
             sandbox.apns.faults.withholdAllReplies = false
             // SIGTERM was sent above: wait for the drain to finish (a second SIGTERM would end it at once).
             let status = await relay.exit(within: .seconds(20))
@@ -159,30 +175,4 @@ func http(_ url: String) throws -> (status: Int, body: String) {
     return (status, body)
 }
 
-/// A TCP port that was free a moment ago (the relay binds it next).
-func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    try withUnsafeMutablePointer(to: &address) { pointer in
-        try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            guard bind(fd, $0, length) == 0, getsockname(fd, $0, &length) == 0 else { throw RelayProcessError("cannot bind a port") }
-        }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
 
-/// Re-checks `condition` until it holds or `timeout` passes. For state only observable by asking (an HTTP
-/// probe of another process); each check is itself bounded.
-func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if (try? await condition()) == true { return }
-        try await Task.sleep(for: .milliseconds(100))  // between probes of another process
-    }
-    throw RelayProcessError("timed out after \(timeout) waiting until \(what)")
-}

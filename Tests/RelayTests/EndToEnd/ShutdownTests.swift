@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RelaySandbox
+import TestSupport
 import Testing
 
 /// SIGTERM ends the relay within its drain deadline whatever state Kafka is in.
@@ -16,7 +17,7 @@ struct ShutdownTests {
         try await withSandbox(logger: logger) { sandbox in
             let count = 50
             let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
-            let port = String(try freePort())
+            let port = String(try freeLocalPort())
             var environment = sandbox.relayEnvironment(groupID: "down-\(UUID().uuidString.prefix(8))")
             environment["APNS_RELAY_LOG_LEVEL"] = "info"
             environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "2000"
@@ -24,16 +25,16 @@ struct ShutdownTests {
             environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
             environment["APNS_RELAY_ADMIN_PORT"] = port
             let relay = try RelayProcess(environment: environment)
-            try await eventually("/readyz answers 200", timeout: .seconds(60)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await eventually("/readyz answers 200", within: .seconds(60)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
             sandbox.apns.faults.withholdAllReplies = true
             try await sandbox.produce(events)
-            try await eventually("every event is in flight", timeout: .seconds(30)) {
+            try await eventually("every event is in flight", within: .seconds(30)) {
                 metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == Double(count)
             }
             for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerDown(Int32(broker)) }
             // APNs answers the retries (after the 1 s request timeout); their results cannot reach Kafka.
             sandbox.apns.faults.withholdAllReplies = false
-            try await eventually("APNs answered the retries", timeout: .seconds(30)) { sandbox.apns.statistics.accepted >= count }
+            try await eventually("APNs answered the retries", within: .seconds(30)) { sandbox.apns.statistics.accepted >= count }
 
             let clock = ContinuousClock()
             let start = clock.now

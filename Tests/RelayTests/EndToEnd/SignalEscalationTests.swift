@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RelaySandbox
+import TestSupport
 import Testing
 
 /// A second SIGTERM while `apns-relay run` drains ends it at once, whatever the drain is waiting for.
@@ -21,9 +22,9 @@ struct SignalEscalationTests {
             try await sandbox.produce([(key: "held", value: SampleEvents.event(id: "held", deviceToken: SampleEvents.token(1)))])
 
             let relay = try RelayProcess(environment: environment)
-            try await eventually("the mock APNs holds the relay's request", timeout: .seconds(60)) { sandbox.apns.statistics.requests >= 1 }
+            try await eventually("the mock APNs holds the relay's request", within: .seconds(60)) { sandbox.apns.statistics.requests >= 1 }
             kill(relay.process.processIdentifier, SIGTERM)
-            try await eventually("the relay logs the first SIGTERM", timeout: .seconds(10)) {
+            try await eventually("the relay logs the first SIGTERM", within: .seconds(10)) {
                 relay.log.contains("SIGTERM received: shutting down gracefully; a second SIGTERM or SIGINT exits at once")
             }
             #expect(relay.process.isRunning, "still draining the held event; log:\n\(relay.log.suffix(3000))")

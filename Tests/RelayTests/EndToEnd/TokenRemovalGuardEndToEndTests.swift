@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Relay
 import RelaySandbox
+import TestSupport
 import Testing
 
 /// A misconfiguration must not wipe a token database: with the mock APNs answering BadDeviceToken for most
@@ -35,7 +36,7 @@ struct TokenRemovalGuardEndToEndTests {
                 events.append((key: key, value: SampleEvents.event(id: "e\(n)", deviceToken: token)))
             }
             #expect(expected.values.filter { $0 == "BadDeviceToken" }.count == bad)
-            let port = String(try freePort())
+            let port = String(try freeLocalPort())
             var environment = sandbox.relayEnvironment(groupID: "guard-\(UUID().uuidString.prefix(8))")
             environment["APNS_RELAY_LOG_LEVEL"] = "info"
             environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
@@ -51,7 +52,7 @@ struct TokenRemovalGuardEndToEndTests {
             // removals (410s included) and the withheld ones add up to every removal APNs asked for.
             let metricsURL = "http://127.0.0.1:\(port)/metrics"
             let withheldSeries = #"apns_relay_removed_tokens_suppressed_total{credential="default",environment="development"}"#
-            try await eventually("published and withheld removals add up to \(bad + gone)", timeout: .seconds(30)) {
+            try await eventually("published and withheld removals add up to \(bad + gone)", within: .seconds(30)) {
                 let text = try http(metricsURL).body
                 return (metric(text, "apns_relay_removed_tokens_total") ?? 0) + (series(text, withheldSeries) ?? 0) == Double(bad + gone)
             }

@@ -1,0 +1,55 @@
+import Foundation
+
+/// What a finished command printed.
+public struct ProcessOutput: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+/// Runs a command to its end with a deadline (killed and `TestFailure` after `timeout`). Its output is read
+/// on dispatch threads: blocking reads on the cooperative pool would starve the test's own async work.
+/// - Parameter check: throw `TestFailure` with stderr when the exit status is not 0 (else the caller
+///   looks at `status`).
+@discardableResult
+public func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    timeout: Duration = .seconds(60), check: Bool = false
+) async throws -> ProcessOutput {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let exited = TestSignal()
+    process.terminationHandler = { _ in exited.raise() }
+    try process.run()
+    async let stdout = readToEnd(out.fileHandleForReading)
+    async let stderr = readToEnd(err.fileHandleForReading)
+    let finished = await exited.wait(within: timeout)
+    if !finished { process.terminate() }
+    let output = ProcessOutput(
+        status: finished ? process.terminationStatus : -1,
+        stdout: String(decoding: await stdout, as: UTF8.self), stderr: String(decoding: await stderr, as: UTF8.self)
+    )
+    let command = ([executable] + arguments).joined(separator: " ")
+    guard finished else { throw TestFailure("\(command) did not exit within \(timeout); stderr: \(output.stderr)") }
+    if check, output.status != 0 { throw TestFailure("\(command) exited \(output.status): \(output.stderr)") }
+    return output
+}
+
+private func readToEnd(_ handle: FileHandle) async -> Data {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+    }
+}
+
+/// A fresh directory under the system's temporary directory; the caller removes it.
+public func makeTemporaryDirectory(_ prefix: String = "apns-relay-tests") throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
