@@ -19,35 +19,35 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private static let streamWindowThreshold = 32_768
 
     let connectionID: Int
-    private let server: MockServerContext
+    let server: MockServerContext
     private var authentication: ConnectionAuthentication
-    private var streams: [HTTP2StreamID: OpenStream] = [:]
+    var streams: [HTTP2StreamID: OpenStream] = [:]
     private var messageIDs = MessageIDGenerator()
     /// Frames held for delayed delivery (emulated latency only).
-    private var outbox: [HTTP2Frame] = []
+    var outbox: [HTTP2Frame] = []
     /// Frames were written since the last flush.
     private var unflushed = false
     /// Outcomes of this read batch, recorded with one lock before the batch's answers are flushed.
     private var records = ObservationStore.Batch()
     private var closeAfterOutbox = false
     private var unreturnedConnectionWindow = 0
-    private var streamLimitRaised = false
+    var streamLimitRaised = false
     private var processedStreams = 0
-    private var goAwayLastStreamID: HTTP2StreamID?
+    var goAwayLastStreamID: HTTP2StreamID?
     private var peakOpenStreams = 0
     /// Streams answered since the last flush: the client still sees them open until the answers go out.
     private var answeredSinceFlush = 0
-    private var highestStreamID = HTTP2StreamID.rootStream
+    var highestStreamID = HTTP2StreamID.rootStream
     /// GOAWAY's last-stream-id may not be below a stream already processed (DATA can complete streams out of
     /// order), so this is what GOAWAY-after-N-streams names.
     private var highestProcessedStreamID = HTTP2StreamID.rootStream
     private var lastDeliveryDeadline = NIODeadline.uptimeNanoseconds(0)
     private var random = Xorshift(seed: UInt64.random(in: 1...UInt64.max))
-    private var context: ChannelHandlerContext?
-    private var closed = false
+    var context: ChannelHandlerContext?
+    var closed = false
 
     // Fault settings, read once per read batch.
-    private var batchLoaded = false
+    var batchLoaded = false
     private var latency: FaultInjector.Latency?
     /// Emulated latency is on: output waits in `outbox` for its delivery time.
     private var delaysOutput = false
@@ -157,7 +157,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         authentication.mode = .certificate(topics: ClientCertificateTopics.topics(of: peer))
     }
 
-    private func loadBatchSettings() {
+    func loadBatchSettings() {
         (latency, stallFlowControl, goAwayAfterStreams, dropLimitAfterRejection) = server.faults.batchSettings()
         delaysOutput = latency.map { $0.rtt > .zero || $0.jitter > .zero } ?? false
         batchLoaded = true
@@ -294,57 +294,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         emit(answer.body)
     }
 
-    // MARK: Connection-level actions (also driven from APNsMockServer commands)
-
-    /// Sends SETTINGS MAX_CONCURRENT_STREAMS.
-    func advertise(maxConcurrentStreams: Int) {
-        emit(
-            HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([.init(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
-        )
-    }
-
-    /// Sends GOAWAY (NO_ERROR, `{"reason":…}`); streams above `lastStreamID` (default: the highest stream
-    /// answered or open) are dropped unprocessed. The connection closes once the rest are answered.
-    func goAway(lastStreamID: HTTP2StreamID? = nil, reason: String) {
-        guard goAwayLastStreamID == nil else { return }
-        let last = lastStreamID ?? highestStreamID
-        goAwayLastStreamID = last
-        streams = streams.filter { $0.key <= last }
-        var debug = context?.channel.allocator.buffer(capacity: 32) ?? ByteBuffer()
-        debug.writeString("{\"reason\":\"\(reason)\"}")
-        emit(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
-        server.observations.update { $0.goAwaysSent += 1 }
-        closeIfDrained()
-    }
-
-    /// Lowers or raises MAX_CONCURRENT_STREAMS on this connection now.
-    func setMaxConcurrentStreams(_ value: Int) {
-        streamLimitRaised = true
-        advertise(maxConcurrentStreams: value)
-    }
-
-    /// Abrupt close, no GOAWAY.
-    func closeAbruptly() {
-        closed = true
-        outbox.removeAll()
-        context?.close(promise: nil)
-    }
-
-    /// Writes pending output; used after commands that run outside a read batch.
-    func flushFromCommand() {
-        loadBatchSettings()
-        flushOutput(returnAllCredit: true)
-        batchLoaded = false
-    }
-
-    private func closeIfDrained() {
+    func closeIfDrained() {
         if goAwayLastStreamID != nil, streams.isEmpty { closeAfterOutbox = true }
     }
 
     // MARK: Output
 
     /// Writes `frame` now (flushed at the end of the read batch) or, with emulated latency, holds it.
-    private func emit(_ frame: HTTP2Frame) {
+    func emit(_ frame: HTTP2Frame) {
         guard let context, !closed else { return }
         if !batchLoaded { loadBatchSettings() }
         if delaysOutput {
@@ -362,7 +319,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         records.removeAll()
     }
 
-    private func flushOutput(returnAllCredit: Bool = false) {
+    func flushOutput(returnAllCredit: Bool = false) {
         commitRecords()
         guard let context, !closed else { return }
         if !stallFlowControl, unreturnedConnectionWindow >= (returnAllCredit ? 1 : Self.connectionWindowThreshold) {

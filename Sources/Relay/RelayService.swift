@@ -36,11 +36,9 @@ package final class RelayService: Service, Sendable {
     private let failure = Latch<String>()
     /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
     private let connectFailureStreak = Atomic<Int>(0)
-    /// Records waiting for their delivery reports, and when publishing last made progress (a record
-    /// acknowledged, or the first record sent after none was waiting; monotonic nanoseconds). Together they
-    /// say whether results are stuck (the broker refuses, or librdkafka retries for `message.timeout.ms`).
-    private let publishesWaiting = Atomic<Int>(0)
-    private let publishProgress = Atomic<UInt64>(0)
+    /// Publishes each event's records; knows whether results are stuck on their way to Kafka.
+    private let publisher: ResultPublisher
+    private let outputs: OutputRecords
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -78,6 +76,10 @@ package final class RelayService: Service, Sendable {
             }
         }
         self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
+        self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
+        self.publisher = ResultPublisher(
+            producer: producer, retryBackoff: configuration.publishRetryBackoff, failure: failure, metrics: metrics, logger: logger
+        )
     }
 
     /// What `/readyz` and the demo look at.
@@ -111,12 +113,8 @@ package final class RelayService: Service, Sendable {
         let health = consumer.health
         if !health.isKafkaReachable { return "Kafka unreachable: every broker is down" }
         if !health.isJoined { return "joining the consumer group" }
-        let waiting = publishesWaiting.load(ordering: .relaxed)
-        if waiting > 0 {
-            let stuck = Duration.nanoseconds(Int64(clamping: Self.monotonicNanoseconds() &- publishProgress.load(ordering: .relaxed)))
-            if stuck > configuration.publishStallTimeout {
-                return "no record has reached Kafka for \(stuck.components.seconds) s (\(waiting) waiting)"
-            }
+        if let stall = publisher.stall, stall.duration > configuration.publishStallTimeout {
+            return "no record has reached Kafka for \(stall.duration.components.seconds) s (\(stall.waiting) waiting)"
         }
         return nil
     }
@@ -282,7 +280,7 @@ package final class RelayService: Service, Sendable {
                 logger.info("event refused", metadata: Self.position(message).merging([
                     "reason": "\(answer.reason ?? "")", "eventId": "\(answer.eventID ?? "")",
                 ]) { $1 })
-                records.append(deadLetter(for: message, source: source, refusal: refusal))
+                records.append(outputs.deadLetter(for: message, source: source, refusal: refusal))
                 metrics.deadLetters.increment()
             }
         case .deliver(let event, let notification):
@@ -310,13 +308,8 @@ package final class RelayService: Service, Sendable {
             let removalAllowed = tokenRemovals.allowsRemoval(
                 after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
             )
-            if removalAllowed, let removed = Self.removedToken(for: event, notification: notification, report: report) {
-                var small = removed
-                small.metadata = nil
-                records.append(OutgoingRecord(
-                    topic: configuration.topics.removedTokens, key: removed.key, value: removed.jsonBytes(),
-                    fallback: { [topic = configuration.topics.removedTokens, small] in OutgoingRecord(topic: topic, key: small.key, value: small.jsonBytes()) }
-                ))
+            if removalAllowed, let removed = outputs.removedToken(for: event, notification: notification, report: report) {
+                records.append(removed)
                 metrics.removedTokens.increment()
             }
             logger.debug("event delivered", metadata: Self.position(message).merging([
@@ -324,9 +317,9 @@ package final class RelayService: Service, Sendable {
                 "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
             ]) { $1 })
         }
-        records.insert(resultRecord(result, key: message.key, source: source), at: 0)
+        records.insert(outputs.result(result, key: message.key, source: source), at: 0)
 
-        guard await publish(records) else {
+        guard await publisher.publish(records) else {
             finishAbandoned(size: size)
             return
         }
@@ -348,95 +341,6 @@ package final class RelayService: Service, Sendable {
         updateInFlightGauges()
     }
 
-    /// The result record. Its key is the event's Kafka key, else its id, else its source position: never
-    /// null (a compacted results topic refuses null keys) and never larger than `RecordLimits.maxKeyBytes`.
-    private func resultRecord(_ result: DeliveryResult, key: [UInt8]?, source: SourcePosition) -> OutgoingRecord {
-        let topic = configuration.topics.results
-        let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
-        var small = result
-        small.metadata = nil
-        small.message = result.message.map { String($0.prefix(512)) }
-        return OutgoingRecord(
-            topic: topic, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: result.jsonBytes(),
-            fallback: { [small] in OutgoingRecord(topic: topic, key: source.recordKey, value: small.jsonBytes()) }
-        )
-    }
-
-    /// The dead letter, within `relay.maxDeadLetterBytes`; its fallback is the small form (`DeadLetter.Limits.fallback`).
-    private func deadLetter(for message: KafkaConsumerMessage, source: SourcePosition, refusal: Refusal) -> OutgoingRecord {
-        let topic = configuration.topics.deadLetters
-        @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
-            DeadLetter(
-                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers,
-                source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
-        }
-        let letter = make(DeadLetter.Limits(maxBytes: configuration.maxDeadLetterBytes))
-        return OutgoingRecord(
-            topic: topic, key: letter.key, value: letter.value, headers: letter.headers,
-            fallback: {
-                let small = make(.fallback)
-                return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers)
-            }
-        )
-    }
-
-    /// Publishes every record: transient refusals are retried (with `publishRetryBackoff`), a record Kafka
-    /// refuses for good is replaced by its fallback, and a fatal error or a refused fallback stops the relay.
-    /// - Returns: `true` once all are acknowledged by Kafka; `false` when the relay gives the event up
-    ///   (shutdown, failure), whose offset is then never stored.
-    private func publish(_ records: [OutgoingRecord]) async -> Bool {
-        if records.count == 1 { return await publish(records[0]) }
-        return await withTaskGroup(of: Bool.self) { group in
-            for record in records {
-                group.addTask { await self.publish(record) }
-            }
-            return await group.allSatisfy { $0 }
-        }
-    }
-
-    private func publish(_ original: OutgoingRecord) async -> Bool {
-        var record = original
-        while !Task.isCancelled, !failure.isSet {
-            let error: KafkaError
-            if publishesWaiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
-                publishProgress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-            }
-            defer { publishesWaiting.wrappingSubtract(1, ordering: .relaxed) }
-            do {
-                _ = try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers)
-                publishProgress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-                return true
-            } catch let failed as KafkaError {
-                error = failed
-            } catch {
-                self.failure.set("unexpected error publishing to \(record.topic): \(error)")
-                return false
-            }
-            metrics.publishFailures.increment()
-            switch error.sendFailure {
-            case .closed:
-                return false
-            case .fatal:
-                self.failure.set("Kafka producer fatal error, results can no longer be published: \(error)")
-                return false
-            case .recordRejected:
-                guard let fallback = record.fallback else {
-                    self.failure.set("Kafka refuses even the smallest form of a record for \(record.topic) (check the topic's configuration): \(error)")
-                    return false
-                }
-                logger.error("Kafka refused a record for good; publishing its smaller form instead", metadata: [
-                    "topic": "\(record.topic)", "error": "\(error)",
-                ])
-                metrics.recordsReplaced.increment()
-                record = fallback()
-            case .retriable:
-                logger.error("publishing a record failed; retrying", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
-                try? await Task.sleep(for: configuration.publishRetryBackoff)
-            }
-        }
-        return false
-    }
-
     private func updateInFlightGauges() {
         metrics.inFlight.record(state.inFlightEvents)
         metrics.inFlightBytes.record(state.inFlightBytes)
@@ -449,30 +353,8 @@ package final class RelayService: Service, Sendable {
         return nil
     }
 
-    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually);
-    /// BadDeviceToken ones pass `TokenRemovalGuard` first.
-    private static func removedToken(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> TokenRemoved? {
-        let invalidatedAt: Int64?
-        switch report.decision {
-        case .unregistered(let timestamp)?: invalidatedAt = timestamp
-        case .rejected(removesToken: true)?: invalidatedAt = nil
-        default: return nil
-        }
-        return TokenRemoved(
-            deviceToken: event.deviceToken, topic: notification.topic, environment: event.environment,
-            reason: report.response?.reason?.rawValue ?? "Unregistered", invalidatedAt: invalidatedAt,
-            eventID: event.id, metadata: event.metadata
-        )
-    }
-
     private static func position(_ message: KafkaConsumerMessage) -> Logger.Metadata {
         ["topic": "\(message.topic)", "partition": "\(message.partition)", "offset": "\(message.offset)"]
-    }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 }
 

@@ -1,0 +1,30 @@
+import Synchronization
+
+/// What the pool keeps under its lock.
+extension ConnectionPool {
+    struct Entry {
+        let connection: APNsConnection
+        var inFlight = 0
+        /// Requests ever routed here: each takes one HTTP/2 stream id, of which a connection has a fixed supply.
+        var assigned = 0
+    }
+    struct Waiter {
+        let id: Int
+        let deadline: ContinuousClock.Instant
+        let continuation: CheckedContinuation<APNsConnection, any Error>
+    }
+    struct State {
+        var entries: [Int: Entry] = [:]
+        var connecting = 0
+        var waiters = WaitQueue<Waiter>()
+        /// One task expires waiters past their deadline while any wait (not one timer per waiter).
+        var sweeperRunning = false
+        var nextID = 0
+        var failedConnects = 0
+        var lastConnectError: APNsClientError?
+        var reconnectScheduled = false
+        var shuttingDown = false
+        var closedWaiters: [CheckedContinuation<Void, Never>] = []
+        var lastMaintenance = ContinuousClock.now
+    }
+}

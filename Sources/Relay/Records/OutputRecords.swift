@@ -1,0 +1,63 @@
+import APNsCore
+import Kafka
+
+/// The records the relay publishes for an event, each with a smaller form Kafka always accepts
+/// (`OutgoingRecord.fallback`) for when it refuses the full one.
+struct OutputRecords: Sendable {
+    let topics: RelayConfiguration.Topics
+    let maxDeadLetterBytes: Int
+
+    /// The result record. Its key is the event's Kafka key, else its id, else its source position: never
+    /// null (a compacted results topic refuses null keys) and never larger than `RecordLimits.maxKeyBytes`.
+    func result(_ result: DeliveryResult, key: [UInt8]?, source: SourcePosition) -> OutgoingRecord {
+        let topic = topics.results
+        let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
+        var small = result
+        small.metadata = nil
+        small.message = result.message.map { String($0.prefix(512)) }
+        return OutgoingRecord(
+            topic: topic, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: result.jsonBytes(),
+            fallback: { [small] in OutgoingRecord(topic: topic, key: source.recordKey, value: small.jsonBytes()) }
+        )
+    }
+
+    /// The dead letter, within `relay.maxDeadLetterBytes`; its fallback is the small form (`DeadLetter.Limits.fallback`).
+    func deadLetter(for message: KafkaConsumerMessage, source: SourcePosition, refusal: Refusal) -> OutgoingRecord {
+        let topic = topics.deadLetters
+        @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
+            DeadLetter(
+                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers,
+                source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
+        }
+        let letter = make(DeadLetter.Limits(maxBytes: maxDeadLetterBytes))
+        return OutgoingRecord(
+            topic: topic, key: letter.key, value: letter.value, headers: letter.headers,
+            fallback: {
+                let small = make(.fallback)
+                return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers)
+            }
+        )
+    }
+
+    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually);
+    /// `nil` for other answers. BadDeviceToken ones pass `TokenRemovalGuard` first (the caller asks it).
+    func removedToken(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> OutgoingRecord? {
+        let invalidatedAt: Int64?
+        switch report.decision {
+        case .unregistered(let timestamp)?: invalidatedAt = timestamp
+        case .rejected(removesToken: true)?: invalidatedAt = nil
+        default: return nil
+        }
+        let removed = TokenRemoved(
+            deviceToken: event.deviceToken, topic: notification.topic, environment: event.environment,
+            reason: report.response?.reason?.rawValue ?? "Unregistered", invalidatedAt: invalidatedAt,
+            eventID: event.id, metadata: event.metadata
+        )
+        var small = removed
+        small.metadata = nil
+        return OutgoingRecord(
+            topic: topics.removedTokens, key: removed.key, value: removed.jsonBytes(),
+            fallback: { [topic = topics.removedTokens, small] in OutgoingRecord(topic: topic, key: small.key, value: small.jsonBytes()) }
+        )
+    }
+}
