@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Deque (already resolved through swift-nio) for the FIFO queues.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -57,6 +59,7 @@ let package = Package(
             name: "Kafka",
             dependencies: [
                 "CRdKafka", "ServiceSupport",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -65,6 +68,7 @@ let package = Package(
             name: "APNsClient",
             dependencies: [
                 "APNsCore", "CNGHTTP2", "COpenSSL", "ServiceSupport",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
@@ -90,6 +94,7 @@ let package = Package(
             name: "Relay",
             dependencies: [
                 "Kafka", "APNsCore", "CEventJSON", "ServiceSupport",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -28,7 +28,7 @@ extension ConnectionIO {
 
     func expireDeadlines(now: ContinuousClock.Instant) {
         var next = now.advanced(by: .seconds(3600))
-        for r in queue[queueHead...] where !r.isCompleted {
+        for r in queue where !r.isCompleted {
             if r.cancelled.load(ordering: .acquiring) {
                 completedSincePublish += 1
                 r.completeCancelled()

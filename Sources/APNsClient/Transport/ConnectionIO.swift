@@ -1,6 +1,7 @@
 import APNsCore
 import CNGHTTP2
 import COpenSSL
+import DequeModule
 import Glibc
 import Logging
 import ServiceSupport
@@ -23,8 +24,8 @@ final class ConnectionIO {
     var session: OpaquePointer?
 
     var streams: [Int32: StreamRequest] = [:]
-    var queue: [StreamRequest] = []
-    var queueHead = 0
+    /// Requests waiting for a stream (MAX_CONCURRENT_STREAMS reached), in arrival order.
+    var queue = Deque<StreamRequest>()
     var outbuf: [UInt8] = []
     var outPos = 0
     var writeBlocked = false
@@ -101,7 +102,7 @@ final class ConnectionIO {
             if now >= nextDeadlineScan || cancellations { expireDeadlines(now: now) }
             submitQueued()
             keepalive(now: now)
-            if drain && streams.isEmpty && queueHead == queue.count && !terminated {
+            if drain && streams.isEmpty && queue.isEmpty && !terminated {
                 nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
                 terminated = true
             }
@@ -152,14 +153,13 @@ final class ConnectionIO {
             failQueued(.notProcessed, "connection used up its stream ids")
             return
         }
-        if token != nil && queueHead < queue.count { refreshToken() }
-        while queueHead < queue.count && streams.count < maxConcurrent {
+        if token != nil && !queue.isEmpty { refreshToken() }
+        while !queue.isEmpty && streams.count < maxConcurrent {
             if nghttp2_session_get_next_stream_id(session) > UInt32(connection.configuration.maxStreamID) {
                 retireForStreamIDs()
                 return
             }
-            let r = queue[queueHead]
-            queueHead += 1
+            let r = queue.removeFirst()
             if r.isCompleted { continue }
             let streamID = r.prepared.withHeaders(authorization: authorization) { nva -> Int32 in
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)
@@ -176,22 +176,12 @@ final class ConnectionIO {
             r.streamID = streamID
             streams[streamID] = r
         }
-        if queueHead > 1024 && queueHead * 2 > queue.count {
-            queue.removeFirst(queueHead)
-            queueHead = 0
-        } else if queueHead == queue.count {
-            queue.removeAll(keepingCapacity: true)
-            queueHead = 0
-        }
     }
 
     func failQueued(_ failure: TransportFailure, _ message: String) {
-        while queueHead < queue.count {
-            finish(queue[queueHead], .failure(APNsClientError(transport: failure, message)))
-            queueHead += 1
+        while let r = queue.popFirst() {
+            finish(r, .failure(APNsClientError(transport: failure, message)))
         }
-        queue.removeAll(keepingCapacity: true)
-        queueHead = 0
     }
 
     func finish(_ r: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {

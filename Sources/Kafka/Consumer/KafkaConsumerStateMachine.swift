@@ -1,3 +1,4 @@
+import DequeModule
 import ServiceSupport
 
 /// The consumer's buffer and flow control, as a value type; ``KafkaConsumerShared`` keeps it behind a lock
@@ -211,36 +212,15 @@ struct KafkaConsumerStateMachine {
     }
 }
 
-/// FIFO of messages: an array with a moving head, compacted now and then (amortised O(1)). Slots are
-/// optional so that popping moves a record out instead of copying it (no retain/release per field).
+/// FIFO of messages (a `Deque`: popping moves a record out, O(1)).
 struct MessageQueue {
-    private var storage: [KafkaConsumerMessage?] = []
-    private var head = 0
+    private var storage = Deque<KafkaConsumerMessage>()
 
-    var count: Int { storage.count - head }
-    var isEmpty: Bool { count == 0 }
+    var count: Int { storage.count }
+    var isEmpty: Bool { storage.isEmpty }
+    var first: KafkaConsumerMessage? { storage.first }
 
     mutating func append(_ message: KafkaConsumerMessage) { storage.append(message) }
-
-    var first: KafkaConsumerMessage? { head < storage.count ? storage[head] : nil }
-
-    mutating func popFirst() -> KafkaConsumerMessage? {
-        guard head < storage.count else { return nil }
-        let message = storage[head].take()
-        head += 1
-        if head == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 4096 && head * 2 >= storage.count {
-            storage.removeFirst(head)
-            head = 0
-        }
-        return message
-    }
-
-    mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) {
-        storage.removeFirst(head)
-        head = 0
-        storage.removeAll { $0.map(shouldRemove) ?? true }
-    }
+    mutating func popFirst() -> KafkaConsumerMessage? { storage.popFirst() }
+    mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) { storage.removeAll(where: shouldRemove) }
 }

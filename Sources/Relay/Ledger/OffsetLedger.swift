@@ -1,3 +1,5 @@
+import DequeModule
+
 /// Decides which Kafka offsets may be stored, so that a commit never passes an event without a result.
 ///
 /// Events of one partition start in offset order but finish in any order (APNs answers out of order,
@@ -57,12 +59,10 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
 
 /// One partition's started offsets, in order, with a finished flag each.
 ///
-/// Stored as an array with a moving head so `begin` and advancing the frontier are amortised O(1) and
-/// `finish` is a binary search.
+/// Two `Deque`s, so `begin` and advancing the frontier are O(1) and `finish` is a binary search.
 struct PartitionLedger: Sendable {
-    private var offsets: [Int64] = []
-    private var finished: [Bool] = []
-    private var head = 0
+    private var offsets = Deque<Int64>()
+    private var finished = Deque<Bool>()
     private(set) var frontier: Int64?
     private(set) var inFlight = 0
 
@@ -79,29 +79,21 @@ struct PartitionLedger: Sendable {
         guard let index = indexOf(offset), !finished[index] else { return nil }
         finished[index] = true
         inFlight -= 1
-        guard index == head else { return nil }
-        while head < offsets.count, finished[head] {
-            frontier = offsets[head] + 1
-            head += 1
+        guard index == 0 else { return nil }
+        while finished.first == true {
+            finished.removeFirst()
+            frontier = offsets.removeFirst() + 1
         }
-        compactIfWorthIt()
         return frontier
     }
 
     private func indexOf(_ offset: Int64) -> Int? {
-        var low = head
+        var low = 0
         var high = offsets.count
         while low < high {
             let mid = (low + high) / 2
             if offsets[mid] < offset { low = mid + 1 } else { high = mid }
         }
         return low < offsets.count && offsets[low] == offset ? low : nil
-    }
-
-    private mutating func compactIfWorthIt() {
-        guard head > 1024, head * 2 > offsets.count else { return }
-        offsets.removeFirst(head)
-        finished.removeFirst(head)
-        head = 0
     }
 }
