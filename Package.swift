@@ -219,6 +219,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", .product(name: "Yams", package: "Yams")]),
     ]
 )

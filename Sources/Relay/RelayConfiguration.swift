@@ -19,6 +19,12 @@ package struct RelayConfiguration: Sendable {
             self.removedTokens = removedTokens
             self.deadLetters = deadLetters
         }
+
+        /// The topics a relay uses unless configured otherwise.
+        package static let defaults = Topics(
+            input: ["apns-notifications"], results: "apns-results", removedTokens: "apns-removed-tokens",
+            deadLetters: "apns-dead-letters"
+        )
     }
 
     package var topics: Topics

@@ -11,20 +11,24 @@ import Relay
 /// Secrets (the `.p8` key, certificate keys, passphrases) are read from files named here, never from the
 /// configuration itself, and are never printed.
 package struct RelayAppConfiguration: Sendable {
+    /// The defaults written here (and in `RelayConfiguration`, `APNs`, `Admin`) are the only copy: the
+    /// reader takes them from a default instance, and a test checks README.md and the chart against them.
     package struct Kafka: Sendable {
-        package var bootstrapServers: [String]
-        package var groupID: String
-        package var clientID: String
-        package var sessionTimeout: Duration
-        package var maxPollInterval: Duration
-        package var assignmentStrategy: KafkaPartitionAssignmentStrategy
-        package var statisticsInterval: Duration
+        package var bootstrapServers: [String] = []
+        package var groupID = "apns-relay"
+        package var clientID = "apns-relay"
+        package var sessionTimeout: Duration = .seconds(45)
+        package var maxPollInterval: Duration = .seconds(300)
+        /// Not cooperative-sticky by default: librdkafka before 2.3 aborts in rd_kafka_destroy when that
+        /// assignor's state was never set (librdkafka #4312), which Debian 12's 2.0.2 hits on shutdown.
+        package var assignmentStrategy = KafkaPartitionAssignmentStrategy(assignors: ["range"])
+        package var statisticsInterval: Duration = .seconds(15)
         /// How often stored offsets are committed; bounds the duplicates a crash can cause.
-        package var autoCommitInterval: Duration
+        package var autoCommitInterval: Duration = .seconds(1)
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
-        package var properties: [String: String]
-        package var consumerProperties: [String: String]
-        package var producerProperties: [String: String]
+        package var properties: [String: String] = [:]
+        package var consumerProperties: [String: String] = [:]
+        package var producerProperties: [String: String] = [:]
     }
 
     package struct APNs: Sendable {
@@ -49,20 +53,24 @@ package struct RelayAppConfiguration: Sendable {
 
         /// One credential per team or certificate, each with its own connections (APNs binds a connection
         /// to one team). The first whose `topics` match an event's topic sends it; empty `topics` match any.
-        package var credentials: [Credential]
-        package var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint]
+        package var credentials: [Credential] = []
+        package var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = Dictionary(
+            uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, APNsClientConfiguration.Endpoint(host: $0.host, port: 443)) }
+        )
         /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
         package var caFile: String?
-        package var insecureSkipVerify: Bool
-        package var minConnections: Int
-        package var maxConnections: Int
-        package var connectTimeout: Duration
+        package var insecureSkipVerify = false
+        package var minConnections = APNsClientConfiguration.Pool().minConnections
+        package var maxConnections = APNsClientConfiguration.Pool().maxConnections
+        package var connectTimeout = APNsClientConfiguration.Connection().connectTimeout
+        /// `apns.token.rotationMinutes`.
+        package static let tokenRotationMinutes = 30
     }
 
     package struct Admin: Sendable {
-        package var host: String
+        package var host = "0.0.0.0"
         /// 0 disables the admin endpoint.
-        package var port: Int
+        package var port = 9090
     }
 
     package enum LogFormat: String, Sendable { case json, text }
@@ -71,8 +79,11 @@ package struct RelayAppConfiguration: Sendable {
     package var apns: APNs
     package var relay: RelayConfiguration
     package var admin: Admin
-    package var logLevel: String
-    package var logFormat: LogFormat
+    package var logLevel = "info"
+    package var logFormat = LogFormat.json
+    /// Every key read, with the text of its default (`SettingsReader.defaults`): what README.md and the
+    /// chart are checked against.
+    package private(set) var defaults: [String: String] = [:]
 
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
@@ -80,34 +91,34 @@ package struct RelayAppConfiguration: Sendable {
     package init(reader sources: ConfigurationSources) throws {
         let settings = SettingsReader(sources: sources)
 
-        let servers = settings.list("kafka.bootstrapServers", default: [])
+        let kafkaDefaults = Kafka()
+        let servers = settings.list("kafka.bootstrapServers", default: kafkaDefaults.bootstrapServers)
         if servers.isEmpty, !settings.wasRefused("kafka.bootstrapServers") {
             settings.problem("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
         }
         kafka = Kafka(
             bootstrapServers: servers,
-            groupID: settings.string("kafka.groupId", default: "apns-relay"),
-            clientID: settings.string("kafka.clientId", default: "apns-relay"),
-            sessionTimeout: settings.milliseconds("kafka.sessionTimeoutMs", default: .seconds(45), range: 1000...3_600_000),
-            maxPollInterval: settings.milliseconds("kafka.maxPollIntervalMs", default: .seconds(300), range: 1000...86_400_000),
-            // Not cooperative-sticky by default: librdkafka before 2.3 aborts in rd_kafka_destroy when that
-            // assignor's state was never set (librdkafka #4312), which Debian 12's 2.0.2 hits on shutdown.
-            assignmentStrategy: settings.oneOf("kafka.assignmentStrategy", default: KafkaPartitionAssignmentStrategy(assignors: ["range"]), [
+            groupID: settings.string("kafka.groupId", default: kafkaDefaults.groupID),
+            clientID: settings.string("kafka.clientId", default: kafkaDefaults.clientID),
+            sessionTimeout: settings.milliseconds("kafka.sessionTimeoutMs", default: kafkaDefaults.sessionTimeout, range: 1000...3_600_000),
+            maxPollInterval: settings.milliseconds("kafka.maxPollIntervalMs", default: kafkaDefaults.maxPollInterval, range: 1000...86_400_000),
+            assignmentStrategy: settings.oneOf("kafka.assignmentStrategy", default: kafkaDefaults.assignmentStrategy, [
                 "cooperative-sticky": .cooperativeSticky, "range": KafkaPartitionAssignmentStrategy(assignors: ["range"]),
                 "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
             ]),
-            statisticsInterval: settings.milliseconds("kafka.statisticsIntervalMs", default: .seconds(15)),
-            autoCommitInterval: settings.milliseconds("kafka.autoCommitIntervalMs", default: .seconds(1), range: 10...60_000),
+            statisticsInterval: settings.milliseconds("kafka.statisticsIntervalMs", default: kafkaDefaults.statisticsInterval),
+            autoCommitInterval: settings.milliseconds("kafka.autoCommitIntervalMs", default: kafkaDefaults.autoCommitInterval, range: 10...60_000),
             properties: settings.properties("kafka.properties"),
             consumerProperties: settings.properties("kafka.consumerProperties"),
             producerProperties: settings.properties("kafka.producerProperties")
         )
 
+        let topicDefaults = RelayConfiguration.Topics.defaults
         let topics = RelayConfiguration.Topics(
-            input: settings.list("kafka.topics.input", default: ["apns-notifications"]),
-            results: settings.string("kafka.topics.results", default: "apns-results"),
-            removedTokens: settings.string("kafka.topics.removedTokens", default: "apns-removed-tokens"),
-            deadLetters: settings.string("kafka.topics.deadLetters", default: "apns-dead-letters")
+            input: settings.list("kafka.topics.input", default: topicDefaults.input),
+            results: settings.string("kafka.topics.results", default: topicDefaults.results),
+            removedTokens: settings.string("kafka.topics.removedTokens", default: topicDefaults.removedTokens),
+            deadLetters: settings.string("kafka.topics.deadLetters", default: topicDefaults.deadLetters)
         )
         if topics.input.isEmpty { settings.problem("configuration key 'kafka.topics.input' lists no topic") }
         let outputs = [topics.results, topics.removedTokens, topics.deadLetters]
@@ -129,51 +140,52 @@ package struct RelayAppConfiguration: Sendable {
             }
             credentials.append(credential)
         }
+        let apnsDefaults = APNs()
         var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
         for environment in APNsEnvironment.allCases {
+            let endpoint = apnsDefaults.endpoints[environment]!
             endpoints[environment] = APNsClientConfiguration.Endpoint(
-                host: settings.string("apns.\(environment.rawValue).host", default: environment.host),
-                port: settings.int("apns.\(environment.rawValue).port", default: 443, range: 1...65535)
+                host: settings.string("apns.\(environment.rawValue).host", default: endpoint.host),
+                port: settings.int("apns.\(environment.rawValue).port", default: endpoint.port, range: 1...65535)
             )
         }
-        let minConnections = settings.int("apns.pool.minConnections", default: 1, range: 0...1000)
-        let maxConnections = settings.int("apns.pool.maxConnections", default: 8, range: 1...1000)
+        let minConnections = settings.int("apns.pool.minConnections", default: apnsDefaults.minConnections, range: 0...1000)
+        let maxConnections = settings.int("apns.pool.maxConnections", default: apnsDefaults.maxConnections, range: 1...1000)
         if minConnections > maxConnections {
             settings.problem("apns.pool.minConnections (\(minConnections)) is above apns.pool.maxConnections (\(maxConnections))")
         }
         apns = APNs(
             credentials: credentials, endpoints: endpoints, caFile: settings.string("apns.caFile"),
-            insecureSkipVerify: settings.bool("apns.insecureSkipVerify", default: false),
+            insecureSkipVerify: settings.bool("apns.insecureSkipVerify", default: apnsDefaults.insecureSkipVerify),
             minConnections: minConnections, maxConnections: maxConnections,
-            connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: .seconds(10), range: 100...120_000)
+            connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000)
         )
 
         var relay = RelayConfiguration(topics: topics)
-        relay.maxEventBytes = settings.int("relay.maxEventBytes", default: 64 * 1024, range: 1...(64 * 1024))
-        relay.maxDeadLetterBytes = settings.int("relay.maxDeadLetterBytes", default: 900 * 1024, range: 1024...(64 << 20))
-        relay.requestTimeout = settings.milliseconds("relay.requestTimeoutMs", default: .seconds(10), range: 100...300_000)
-        relay.inFlight = InFlightGate.Limits(
-            maxEvents: settings.int("relay.maxInFlightEvents", default: 10_000, range: 1...1_000_000),
-            maxBytes: settings.int("relay.maxInFlightBytes", default: 64 << 20, range: 1024...(8 << 30))
-        )
-        relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: .seconds(20), range: 0...600_000)
-        relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: .seconds(10), range: 0...600_000)
-        relay.retry = RetryPolicy(
-            maxAttempts: settings.int("relay.retry.maxAttempts", default: 8, range: 1...100),
-            initialBackoff: settings.milliseconds("relay.retry.initialBackoffMs", default: .milliseconds(100), range: 1...600_000),
-            maxBackoff: settings.milliseconds("relay.retry.maxBackoffMs", default: .seconds(30), range: 1...3_600_000)
-        )
-        relay.tokenRemoval.badDeviceTokenPercent = settings.int("relay.tokenRemoval.badDeviceTokenPercent", default: 50, range: 1...100)
-        relay.tokenRemoval.minimumSample = settings.int("relay.tokenRemoval.minimumSample", default: 200, range: 1...1_000_000)
-        relay.tokenRemoval.window = settings.milliseconds("relay.tokenRemoval.windowMs", default: .seconds(60), range: 1000...3_600_000)
+        // Each key's default is the value RelayConfiguration starts with.
+        relay.maxEventBytes = settings.int("relay.maxEventBytes", default: relay.maxEventBytes, range: 1...(64 * 1024))
+        relay.maxDeadLetterBytes = settings.int("relay.maxDeadLetterBytes", default: relay.maxDeadLetterBytes, range: 1024...(64 << 20))
+        relay.requestTimeout = settings.milliseconds("relay.requestTimeoutMs", default: relay.requestTimeout, range: 100...300_000)
+        relay.inFlight.maxEvents = settings.int("relay.maxInFlightEvents", default: relay.inFlight.maxEvents, range: 1...1_000_000)
+        relay.inFlight.maxBytes = settings.int("relay.maxInFlightBytes", default: relay.inFlight.maxBytes, range: 1024...(8 << 30))
+        relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: relay.drainTimeout, range: 0...600_000)
+        relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: relay.revocationDrainTimeout, range: 0...600_000)
+        relay.retry.maxAttempts = settings.int("relay.retry.maxAttempts", default: relay.retry.maxAttempts, range: 1...100)
+        relay.retry.initialBackoff = settings.milliseconds("relay.retry.initialBackoffMs", default: relay.retry.initialBackoff, range: 1...600_000)
+        relay.retry.maxBackoff = settings.milliseconds("relay.retry.maxBackoffMs", default: relay.retry.maxBackoff, range: 1...3_600_000)
+        relay.tokenRemoval.badDeviceTokenPercent = settings.int("relay.tokenRemoval.badDeviceTokenPercent", default: relay.tokenRemoval.badDeviceTokenPercent, range: 1...100)
+        relay.tokenRemoval.minimumSample = settings.int("relay.tokenRemoval.minimumSample", default: relay.tokenRemoval.minimumSample, range: 1...1_000_000)
+        relay.tokenRemoval.window = settings.milliseconds("relay.tokenRemoval.windowMs", default: relay.tokenRemoval.window, range: 1000...3_600_000)
         self.relay = relay
 
+        let adminDefaults = Admin()
         admin = Admin(
-            host: settings.string("admin.host", default: "0.0.0.0"),
-            port: settings.int("admin.port", default: 9090, range: 0...65535)
+            host: settings.string("admin.host", default: adminDefaults.host),
+            port: settings.int("admin.port", default: adminDefaults.port, range: 0...65535)
         )
-        logLevel = settings.oneOf("log.level", default: "info", Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
-        logFormat = settings.oneOf("log.format", default: .json, ["json": .json, "text": .text])
+        logLevel = settings.oneOf("log.level", default: logLevel, Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
+        logFormat = settings.oneOf("log.format", default: logFormat, ["json": .json, "text": .text])
+        defaults = settings.defaults
         settings.checkUnknownKeys(credentials: named)
         try settings.checkNoProblems()
     }
@@ -207,7 +219,7 @@ package struct RelayAppConfiguration: Sendable {
                 settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
                 return nil
             }
-            let minutes = settings.int(prefix + "token.rotationMinutes", default: 30, range: 20...35)
+            let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...35)
             return APNs.Credential(
                 name: name, keyPrefix: prefix,
                 auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),

@@ -25,6 +25,8 @@ final class SettingsReader {
     private(set) var problems: [String] = []
     /// Every key read or declared: the keys this configuration knows.
     private(set) var known: Set<String> = []
+    /// The default of every key read with one, as text (durations in milliseconds, lists comma-separated).
+    private(set) var defaults: [String: String] = [:]
     /// Keys whose value was refused (a later "is required" about them would only repeat it).
     private(set) var refused: Set<String> = []
 
@@ -92,6 +94,7 @@ final class SettingsReader {
     }
 
     func string(_ key: String, default value: String) -> String {
+        defaults[key] = value
         guard check(key, .text) else { return value }
         return reader.string(forKey: ConfigKey(key)) ?? value
     }
@@ -102,6 +105,7 @@ final class SettingsReader {
     }
 
     func int(_ key: String, default value: Int, range: ClosedRange<Int>? = nil) -> Int {
+        defaults[key] = String(value)
         guard check(key, .integer), present(key) else { return value }
         guard let number = reader.int(forKey: ConfigKey(key)) else {
             invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not an integer")
@@ -120,6 +124,7 @@ final class SettingsReader {
     }
 
     func bool(_ key: String, default value: Bool) -> Bool {
+        defaults[key] = String(value)
         guard check(key, .flag), present(key) else { return value }
         guard let flag = reader.bool(forKey: ConfigKey(key)) else {
             invalid(key, "'\(reader.string(forKey: ConfigKey(key)) ?? "?")' is not true or false")
@@ -130,6 +135,7 @@ final class SettingsReader {
 
     /// A list, written in files as a list and in the environment or flags as comma-separated text.
     func list(_ key: String, default value: [String]) -> [String] {
+        defaults[key] = value.joined(separator: ",")
         guard check(key, .list) else { return value }
         let items = reader.stringArray(forKey: ConfigKey(key)) ?? reader.string(forKey: ConfigKey(key)).map { [$0] } ?? value
         return items.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -149,6 +155,8 @@ final class SettingsReader {
     }
 
     func oneOf<T>(_ key: String, default value: T, _ choices: [String: T]) -> T {
+        let name = String(describing: value)
+        defaults[key] = choices.first { String(describing: $0.value) == name }?.key ?? name
         guard check(key, .text), let text = reader.string(forKey: ConfigKey(key)) else { return value }
         guard let choice = choices[text] else {
             invalid(key, "'\(text)' is not one of \(choices.keys.sorted().joined(separator: ", "))")
