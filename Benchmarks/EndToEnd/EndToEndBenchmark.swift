@@ -129,7 +129,7 @@ func throughput() async throws {
     }
 
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
-    let tally = ResultTally(resultsTopic: options.topics.results, keepTimings: true)
+    var tally = ResultTally(resultsTopic: options.topics.results, keepTimings: true)
     let relay = try RelayUnderTest(sandbox)
     let started = ContinuousClock.now
     try await tally.collect(from: reader, untilResults: count, timeout: .seconds(900))
@@ -180,7 +180,7 @@ func backpressure() async throws {
     try await sandbox.produce(makeEvents(count, payload: 300))
     sandbox.apns.faults.withholdAllReplies = true
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
-    let tally = ResultTally(resultsTopic: options.topics.results)
+    var tally = ResultTally(resultsTopic: options.topics.results)
     let relay = try RelayUnderTest(sandbox)
     var samples: [Double] = []
     let started = ContinuousClock.now

@@ -6,9 +6,8 @@ import Relay
 /// result with the event's key), so fault runs can check "every event has a terminal result" and count
 /// duplicates, and benchmarks can read the timings.
 ///
-/// Not thread-safe: owned by the task that reads the output topics.
-// @unchecked Sendable: used by one task at a time (the one collecting output); never shared concurrently.
-package final class ResultTally: @unchecked Sendable {
+/// A value: each task that reads output keeps its own (`var tally`), so nothing is shared.
+package struct ResultTally: Sendable {
     package private(set) var resultsByKey: [String: Int] = [:]
     package private(set) var results = 0
     package private(set) var outcomes: [String: Int] = [:]
@@ -58,7 +57,7 @@ package final class ResultTally: @unchecked Sendable {
 
     /// Reads output until every key in `expected` has a result, or `timeout` passes.
     /// - Throws: `RelayError` naming how many (and a few of which) keys were still without a result.
-    package func collect(from reader: OutputReader, expected: Set<String>, timeout: Duration) async throws {
+    package mutating func collect(from reader: OutputReader, expected: Set<String>, timeout: Duration) async throws {
         consumed = 0
         var remaining = expected.subtracting(resultsByKey.keys)
         do {
@@ -78,7 +77,7 @@ package final class ResultTally: @unchecked Sendable {
     }
 
     /// Reads output until `count` results arrived in total (any keys), or `timeout` passes.
-    package func collect(from reader: OutputReader, untilResults count: Int, timeout: Duration) async throws {
+    package mutating func collect(from reader: OutputReader, untilResults count: Int, timeout: Duration) async throws {
         consumed = 0
         _ = try await reader.collect(timeout: timeout) { records in
             while consumed < records.count {
@@ -89,7 +88,7 @@ package final class ResultTally: @unchecked Sendable {
         }
     }
 
-    private func add(_ record: OutputReader.Record) {
+    private mutating func add(_ record: OutputReader.Record) {
         guard record.topic == resultsTopic else { return }
         let key = record.key.map { String(decoding: $0, as: UTF8.self) } ?? ""
         resultsByKey[key, default: 0] += 1

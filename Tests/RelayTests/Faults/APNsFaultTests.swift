@@ -29,7 +29,7 @@ extension FaultTests {
                     let events = faultEvents((phase * perPhase)..<((phase + 1) * perPhase), prefix: "a")
                     phase += 1
                     let before = apns.statistics
-                    let tally = ResultTally(resultsTopic: results)
+                    var tally = ResultTally(resultsTopic: results)
                     await arm()
                     async let producing: Void = produceSpread(sandbox, events, batches: 4, spacing: .milliseconds(300))
                     if let during { try await during() }

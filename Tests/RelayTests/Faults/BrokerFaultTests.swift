@@ -23,7 +23,7 @@ extension FaultTests {
             let allTopics = Array(Set(topics.input + [topics.results, topics.removedTokens, topics.deadLetters]))
             let events = faultEvents(0..<count, prefix: "b")
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let tally = ResultTally(resultsTopic: topics.results)
+            var tally = ResultTally(resultsTopic: topics.results)
             var faults = 0
             try await withRelay(sandbox, groupID: group, overrides: [
                 "relay.maxInFlightEvents": String(maxInFlight), "kafka.autoCommitIntervalMs": "200",

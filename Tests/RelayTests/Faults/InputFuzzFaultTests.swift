@@ -22,7 +22,7 @@ extension FaultTests {
         options.partitions = FaultSize.pick(reduced: 6, full: 24)
         try await withSandbox(options, logger: logger) { sandbox in
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             let started = ContinuousClock.now
             try await withRelay(sandbox, overrides: ["relay.requestTimeoutMs": "2000", "relay.retry.maxAttempts": "3"], logger: logger) { _ in
                 try await sandbox.produce(events)

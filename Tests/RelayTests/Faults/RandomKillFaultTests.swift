@@ -22,7 +22,7 @@ extension FaultTests {
             environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "100"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             let stream = try EventStream(sandbox: sandbox, logger: logger)
             // 300 events/s for as long as the kills take (at most 10000 per partition: the mock keeps ~5 MB each).
             async let streamed = stream.run(batch: 30, interval: .milliseconds(100), limit: 6 * 10_000) { n in

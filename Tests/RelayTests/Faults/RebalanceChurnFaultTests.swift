@@ -23,7 +23,7 @@ extension FaultTests {
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let events = faultEvents(0..<count, prefix: "r")
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             var relays = [try RelayProcess(environment: environment)]
             var joins = 1
             var leaves = 0

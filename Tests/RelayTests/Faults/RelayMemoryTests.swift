@@ -21,7 +21,7 @@ struct RelayMemoryTests {
             environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = "500"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             let relay = try RelayProcess(environment: environment)
 
             // Warm-up: connections, buffers, allocator arenas reach their working size.
