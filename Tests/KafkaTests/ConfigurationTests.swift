@@ -89,8 +89,8 @@ struct LoggingTests {
     /// A refused connection shows up in the log (through the log callback) and at the error handler.
     @Test(.timeLimit(.minutes(1)))
     func librdkafkaLogsAndErrorsAreBridged() async throws {
-        let records = RecordingLogHandler.Storage()
-        var logger = Logger(label: "test.bridge") { _ in RecordingLogHandler(storage: records) }
+        let records = LogRecorder()
+        var logger = records.logger(label: "test.bridge")
         logger.logLevel = .debug
         let errors = EventRecorder<KafkaError>()
         // Port 1 on loopback: refused immediately, no network involved.
@@ -99,34 +99,9 @@ struct LoggingTests {
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
         try await errors.waitUntil("an error callback for the refused connection", within: .seconds(10)) { !$0.isEmpty }
         #expect(errors.entries.contains { $0.responseCode == .brokerTransport || $0.responseCode == .allBrokersDown })
-        try await records.recorder.waitUntil("a librdkafka log line about the connection", within: .seconds(10)) {
+        try await records.records.waitUntil("a librdkafka log line about the connection", within: .seconds(10)) {
             $0.contains { $0.source == "librdkafka" && $0.message.contains("127.0.0.1:1") }
         }
         try? await producer.close(timeout: .milliseconds(100))
-    }
-}
-
-struct RecordingLogHandler: LogHandler {
-    struct Record: Sendable {
-        var level: Logger.Level
-        var message: String
-        var source: String
-    }
-
-    final class Storage: Sendable {
-        let recorder = EventRecorder<Record>()
-    }
-
-    let storage: Storage
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        storage.recorder.append(Record(level: event.level, message: "\(event.message)", source: event.source))
     }
 }

@@ -2,6 +2,7 @@ import APNsCore
 import Logging
 import RelayApp
 import Synchronization
+import TestSupport
 import Testing
 @testable import Relay
 
@@ -238,7 +239,7 @@ import Testing
         let clock = Clock()
         var configuration = TokenRemovalGuard.Configuration()
         configuration.minimumSample = 10
-        let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger, clock: { clock.now })
+        let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger(), clock: { clock.now })
         func allows(_ report: DeliveryReport) -> Bool {
             screen.allowsRemoval(after: report, credential: "acme", environment: .production)
         }
@@ -255,33 +256,5 @@ import Testing
         for _ in 0..<19 { _ = allows(Self.delivered) }
         #expect(allows(Self.badDeviceToken), "1 of 21 answers: published again")
         #expect(log.lines(.critical).count == 1 && log.lines(.warning).count == 1)
-    }
-}
-
-/// Keeps what a `Logger` logs, per level.
-final class LogRecorder: Sendable {
-    private let records = Mutex<[(Logger.Level, String)]>([])
-
-    var logger: Logger {
-        Logger(label: "recorded") { _ in Handler(recorder: self) }
-    }
-
-    func lines(_ level: Logger.Level) -> [String] {
-        records.withLock { $0.filter { $0.0 == level }.map(\.1) }
-    }
-
-    private struct Handler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            recorder.records.withLock { $0.append((event.level, "\(event.message)")) }
-        }
     }
 }

@@ -4,43 +4,35 @@ import Testing
 
 /// `apns-relay validate` and `apns-relay run`'s start-up checks, run as a user runs them.
 @Suite struct CommandLineTests {
-    private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = try RelayProcess.binary()
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+    /// `apns-relay` with `arguments`: its exit status and everything it printed.
+    private func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+        let result = try await runProcess(try RelayProcess.binary().path, arguments, environment: environment)
+        return (result.status, result.stdout + result.stderr)
     }
 
     private func examples(_ kind: String) -> [String] {
         Checkout.examples("notification-event", kind).map { Checkout.root.appendingPathComponent("Schemas/examples/\($0.name)").path }
     }
 
-    @Test func validateAcceptsTheSchemasExamples() throws {
+    @Test func validateAcceptsTheSchemasExamples() async throws {
         let files = examples("valid")
         try #require(!files.isEmpty)
-        let (status, output) = try run(["validate"] + files)
+        let (status, output) = try await run(["validate"] + files)
         #expect(status == 0, "\(output)")
         #expect(output.contains("\(files.count) valid, 0 invalid"), "\(output)")
     }
 
-    @Test func validateRefusesEveryCounterExampleAndSaysWhere() throws {
+    @Test func validateRefusesEveryCounterExampleAndSaysWhere() async throws {
         let files = examples("invalid")
         try #require(!files.isEmpty)
-        let (status, output) = try run(["validate"] + files)
+        let (status, output) = try await run(["validate"] + files)
         #expect(status == 1)
         #expect(output.contains("0 valid, \(files.count) invalid"), "\(output)")
         #expect(output.contains("/deviceToken") || output.contains("/pushType"), "errors name a JSON pointer: \(output)")
     }
 
-    @Test func runRefusesABadSettingWithTheKeyNamed() throws {
-        let (status, output) = try run(["run"], environment: [
+    @Test func runRefusesABadSettingWithTheKeyNamed() async throws {
+        let (status, output) = try await run(["run"], environment: [
             "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS": "lots",
             "APNS_RELAY_APNS_TOKEN_KEY_ID": "ABC123DEFG", "APNS_RELAY_APNS_TOKEN_TEAM_ID": "DEF123GHIJ",
             "APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": "/k.p8",
@@ -49,8 +41,8 @@ import Testing
         #expect(output.contains("relay.maxInFlightEvents"), "\(output)")
     }
 
-    @Test func runRefusesAMissingKeyFileClearly() throws {
-        let (status, output) = try run(["run"], environment: [
+    @Test func runRefusesAMissingKeyFileClearly() async throws {
+        let (status, output) = try await run(["run"], environment: [
             "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "APNS_RELAY_APNS_TOKEN_KEY_ID": "ABC123DEFG",
             "APNS_RELAY_APNS_TOKEN_TEAM_ID": "DEF123GHIJ", "APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": "/nonexistent/key.p8",
             "APNS_RELAY_ADMIN_PORT": "0",
@@ -62,14 +54,9 @@ import Testing
     // MARK: Start-up checks come before any Kafka client
 
     /// Settings that would start a relay (a real signing key; a broker nobody listens on), plus `extra`.
-    private func startable(_ directory: String, _ extra: [String: String]) throws -> [String: String] {
+    private func startable(_ directory: String, _ extra: [String: String]) async throws -> [String: String] {
         let keyFile = directory + "/AuthKey.p8"
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0, "openssl made no signing key")
+        try await runProcess("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile], check: true)
         return [
             "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "APNS_RELAY_APNS_TOKEN_KEY_ID": "ABC123DEFG",
             "APNS_RELAY_APNS_TOKEN_TEAM_ID": "DEF123GHIJ", "APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": keyFile,
@@ -102,7 +89,7 @@ import Testing
         defer { listener.close() }
         try await withDirectory { directory in
             try await expectQuietFailure(
-                try startable(directory, ["APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(listener.port)]),
+                try await startable(directory, ["APNS_RELAY_ADMIN_HOST": "127.0.0.1", "APNS_RELAY_ADMIN_PORT": String(listener.port)]),
                 saying: "admin port \(listener.port) on 127.0.0.1 is in use (admin.port)"
             )
         }
@@ -113,7 +100,7 @@ import Testing
             let badKey = directory + "/bad.p8"
             try "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n".write(toFile: badKey, atomically: true, encoding: .utf8)
             try await expectQuietFailure(
-                try startable(directory, ["APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": badKey]),
+                try await startable(directory, ["APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": badKey]),
                 saying: "cannot parse the APNs signing key '\(badKey)' (apns.token.privateKeyFile, key id ABC123DEFG)"
             )
         }
@@ -122,7 +109,7 @@ import Testing
     @Test func aMissingCAFileFailsTheStartNamingFileAndKey() async throws {
         try await withDirectory { directory in
             try await expectQuietFailure(
-                try startable(directory, ["APNS_RELAY_APNS_CA_FILE": directory + "/missing-ca.pem"]),
+                try await startable(directory, ["APNS_RELAY_APNS_CA_FILE": directory + "/missing-ca.pem"]),
                 saying: "the CA file '\(directory)/missing-ca.pem' (apns.caFile) does not exist or cannot be read"
             )
         }
@@ -130,7 +117,7 @@ import Testing
 
     @Test func anUnknownVariableFailsTheStartWithASuggestion() async throws {
         try await withDirectory { directory in
-            var environment = try startable(directory, [:])
+            var environment = try await startable(directory, [:])
             environment["APNS_RELAY_KAFKA_BOOTSTRAP_SERVER"] = environment.removeValue(forKey: "APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS")
             try await expectQuietFailure(environment, saying: "did you mean APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS (kafka.bootstrapServers)?")
         }

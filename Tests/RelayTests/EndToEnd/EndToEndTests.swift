@@ -38,7 +38,7 @@ struct EndToEndTests {
             let statistics = sandbox.apns.statistics
             #expect(statistics.accepted == count)
             #expect(statistics.acceptedByDeviceToken.values.allSatisfy { $0 == 1 }, "APNs accepted each notification once")
-            do { let problems = try validateWithPython(results.map(\.value), schema: "delivery-result.schema.json"); #expect(problems.isEmpty, "\(problems)") }
+            do { let problems = try await validateWithPython(results.map(\.value), schema: "delivery-result.schema.json"); #expect(problems.isEmpty, "\(problems)") }
         }
     }
 
@@ -90,7 +90,7 @@ struct EndToEndTests {
                 }
             }
             #expect(results["good"]?.json?["outcome"] as? String == "delivered", "the partition kept flowing")
-            do { let problems = try validateWithPython(records.filter { $0.topic == topics.results }.map(\.value), schema: "delivery-result.schema.json"); #expect(problems.isEmpty, "\(problems)") }
+            do { let problems = try await validateWithPython(records.filter { $0.topic == topics.results }.map(\.value), schema: "delivery-result.schema.json"); #expect(problems.isEmpty, "\(problems)") }
         }
     }
 
@@ -128,7 +128,7 @@ struct EndToEndTests {
             #expect(goneRecord["reason"] as? String == "Unregistered")
             #expect(goneRecord["id"] as? String == "gone")
             #expect(removed[otherEnvironment]?["reason"] as? String == "BadDeviceToken")
-            do { let problems = try validateWithPython(records.filter { $0.topic == topics.removedTokens }.map(\.value), schema: "token-removed.schema.json"); #expect(problems.isEmpty, "\(problems)") }
+            do { let problems = try await validateWithPython(records.filter { $0.topic == topics.removedTokens }.map(\.value), schema: "token-removed.schema.json"); #expect(problems.isEmpty, "\(problems)") }
         }
     }
 

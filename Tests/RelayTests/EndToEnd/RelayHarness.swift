@@ -4,6 +4,7 @@ import Relay
 import RelayApp
 import RelaySandbox
 import ServiceLifecycle
+import TestSupport
 import Testing
 
 /// Runs a relay (in this process) against a sandbox for the duration of `body`, then shuts it down
@@ -56,7 +57,7 @@ extension OutputReader.Record {
 
 /// Validates JSON records against a schema file with Python's `jsonschema` (an implementation independent
 /// of ours). `make test` creates `.venv` with it; without it the check fails rather than passes silently.
-func validateWithPython(_ records: [[UInt8]], schema: String) throws -> [String] {
+func validateWithPython(_ records: [[UInt8]], schema: String) async throws -> [String] {
     let python = Checkout.root.appendingPathComponent(".venv/bin/python").path
     let interpreter = FileManager.default.isExecutableFile(atPath: python) ? python : "/usr/bin/python3"
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("records-\(UUID().uuidString)")
@@ -76,16 +77,9 @@ func validateWithPython(_ records: [[UInt8]], schema: String) throws -> [String]
                 print(f"record {n}: {'/'.join(map(str, e.path))}: {e.message}")
         sys.exit(1 if bad else 0)
         """
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: interpreter)
-    process.arguments = ["-c", script, Checkout.schemaFile(schema).path, lines.path]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    if process.terminationStatus != 0 && output.isEmpty { return ["python exited \(process.terminationStatus)"] }
+    let result = try await runProcess(interpreter, ["-c", script, Checkout.schemaFile(schema).path, lines.path])
+    let output = result.stdout + result.stderr
+    if result.status != 0 && output.isEmpty { return ["python exited \(result.status)"] }
     return output.split(separator: "\n").map(String.init)
 }
 

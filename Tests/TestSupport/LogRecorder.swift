@@ -1,0 +1,40 @@
+import Logging
+
+/// Keeps what a `Logger` logs, to read back or wait for.
+public final class LogRecorder: Sendable {
+    public struct Record: Sendable {
+        public var level: Logger.Level
+        public var message: String
+        /// The logging module (or the `source` the caller passed, e.g. `librdkafka`).
+        public var source: String
+    }
+
+    public let records = EventRecorder<Record>()
+
+    public init() {}
+
+    /// A logger whose every line (from `trace` up) lands here.
+    public func logger(label: String = "recorded") -> Logger {
+        Logger(label: label) { _ in Handler(recorder: self) }
+    }
+
+    /// The messages logged at `level`.
+    public func lines(_ level: Logger.Level) -> [String] {
+        records.entries.filter { $0.level == level }.map(\.message)
+    }
+
+    private struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            recorder.records.append(Record(level: event.level, message: "\(event.message)", source: event.source))
+        }
+    }
+}
