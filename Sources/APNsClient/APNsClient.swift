@@ -42,11 +42,14 @@ public final class APNsClient: Sendable {
 
     /// Sends one notification to its environment and returns APNs' answer (success or error response).
     ///
-    /// Suspends (never blocks a thread) while every connection is full. Requests APNs provably did not
-    /// process are resent on another connection before `deadline`; nothing else is retried here.
+    /// Suspends (never blocks a thread) while every connection is full or the adaptive concurrency limit
+    /// is reached, at most until `deadline` (then `.notSent`: nothing went out). Once sent, the request
+    /// has as long for its answer as `deadline` allowed when `send` was called (`.timedOut` after that:
+    /// APNs may have it). Requests APNs provably did not process are resent on another connection before
+    /// `deadline`; nothing else is retried here.
     /// - Throws: `APNsClientError` with `code == .transport` and a `transportFailure`
-    ///   (`.timedOut` when `deadline` passes, `.connectFailed`, `.connectionLost`, `.notProcessed`,
-    ///   `.streamRefused`), or `.shutdown`.
+    ///   (`.notSent`, `.timedOut`, `.connectFailed`, `.connectionLost`, `.notProcessed`, `.streamRefused`),
+    ///   or `.shutdown`.
     public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         let pool = pools[notification.environment]!
         let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host)

@@ -56,6 +56,13 @@ public struct APNsClientConfiguration: Sendable {
         public var maxTimeoutsPerConnection = 3
         /// Retire a connection whose latency is this many times the pool's median (with ≥ 3 connections).
         public var latencyOutlierFactor = 4.0
+        /// Bound the requests in flight by a limit learned from APNs' latency (`ConcurrencyLimit`): a slow
+        /// APNs then sees a short queue, and the rest wait here, unsent, instead of timing out there and
+        /// being resent (a duplicate push). Off: only MAX_CONCURRENT_STREAMS × connections bounds them.
+        public var adaptiveConcurrency = true
+        /// Answers slower than this shrink the adaptive limit whatever APNs' usual latency; keep it well
+        /// below the request timeout (the relay uses a quarter of it).
+        public var congestionLatency: Duration = .milliseconds(2500)
         public init() {}
     }
 

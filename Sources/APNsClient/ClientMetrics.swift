@@ -16,6 +16,10 @@ struct ClientMetrics: Sendable {
     let connectionsReady = Gauge(label: "apns_client_connections", dimensions: [("state", "ready")])
     let connectionsDraining = Gauge(label: "apns_client_connections", dimensions: [("state", "draining")])
     let streamsInUse = Gauge(label: "apns_client_streams_in_use")
+    /// The adaptive limit on requests in flight (per pool; the last pool to change it reports).
+    let concurrencyLimit = Gauge(label: "apns_client_concurrency_limit")
+    /// Requests that waited for the limit or a stream.
+    let queuedForLimit = Counter(label: "apns_client_requests_queued_total")
 
     func response(_ response: APNsResponseSummary) {
         Counter(label: "apns_client_responses_total", dimensions: [("status", response.status), ("reason", response.reason)]).increment()

@@ -6,6 +6,9 @@ public enum TransportFailure: Hashable, Sendable {
     case streamRefused
     /// No response before the request's deadline. APNs may have delivered it.
     case timedOut
+    /// The deadline passed before the request got a stream (the pool's concurrency limit or the peer's
+    /// MAX_CONCURRENT_STREAMS was in use): it never left this process, so resending cannot duplicate it.
+    case notSent
     /// TCP, TLS or HTTP/2 set-up failed.
     case connectFailed
     /// The connection closed with the request in flight. APNs may have delivered it.
@@ -36,6 +39,16 @@ public enum RetryStrategy: Hashable, Sendable {
     case replaceConnection
     /// The provider token was stale: refresh the connection's token and resend once.
     case refreshToken
+}
+
+extension TransportFailure {
+    /// Whether APNs may have received the request: resending it may then push the notification twice.
+    public var mayHaveReachedAPNs: Bool {
+        switch self {
+        case .timedOut, .connectionLost: true
+        case .notProcessed, .streamRefused, .notSent, .connectFailed: false
+        }
+    }
 }
 
 extension DeliveryDecision {
@@ -69,6 +82,8 @@ extension DeliveryDecision {
         switch failure {
         case .notProcessed, .streamRefused:
             self = .retry(.resendNow)
+        case .notSent:
+            self = .retry(.backoff)
         case .timedOut, .connectFailed, .connectionLost:
             self = .retry(.backoff)
         }

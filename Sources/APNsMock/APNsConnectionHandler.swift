@@ -159,7 +159,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     func loadBatchSettings() {
         (latency, stallFlowControl, goAwayAfterStreams, dropLimitAfterRejection) = server.faults.batchSettings()
-        delaysOutput = latency.map { $0.rtt > .zero || $0.jitter > .zero } ?? false
+        delaysOutput = latency.map { $0.rtt > .zero || $0.jitter > .zero || $0.answersPerSecond != nil } ?? false
         batchLoaded = true
     }
 
@@ -326,6 +326,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             emit(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedConnectionWindow)))
             unreturnedConnectionWindow = 0
         }
+        let answered = answeredSinceFlush
         answeredSinceFlush = 0
         let close = closeAfterOutbox
         closeAfterOutbox = false
@@ -345,6 +346,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             delay = delay + .nanoseconds(Int64(random.next() % UInt64(2 * jitter + 1)) - jitter)
         }
         var deadline = NIODeadline.now() + max(delay, .zero)
+        if let rate = latency.answersPerSecond, answered > 0 {
+            deadline = server.answerQueueDeadline(answers: answered, rate: rate) + max(delay, .zero)
+        }
         // Keep replies in order even when jitter would reorder batches.
         if deadline < lastDeliveryDeadline { deadline = lastDeliveryDeadline }
         lastDeliveryDeadline = deadline

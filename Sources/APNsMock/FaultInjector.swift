@@ -12,9 +12,14 @@ public final class FaultInjector: Sendable {
     public struct Latency: Sendable, Hashable {
         public var rtt: Duration
         public var jitter: Duration
-        public init(rtt: Duration, jitter: Duration = .zero) {
+        /// A server that answers at most this many requests per second, in arrival order over all its
+        /// connections (a slow or degraded APNs): what arrives faster waits there, and its answer comes
+        /// when its turn has passed, plus `rtt`. `nil`: no limit.
+        public var answersPerSecond: Int?
+        public init(rtt: Duration, jitter: Duration = .zero, answersPerSecond: Int? = nil) {
             self.rtt = rtt
             self.jitter = jitter
+            self.answersPerSecond = answersPerSecond
         }
     }
 

@@ -18,10 +18,21 @@ final class MockServerContext: Sendable {
     private let maxStreams: Atomic<Int>
     private let connections = Mutex<[Int: ConnectionHandle]>([:])
     private let nextConnectionID = Atomic<Int>(0)
+    /// When the emulated server's answer queue is next free (`FaultInjector.Latency.answersPerSecond`).
+    private let answerQueueFree = Mutex(NIODeadline.uptimeNanoseconds(0))
 
     struct ConnectionHandle: Sendable {
         var channel: any Channel
         var handler: NIOLoopBound<APNsConnectionHandler>
+    }
+
+    /// When `answers` more answers are done by a server answering `rate` per second, first come first
+    /// served over all connections.
+    func answerQueueDeadline(answers: Int, rate: Int) -> NIODeadline {
+        answerQueueFree.withLock { free in
+            free = max(free, .now()) + .nanoseconds(Int64(answers) * 1_000_000_000 / Int64(max(1, rate)))
+            return free
+        }
     }
 
     init(configuration: APNsMockConfiguration, logger: Logger) {

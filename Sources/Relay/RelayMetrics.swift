@@ -7,6 +7,8 @@ import Synchronization
 struct RelayMetrics: Sendable {
     let consumed = Counter(label: "apns_relay_events_consumed_total")
     let retries = Counter(label: "apns_relay_delivery_retries_total")
+    /// Resends after an attempt APNs may have received (timed out or connection lost after sending).
+    let possibleDuplicatePushes = Counter(label: "apns_relay_possible_duplicate_pushes_total")
     let publishFailures = Counter(label: "apns_relay_producer_delivery_failures_total")
     let removedTokens = Counter(label: "apns_relay_removed_tokens_total")
     let deadLetters = Counter(label: "apns_relay_dead_letters_total")

@@ -291,6 +291,7 @@ package final class RelayService: Service, Sendable {
                 return
             }
             if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
+            if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
             if report.response != nil {
                 connectFailureStreak.store(0, ordering: .relaxed)
                 metrics.connectFailureStreak.record(0)

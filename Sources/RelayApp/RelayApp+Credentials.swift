@@ -78,6 +78,8 @@ extension RelayApp {
         client.pool.minConnections = apns.minConnections
         client.pool.maxConnections = apns.maxConnections
         client.connection.connectTimeout = apns.connectTimeout
+        client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
+        client.pool.congestionLatency = apns.congestionLatency
         return client
     }
 }

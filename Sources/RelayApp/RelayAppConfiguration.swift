@@ -63,6 +63,10 @@ package struct RelayAppConfiguration: Sendable {
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections
         package var connectTimeout = APNsClientConfiguration.Connection().connectTimeout
+        /// `apns.pool.adaptiveConcurrency`: bound requests in flight by a limit learned from APNs' latency.
+        package var adaptiveConcurrency = APNsClientConfiguration.Pool().adaptiveConcurrency
+        /// Answers slower than this shrink that limit: a quarter of `relay.requestTimeoutMs`.
+        package var congestionLatency = APNsClientConfiguration.Pool().congestionLatency
         /// `apns.token.rotationMinutes`.
         package static let tokenRotationMinutes = 30
     }
@@ -158,7 +162,8 @@ package struct RelayAppConfiguration: Sendable {
             credentials: credentials, endpoints: endpoints, caFile: settings.string("apns.caFile"),
             insecureSkipVerify: settings.bool("apns.insecureSkipVerify", default: apnsDefaults.insecureSkipVerify),
             minConnections: minConnections, maxConnections: maxConnections,
-            connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000)
+            connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000),
+            adaptiveConcurrency: settings.bool("apns.pool.adaptiveConcurrency", default: apnsDefaults.adaptiveConcurrency)
         )
 
         var relay = RelayConfiguration(topics: topics)
@@ -166,6 +171,7 @@ package struct RelayAppConfiguration: Sendable {
         relay.maxEventBytes = settings.int("relay.maxEventBytes", default: relay.maxEventBytes, range: 1...(64 * 1024))
         relay.maxDeadLetterBytes = settings.int("relay.maxDeadLetterBytes", default: relay.maxDeadLetterBytes, range: 1024...(64 << 20))
         relay.requestTimeout = settings.milliseconds("relay.requestTimeoutMs", default: relay.requestTimeout, range: 100...300_000)
+        apns.congestionLatency = relay.requestTimeout / 4
         relay.inFlight.maxEvents = settings.int("relay.maxInFlightEvents", default: relay.inFlight.maxEvents, range: 1...1_000_000)
         relay.inFlight.maxBytes = settings.int("relay.maxInFlightBytes", default: relay.inFlight.maxBytes, range: 1024...(8 << 30))
         relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: relay.drainTimeout, range: 0...600_000)

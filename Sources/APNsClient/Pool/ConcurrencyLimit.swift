@@ -5,16 +5,19 @@
 /// that queue short: the excess waits here, where waiting is harmless (never sent, never duplicated).
 ///
 /// The rule is additive increase, multiplicative decrease on latency (the idea behind Netflix's
-/// concurrency-limits AIMD and gradient limits): an answer within `tolerance` × the best recent latency
-/// while the limit is in use adds about one request per round trip; a slower answer, a timeout or an
-/// overload answer (429, 503) takes `backoffRatio` of the limit, at most once per round trip, so one burst
-/// of slow answers from the same window counts once. Any answer slower than `ceiling` is congestion whatever
-/// the baseline, so requests never wait near their timeout.
+/// concurrency-limits AIMD and gradient limits). Latency is smoothed (an average over the last few answers,
+/// as TCP smooths its round-trip time), so jitter is not mistaken for a queue. While the smoothed latency
+/// stays within `tolerance` × its best value and the limit is in use, each answer adds about one request per
+/// round trip (one per answer — doubling per round trip — until the first sign of congestion, as TCP's slow
+/// start, so a long link reaches its rate in a few round trips). A smoothed latency above that, an answer
+/// slower than `ceiling` (near the request timeout) or a timeout takes `backoffRatio` of the limit, at most
+/// once per round trip, so one burst of slow answers counts once. Answer statuses are not load signals
+/// (429 TooManyRequests is about one device token; a 503 comes back as fast as a 200).
 ///
-/// The baseline is the best latency seen. It is measured afresh only when a whole window of answers stayed
-/// slow while the limit was already near its minimum: then the path itself got slower (slow even with almost
-/// nothing in flight), and that becomes the normal. Under congestion the limit comes down long before that,
-/// so queueing is never mistaken for the path.
+/// The baseline is the best smoothed latency seen. It is measured afresh only when a whole window of answers
+/// stayed slow while the limit was already near its minimum: then the path itself got slower (slow even with
+/// almost nothing in flight), and that becomes the normal. Under congestion the limit comes down long before
+/// that, so queueing is never mistaken for the path.
 ///
 /// A value type: the pool keeps it under its lock and feeds it every outcome.
 struct ConcurrencyLimit: Sendable, Hashable {
@@ -24,7 +27,7 @@ struct ConcurrencyLimit: Sendable, Hashable {
         var maximum = 20_000
         /// What a decrease keeps of the limit.
         var backoffRatio = 0.9
-        /// An answer slower than this multiple of the best recent latency is a congestion signal.
+        /// A smoothed latency above this multiple of its best value is a congestion signal.
         var tolerance = 2.0
         /// Latencies below this never count as congestion (a fast path's jitter is not a queue).
         var latencyFloor: Duration = .milliseconds(20)
@@ -37,12 +40,16 @@ struct ConcurrencyLimit: Sendable, Hashable {
 
     let configuration: Configuration
     private var value: Double
-    /// The best latency (seconds) ever seen (the baseline), and of the current window.
+    /// The smoothed latency (seconds), its best value (the baseline), and its best in the current window.
+    private var smoothed: Double?
     private var best = Double.infinity
     private var windowBest = Double.infinity
     private var windowSamples = 0
+    private var samples = 0
     /// Answers still to come before another decrease may happen (about one round trip's worth).
     private var decreaseHold = 0
+    /// Until the first congestion signal the limit doubles per round trip.
+    private var slowStart = true
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -60,13 +67,15 @@ struct ConcurrencyLimit: Sendable, Hashable {
     /// An answer arrived after `latency`, with `inFlight` requests outstanding when it was sent.
     mutating func answered(after latency: Duration, inFlight: Int) {
         let seconds = Self.seconds(latency)
-        observe(seconds)
-        let slow = seconds > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
+        let average = smoothed.map { $0 + (seconds - $0) / 8 } ?? seconds
+        smoothed = average
+        observe(average)
+        let slow = average > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
         if slow || seconds > Self.seconds(configuration.ceiling) {
             decrease()
         } else if inFlight * 2 >= limit {
             // Only grow a limit that is used: an idle pool says nothing about what APNs sustains.
-            value = min(Double(configuration.maximum), value + 1 / value)
+            value = min(Double(configuration.maximum), value + (slowStart ? 1 : 1 / value))
         }
         if decreaseHold > 0 { decreaseHold -= 1 }
     }
@@ -79,13 +88,16 @@ struct ConcurrencyLimit: Sendable, Hashable {
 
     private mutating func decrease() {
         guard decreaseHold == 0 else { return }
+        slowStart = false
         value = max(Double(configuration.minimum), value * configuration.backoffRatio)
         // The answers already in flight were sent under the old limit: let them come back first.
         decreaseHold = limit
     }
 
     private mutating func observe(_ seconds: Double) {
-        best = min(best, seconds)
+        samples += 1
+        // The first answers of a fresh pool are its handshake's and warm-up's: the average settles first.
+        if samples >= 4 { best = min(best, seconds) }
         windowBest = min(windowBest, seconds)
         windowSamples += 1
         guard windowSamples >= configuration.baselineWindow else { return }

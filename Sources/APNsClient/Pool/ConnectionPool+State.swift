@@ -26,5 +26,9 @@ extension ConnectionPool {
         var shuttingDown = false
         var closedWaiters: [CheckedContinuation<Void, Never>] = []
         var lastMaintenance = ContinuousClock.now
+        /// Requests holding a stream now, over every connection.
+        var inFlight = 0
+        /// The adaptive bound on `inFlight`; `nil` when `adaptiveConcurrency` is off.
+        var limit: ConcurrencyLimit?
     }
 }

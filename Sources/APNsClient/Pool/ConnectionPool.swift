@@ -16,7 +16,7 @@ final class ConnectionPool: Sendable {
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, logger: Logger, metrics: ClientMetrics) {
@@ -26,23 +26,39 @@ final class ConnectionPool: Sendable {
         self.token = token
         self.logger = logger
         self.metrics = metrics
+        var state = State()
+        if configuration.pool.adaptiveConcurrency {
+            var limit = ConcurrencyLimit.Configuration()
+            limit.ceiling = configuration.pool.congestionLatency
+            state.limit = ConcurrencyLimit(configuration: limit)
+            metrics.concurrencyLimit.record(limit.initial)
+        }
+        self.state = Mutex(state)
     }
 
     /// Sends on the best connection, resending never-processed requests on another one.
+    ///
+    /// `deadline` bounds the wait for a connection and a free stream (`notSent` when it passes: nothing was
+    /// sent). Once sent, the request has as long for its answer as the deadline allowed when `send` was
+    /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
+    /// have it and a resend may push it twice.
     func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        let budget = max(.zero, deadline - ContinuousClock.now)
         var resends = 0
         while true {
             let connection = try await acquire(deadline: deadline)
+            let sent = ContinuousClock.now
+            let answerDeadline = max(deadline, sent + budget)
             let result: Result<APNsResponse, APNsClientError>
             do {
-                result = .success(try await connection.send(request, deadline: deadline))
+                result = .success(try await connection.send(request, deadline: answerDeadline))
             } catch let error as APNsClientError {
                 result = .failure(error)
             } catch {
-                release(connection, result: .failure(APNsClientError(transport: .timedOut, "cancelled")), countsAsTimeout: false)
+                release(connection, result: .failure(APNsClientError(transport: .timedOut, "cancelled")), latency: nil, countsAsTimeout: false)
                 throw error  // CancellationError: the caller gave up
             }
-            release(connection, result: result)
+            release(connection, result: result, latency: ContinuousClock.now - sent)
             switch result {
             case .success(let response):
                 return response
@@ -89,6 +105,7 @@ final class ConnectionPool: Sendable {
     /// has been given its last stream id gets no more requests (so none is queued where no stream can open
     /// for it); `release` retires it once its last request finished, and another one opens.
     private static func choose(_ s: inout State, streamBudget: Int) -> APNsConnection? {
+        if let limit = s.limit, s.inFlight >= limit.limit { return nil }
         var best: (id: Int, score: Double)?
         for (id, entry) in s.entries {
             let load = entry.connection.load
@@ -100,6 +117,7 @@ final class ConnectionPool: Sendable {
             if best == nil || score < best!.score { best = (id, score) }
         }
         guard let best else { return nil }
+        s.inFlight += 1
         s.entries[best.id]!.inFlight += 1
         s.entries[best.id]!.assigned += 1
         return s.entries[best.id]!.connection
@@ -140,6 +158,7 @@ final class ConnectionPool: Sendable {
                 let (immediate, startSweeper) = state.withLock { s -> (APNsConnection?, Bool) in
                     if let c = Self.choose(&s, streamBudget: streamBudget) { return (c, false) }
                     s.waiters.append(Waiter(id: id, deadline: deadline, continuation: continuation))
+                    metrics.queuedForLimit.increment()
                     guard !s.sweeperRunning else { return (nil, false) }
                     s.sweeperRunning = true
                     return (nil, true)
@@ -169,7 +188,7 @@ final class ConnectionPool: Sendable {
                     if let lastError {
                         waiter.continuation.resume(throwing: APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastError.message)"))
                     } else {
-                        waiter.continuation.resume(throwing: APNsClientError(transport: .timedOut, "no free stream before the deadline"))
+                        waiter.continuation.resume(throwing: APNsClientError(transport: .notSent, "no free stream before the deadline"))
                     }
                 }
                 if !keepGoing { return }
@@ -189,7 +208,10 @@ final class ConnectionPool: Sendable {
         for (w, c) in handOff { w.continuation.resume(returning: c) }
     }
 
-    private func release(_ connection: APNsConnection, result: Result<APNsResponse, APNsClientError>, countsAsTimeout: Bool = true) {
+    /// - Parameter latency: from the request's stream to its answer; `nil` when the caller gave up.
+    private func release(
+        _ connection: APNsConnection, result: Result<APNsResponse, APNsClientError>, latency: Duration?, countsAsTimeout: Bool = true
+    ) {
         var retire = false
         switch result {
         case .success(let response):
@@ -206,21 +228,44 @@ final class ConnectionPool: Sendable {
             logger.notice("retiring connection", metadata: ["apns.connection": "\(connection.id)"])
             connection.drain()
         }
-        let (open, exhausted) = state.withLock { s -> (Int, Bool) in
+        let (open, exhausted, newLimit) = state.withLock { s -> (Int, Bool, Int?) in
+            let limitBefore = s.limit?.limit
+            Self.learn(from: result, latency: latency, countsAsTimeout: countsAsTimeout, into: &s)
+            s.inFlight -= 1
             s.entries[connection.id]?.inFlight -= 1
             let exhausted = s.entries[connection.id].map { $0.assigned >= streamBudget && $0.inFlight == 0 } ?? false
             if ContinuousClock.now - s.lastMaintenance > .seconds(1) {
                 s.lastMaintenance = .now
                 retireLatencyOutliers(&s)
             }
-            return (retire || exhausted || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0, exhausted)
+            let newLimit = s.limit?.limit == limitBefore ? nil : s.limit?.limit
+            return (retire || exhausted || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0, exhausted, newLimit)
         }
+        if let newLimit { metrics.concurrencyLimit.record(newLimit) }
         if exhausted {
             logger.debug("retiring connection: its stream ids are used up", metadata: ["apns.connection": "\(connection.id)"])
             connection.drain()
         }
         for _ in 0..<open { openConnection() }
         dispatchWaiters()
+    }
+
+    /// Feeds one outcome to the adaptive limit: an answer's latency, or congestion (a timeout after the
+    /// request was sent). Answers' statuses say nothing about load here: 429 TooManyRequests is about one
+    /// device token, and a 503 comes as fast as a 200.
+    private static func learn(
+        from result: Result<APNsResponse, APNsClientError>, latency: Duration?, countsAsTimeout: Bool, into s: inout State
+    ) {
+        guard var limit = s.limit, let latency else { return }
+        switch result {
+        case .success:
+            limit.answered(after: latency, inFlight: s.inFlight)
+        case .failure(let error) where countsAsTimeout && error.transportFailure == .timedOut:
+            limit.congested()
+        case .failure:
+            return
+        }
+        s.limit = limit
     }
 
     private func retireLatencyOutliers(_ s: inout State) {

@@ -33,7 +33,7 @@ extension ConnectionIO {
                 completedSincePublish += 1
                 r.completeCancelled()
             } else if r.deadline <= now {
-                finish(r, .failure(APNsClientError(transport: .timedOut, "deadline passed while queued for a stream")))
+                finish(r, .failure(APNsClientError(transport: .notSent, "deadline passed while queued for a stream")))
                 timeoutsSincePublish += 1
             } else if r.deadline < next { next = r.deadline }
         }

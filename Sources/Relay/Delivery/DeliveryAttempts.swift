@@ -11,6 +11,9 @@ package struct DeliveryReport: Sendable, Hashable {
     package var attempts: Int
     /// The decision behind the outcome (e.g. whether a rejection also removes the token).
     package var decision: DeliveryDecision?
+    /// Resends after an attempt APNs may have received (a timeout or a lost connection after the request
+    /// was sent): each may have pushed the notification twice.
+    package var possibleDuplicates = 0
 }
 
 /// Sends one notification until it is delivered, finally refused, expired or out of attempts.
@@ -36,6 +39,7 @@ package struct DeliveryAttempts: Sendable {
         var generator = SystemRandomNumberGenerator()
         var attempt = 0
         var tokenRefreshes = 0
+        var possibleDuplicates = 0
         while true {
             attempt += 1
             let decision: DeliveryDecision
@@ -49,6 +53,8 @@ package struct DeliveryAttempts: Sendable {
                 let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
                 failure = cause
                 decision = DeliveryDecision(failure: cause)
+                // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
+                if cause == .notSent { attempt -= 1 }
             }
             let step = policy.nextStep(
                 after: decision, attempt: attempt, tokenRefreshes: tokenRefreshes,
@@ -56,18 +62,19 @@ package struct DeliveryAttempts: Sendable {
             )
             switch step {
             case .finish(let outcome):
-                return DeliveryReport(outcome: outcome, response: response, failure: failure, attempts: attempt, decision: decision)
+                return DeliveryReport(outcome: outcome, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
             case .retry(let delay, let strategy):
                 if strategy == .refreshToken { tokenRefreshes += 1 }
+                if failure?.mayHaveReachedAPNs == true { possibleDuplicates += 1 }
                 if delay > .zero {
                     do {
                         try await Task.sleep(for: delay)
                     } catch {
-                        return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision)
+                        return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
                     }
                 }
                 if Task.isCancelled {
-                    return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision)
+                    return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
                 }
             }
         }

@@ -1,0 +1,48 @@
+import APNsMock
+import Foundation
+import Logging
+import RelaySandbox
+import Testing
+
+/// A slow APNs (it answers 400 requests a second) and a backlog of 1500 events. Sent all at once, most
+/// would wait there past the request timeout and be resent: pushes a user sees twice. With the adaptive
+/// concurrency limit the backlog waits here, unsent, and every device gets its notification once.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SlowAPNsTests {
+    let logger = Logger.quiet("slow-apns")
+
+    /// Runs the backlog; returns (pushes the devices got twice or more, outcomes).
+    private func run(adaptive: Bool) async throws -> (duplicatePushes: Int, outcomes: [String: Int]) {
+        try await withSandbox(logger: logger) { sandbox in
+            let count = 1500
+            sandbox.apns.faults.latency = .init(rtt: .milliseconds(5), answersPerSecond: 400)
+            let events = faultEvents(0..<count, prefix: "s")
+            try await sandbox.produce(events)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
+            try await withRelay(sandbox, overrides: [
+                "relay.requestTimeoutMs": "1500", "apns.pool.adaptiveConcurrency": String(adaptive),
+                "relay.retry.maxAttempts": "30",
+            ], logger: logger) { _ in
+                try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(120))
+            }
+            await reader.close()
+            let pushes = sandbox.apns.statistics.acceptedByDeviceToken
+            return (pushes.values.reduce(0) { $0 + max(0, $1 - 1) }, tally.outcomes)
+        }
+    }
+
+    @Test func aBacklogWaitsHereAndEveryDeviceGetsItsPushOnce() async throws {
+        let (duplicates, outcomes) = try await run(adaptive: true)
+        print("slow APNs, adaptive limit: \(duplicates) duplicate pushes, outcomes \(outcomes)")
+        #expect(outcomes == ["delivered": 1500], "every event delivered")
+        #expect(duplicates == 0, "no device got a push twice")
+    }
+
+    /// The same backlog without the limit: the scenario is real (this is what the limit prevents).
+    @Test func withoutTheLimitTheBacklogTimesOutThereAndIsPushedTwice() async throws {
+        let (duplicates, outcomes) = try await run(adaptive: false)
+        print("slow APNs, no limit: \(duplicates) duplicate pushes, outcomes \(outcomes)")
+        #expect(duplicates > 100, "requests that waited at APNs past the timeout were resent")
+    }
+}
