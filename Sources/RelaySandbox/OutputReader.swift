@@ -38,14 +38,15 @@ package final class OutputReader: Sendable {
     /// Records the consumer delivered more than once (dropped from what `collect` returns).
     package var redeliveries: Int { redeliveryCount.load(ordering: .relaxed) }
 
-    package init(sandbox: RelaySandbox, logger: Logger) throws {
+    /// - Parameter alsoReading: more topics to read from their start (e.g. the input, to diagnose a loss).
+    package init(sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = []) throws {
         topics = sandbox.options.topics
         var configuration = KafkaConsumerConfiguration(
             bootstrapServers: [sandbox.bootstrapServers], groupID: "output-reader-\(UUID().uuidString)"
         )
         configuration.sessionTimeout = .seconds(6)
         consumer = try KafkaConsumer(configuration: configuration, logger: logger)
-        try consumer.subscribe(topics: [topics.results, topics.removedTokens, topics.deadLetters])
+        try consumer.subscribe(topics: [topics.results, topics.removedTokens, topics.deadLetters] + extra)
         try consumer.start()
     }
 
@@ -56,13 +57,28 @@ package final class OutputReader: Sendable {
         until done: ([Record]) -> Bool
     ) async throws -> [Record] {
         var records: [Record] = []
+        guard try await gather(into: &records, timeout: timeout, progress: progress, until: done) else {
+            throw RelayError("timed out after \(timeout) with \(records.count) output records")
+        }
+        return records
+    }
+
+    /// Everything that arrives within `duration`.
+    package func read(for duration: Duration) async throws -> [Record] {
+        var records: [Record] = []
+        _ = try await gather(into: &records, timeout: duration, progress: nil) { _ in false }
+        return records
+    }
+
+    /// - Returns: `false` when `timeout` passed before `done` held.
+    private func gather(
+        into records: inout [Record], timeout: Duration, progress: (@Sendable (Int) -> Void)?, until done: ([Record]) -> Bool
+    ) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         var iterator = consumer.events.makeAsyncIterator()
         while !done(records) {
             let remaining = deadline - .now
-            guard remaining > .zero else {
-                throw RelayError("timed out after \(timeout) with \(records.count) output records")
-            }
+            guard remaining > .zero else { return false }
             let event: KafkaConsumerEvent
             do {
                 guard let next = try await iterator.next(within: min(remaining, .seconds(1))) else {
@@ -91,7 +107,7 @@ package final class OutputReader: Sendable {
                 break
             }
         }
-        return records
+        return true
     }
 
     /// Results only, until `count` of them arrived.

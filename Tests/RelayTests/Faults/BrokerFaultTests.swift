@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import RelaySandbox
+import TestSupport
 import Testing
 
 extension FaultTests {
@@ -59,7 +60,12 @@ extension FaultTests {
                     try await Task.sleep(for: .seconds(1))
                 }
                 try await producing
-                try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+                do {
+                    try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+                } catch {
+                    let missing = tally.missing(events.map(\.key))
+                    throw TestFailure("\(error); \(await diagnoseMissing(missing, sandbox: sandbox, logger: logger))")
+                }
             }
             await reader.close()
             // No process dies here: duplicates can only come from rebalances or re-fetches after the errors.

@@ -69,3 +69,26 @@ func produceSpread(
         try await sandbox.produce(Array(events[start..<min(start + size, events.count)]))
     }
 }
+
+/// Where events without a result went, read afresh from the start of the input and results topics: not in
+/// the input (the producer lost it), in the input with no result (the relay skipped or lost it), or with a
+/// result (the test's reader missed it). For a failure message: a lost event says where it was lost.
+func diagnoseMissing(_ keys: [String], sandbox: RelaySandbox, logger: Logger) async -> String {
+    guard !keys.isEmpty else { return "" }
+    do {
+        let reader = try OutputReader(sandbox: sandbox, logger: logger, alsoReading: sandbox.options.topics.input)
+        let records = try await reader.read(for: .seconds(15))
+        await reader.close()
+        let input = Set(sandbox.options.topics.input)
+        return keys.sorted().prefix(10).map { key in
+            let mine = records.filter { $0.keyString == key }
+            let inputs = mine.filter { input.contains($0.topic) }.map { "\($0.topic)[\($0.partition)]@\($0.offset)" }
+            let results = mine.filter { $0.topic == sandbox.options.topics.results }.map { "[\($0.partition)]@\($0.offset)" }
+            if inputs.isEmpty { return "\(key): not in the input topic (the producer lost it)" }
+            if results.isEmpty { return "\(key): input at \(inputs), no result record (the relay skipped or lost it)" }
+            return "\(key): input at \(inputs), result at \(results) (the test's reader missed it)"
+        }.joined(separator: "; ") + " — \(records.count) records read afresh"
+    } catch {
+        return "no diagnosis: \(error)"
+    }
+}
