@@ -255,9 +255,14 @@ package final class RelayService: Service, Sendable {
     private func accept(_ message: KafkaConsumerMessage, triage: EventTriage, group: inout DiscardingTaskGroup) {
         metrics.consumed.increment()
         let size = message.value?.count ?? 0
-        guard state.admit(message.topicPartition, offset: message.offset, bytes: size) == .admitted else {
+        switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
+        case .skip:
             logger.debug("skipping an event already in flight or not assigned", metadata: Self.position(message))
             return
+        case .admittedLate:
+            logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: Self.position(message))
+        case .admitted:
+            break
         }
         updateInFlightGauges()
         let now = clock.now()

@@ -15,12 +15,11 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
 
     package init() {}
 
-    /// Records that the event at `offset` has started.
-    ///
-    /// - Returns: `false` when the offset is not above every offset already begun on the partition (a
-    ///   redelivery after a rebalance or a librdkafka duplicate); the caller should skip that event.
+    package typealias Begin = OffsetBegin
+
+    /// Records that the event at `offset` has started, unless it already has (`.seen`).
     @discardableResult
-    package mutating func begin(_ partition: Partition, offset: Int64) -> Bool {
+    package mutating func begin(_ partition: Partition, offset: Int64) -> Begin {
         partitions[partition, default: PartitionLedger()].begin(offset)
     }
 
@@ -66,13 +65,20 @@ struct PartitionLedger: Sendable {
     private(set) var frontier: Int64?
     private(set) var inFlight = 0
 
-    mutating func begin(_ offset: Int64) -> Bool {
-        if let last = offsets.last, offset <= last { return false }
-        if let frontier, offset < frontier { return false }
-        offsets.append(offset)
-        finished.append(false)
+    mutating func begin(_ offset: Int64) -> OffsetBegin {
+        if let frontier, offset < frontier { return .seen }
+        guard let last = offsets.last, offset <= last else {
+            offsets.append(offset)
+            finished.append(false)
+            inFlight += 1
+            return .begun
+        }
+        let index = firstIndex(notBelow: offset)
+        if offsets[index] == offset { return .seen }
+        offsets.insert(offset, at: index)
+        finished.insert(false, at: index)
         inFlight += 1
-        return true
+        return .late
     }
 
     mutating func finish(_ offset: Int64) -> Int64? {
@@ -88,12 +94,29 @@ struct PartitionLedger: Sendable {
     }
 
     private func indexOf(_ offset: Int64) -> Int? {
+        let low = firstIndex(notBelow: offset)
+        return low < offsets.count && offsets[low] == offset ? low : nil
+    }
+
+    /// The first index whose offset is `offset` or above (binary search).
+    private func firstIndex(notBelow offset: Int64) -> Int {
         var low = 0
         var high = offsets.count
         while low < high {
             let mid = (low + high) / 2
             if offsets[mid] < offset { low = mid + 1 } else { high = mid }
         }
-        return low < offsets.count && offsets[low] == offset ? low : nil
+        return low
     }
+}
+
+/// What `begin` made of an offset.
+package enum OffsetBegin: Sendable, Hashable {
+    /// Above every offset begun so far: the usual case.
+    case begun
+    /// Begun before, or below the frontier (done): a redelivery; the caller skips the event.
+    case seen
+    /// Never begun, but below offsets that were: delivered out of order. It is begun now (and holds the
+    /// frontier until it finishes) — skipping it would lose it, since the frontier would pass it.
+    case late
 }

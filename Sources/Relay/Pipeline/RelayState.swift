@@ -37,14 +37,18 @@ final class RelayState: Sendable {
         /// Not assigned here (any more) or already seen: skip the event.
         case skip
         case admitted
+        /// Admitted, though it came after later offsets of its partition (see `OffsetLedger.Begin.late`).
+        case admittedLate
     }
 
     /// Starts tracking an event; pauses every assigned partition when the gate closes.
     func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) -> Admission {
         state.withLock { state in
-            guard state.assigned.contains(partition), state.ledger.begin(partition, offset: offset) else { return .skip }
+            guard state.assigned.contains(partition) else { return .skip }
+            let begin = state.ledger.begin(partition, offset: offset)
+            guard begin != .seen else { return .skip }
             if state.gate.admit(bytes: bytes) == .pause { partitionControl(true, Array(state.assigned)) }
-            return .admitted
+            return begin == .late ? .admittedLate : .admitted
         }
     }
 
