@@ -33,6 +33,7 @@ func generateServerCertificate(in directory: URL) async throws -> (cert: String,
 
 /// A child process started with posix_spawn, stopped with SIGTERM + waitpid (Foundation's Process can hang
 /// in waitUntilExit when called from a task).
+// @unchecked Sendable: `pid` is immutable; `stop()` is called once, by the test that started the process.
 final class ChildProcess: @unchecked Sendable {
     let pid: pid_t
     init(_ path: String, _ arguments: [String]) throws {
@@ -56,6 +57,8 @@ final class ChildProcess: @unchecked Sendable {
 }
 
 /// Debian's nghttpd as a TLS HTTP/2 peer for transport tests.
+// @unchecked Sendable: everything but `stopped` is immutable after init; `stopped` is written only by
+// `stop()`, which the owning test calls (in its `defer`) from its own task.
 final class NGHTTPD: @unchecked Sendable {
     let child: ChildProcess
     let port: Int
