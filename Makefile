@@ -53,9 +53,13 @@ venv: deps-test
 
 test: deps-test venv test-swift test-python
 
+# The suite's output is long and CI keeps only its tail: when it fails, the failures are repeated last.
 test-swift:
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --parallel
+	@mkdir -p .build; set -o pipefail; $(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-swift.log; status=$$?; \
+	if [ $$status != 0 ]; then echo; echo "== make test-swift failed (exit $$status); the failures, from .build/test-swift.log:"; \
+		grep -E '✘|error:|Fatal error|Crash|signal [0-9]+' .build/test-swift.log | cut -c1-600 | tail -n 40; fi; \
+	exit $$status
 
 test-python: venv
 	@for t in Tests/schema/check_*.py Tests/chart/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
