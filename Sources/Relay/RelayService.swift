@@ -186,9 +186,10 @@ package final class RelayService: Service, Sendable {
                     )
                 }
             }
-            // Stop the deliveries still running; records already sent get their delivery reports within the
-            // close timeout while Kafka answers (withdrawing them would redo events whose results are in
-            // Kafka), then whatever is left is withdrawn so that no task waits for a broker that is gone.
+            // Stop the deliveries still running and the publishing retries; records already sent get their
+            // delivery reports within the close timeout while Kafka answers (withdrawing them would redo
+            // events whose results are in Kafka), then whatever is left is withdrawn.
+            publisher.stop()
             group.cancelAll()
             let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
             if !Task.isCancelled { try? await producer.flush(timeout: grace) }
@@ -267,20 +268,11 @@ package final class RelayService: Service, Sendable {
         updateInFlightGauges()
         let now = clock.now()
         let receivedAt = Int64(now * 1000)
-        let work = triage.triage(message, receivedAt: receivedAt, nowSeconds: Int64(now))
-        group.addTask { [self] in
-            await complete(work, message: message, size: size, receivedAt: receivedAt)
-        }
-    }
-
-    /// Delivers (when needed), publishes the records, and finishes the event in the ledger.
-    private func complete(_ work: Triage, message: KafkaConsumerMessage, size: Int, receivedAt: Int64) async {
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
-        var records: [OutgoingRecord] = []
-        let result: DeliveryResult
-        switch work {
+        switch triage.triage(message, receivedAt: receivedAt, nowSeconds: Int64(now)) {
         case .answer(let answer, let refusal):
-            result = answer
+            // Refused or expired: answered here, without a task.
+            var records: [OutgoingRecord] = []
             if let refusal {
                 logger.info("event refused", metadata: Self.position(message).merging([
                     "reason": "\(answer.reason ?? "")", "eventId": "\(answer.eventID ?? "")",
@@ -288,58 +280,84 @@ package final class RelayService: Service, Sendable {
                 records.append(outputs.deadLetter(for: message, source: source, refusal: refusal))
                 metrics.deadLetters.increment()
             }
+            publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
         case .deliver(let event, let notification):
-            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-            let report = await attempts.deliver(notification, with: sender)
-            if Task.isCancelled {
-                finishAbandoned(size: size)
-                return
+            group.addTask { [self] in
+                await deliver(event, notification, for: message, source: source, size: size, receivedAt: receivedAt)
             }
-            if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
-            if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
-            if report.response != nil {
-                connectFailureStreak.store(0, ordering: .relaxed)
-                metrics.connectFailureStreak.record(0)
-            } else if report.failure == .connectFailed {
-                metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
-            }
-            result = DeliveryResult(
-                eventID: event.id, metadata: event.metadata, outcome: report.outcome,
-                status: report.response?.status, reason: Self.reason(of: report),
-                message: report.failure.map { "no response from APNs: \($0)" },
-                apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
-                attempts: report.attempts, source: source, receivedAt: receivedAt,
-                completedAt: clock.nowMilliseconds()
-            )
-            let removalAllowed = tokenRemovals.allowsRemoval(
-                after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
-            )
-            if removalAllowed, let removed = outputs.removedToken(for: event, notification: notification, report: report) {
-                records.append(removed)
-                metrics.removedTokens.increment()
-            }
-            logger.debug("event delivered", metadata: Self.position(message).merging([
-                "eventId": "\(event.id)", "outcome": "\(report.outcome.rawValue)",
-                "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
-            ]) { $1 })
         }
-        records.insert(outputs.result(result, key: message.key, source: source), at: 0)
+    }
 
-        guard await publisher.publish(records) else {
+    /// Delivers a valid event to APNs, then publishes its result (and removed-token record).
+    private func deliver(
+        _ event: NotificationEvent, _ notification: APNsNotification, for message: KafkaConsumerMessage,
+        source: SourcePosition, size: Int, receivedAt: Int64
+    ) async {
+        let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
+        let report = await attempts.deliver(notification, with: sender)
+        if Task.isCancelled {
             finishAbandoned(size: size)
             return
         }
-        metrics.result(result.outcome, reason: result.reason)
-        metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - receivedAt * 1_000_000))
-        state.finish(message.topicPartition, offset: message.offset, bytes: size) { processed in
-            do {
-                try consumer.storeOffset(topic: message.topic, partition: message.partition, offset: processed)
-            } catch {
-                // Not assigned any more: the next owner redoes the events after its committed offset.
-                logger.debug("offset not stored", metadata: Self.position(message).merging(["error": "\(error)"]) { $1 })
-            }
+        if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
+        if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
+        if report.response != nil {
+            connectFailureStreak.store(0, ordering: .relaxed)
+            metrics.connectFailureStreak.record(0)
+        } else if report.failure == .connectFailed {
+            metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
         }
-        updateInFlightGauges()
+        let result = DeliveryResult(
+            eventID: event.id, metadata: event.metadata, outcome: report.outcome,
+            status: report.response?.status, reason: Self.reason(of: report),
+            message: report.failure.map { "no response from APNs: \($0)" },
+            apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
+            attempts: report.attempts, source: source, receivedAt: receivedAt,
+            completedAt: clock.nowMilliseconds()
+        )
+        var records: [OutgoingRecord] = []
+        let removalAllowed = tokenRemovals.allowsRemoval(
+            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
+        )
+        if removalAllowed, let removed = outputs.removedToken(for: event, notification: notification, report: report) {
+            records.append(removed)
+            metrics.removedTokens.increment()
+        }
+        logger.debug("event delivered", metadata: Self.position(message).merging([
+            "eventId": "\(event.id)", "outcome": "\(report.outcome.rawValue)",
+            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
+        ]) { $1 })
+        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
+    }
+
+    /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them —
+    /// in the delivery-report callback, on the producer's thread — finishes the event in the ledger and
+    /// stores its partition's new frontier.
+    private func publish(
+        _ result: DeliveryResult, with records: [OutgoingRecord], for message: KafkaConsumerMessage,
+        source: SourcePosition, size: Int, receivedAt: Int64
+    ) {
+        let all = [outputs.result(result, key: message.key, source: source)] + records
+        let partition = message.topicPartition
+        publisher.publish(all) { [self] published in
+            guard published else {
+                finishAbandoned(size: size)
+                return
+            }
+            metrics.result(result.outcome, reason: result.reason)
+            metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - receivedAt * 1_000_000))
+            state.finish(partition, offset: source.offset, bytes: size) { processed in
+                do {
+                    try consumer.storeOffset(topic: source.topic, partition: source.partition, offset: processed)
+                } catch {
+                    // Not assigned any more: the next owner redoes the events after its committed offset.
+                    logger.debug("offset not stored", metadata: [
+                        "topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(processed)", "error": "\(error)",
+                    ])
+                }
+            }
+            updateInFlightGauges()
+        }
     }
 
     private func finishAbandoned(size: Int) {

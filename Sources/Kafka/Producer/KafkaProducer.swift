@@ -18,9 +18,10 @@ public struct KafkaDeliveryReport: Sendable, Hashable {
 
 /// A producer over librdkafka: idempotent with `acks=all` by default.
 ///
-/// ``send(topic:key:value:headers:partition:)`` returns when the broker has acknowledged the record (its
-/// delivery report), so "sent" means durable to the configured acks. A dedicated thread polls librdkafka
-/// for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
+/// ``produce(topic:key:value:headers:partition:onDelivery:)`` queues a record and calls back with its
+/// delivery report (the hot path: no task per record); ``send(topic:key:value:headers:partition:)`` awaits
+/// the report. Either way a successful report means durable to the configured acks. A dedicated thread
+/// polls librdkafka for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
 public final class KafkaProducer: Sendable {
     private let client: KafkaClient
     private let logger: Logger
@@ -73,35 +74,58 @@ public final class KafkaProducer: Sendable {
         }
     }
 
-    /// Sends one record and waits for its delivery report.
+    /// What a record's delivery report says: where the broker stored it, or why it was not stored.
+    public typealias DeliveryHandler = @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+
+    /// Hands one record to librdkafka and returns at once; `onDelivery` runs exactly once, with its delivery
+    /// report, unless this throws (then it never runs).
+    ///
+    /// The hot path for callers that publish many records: no task and no continuation per record.
+    /// `onDelivery` runs on the producer's poll thread (or the thread of a `flush`/`close`): it must not
+    /// block; it may call `produce` again (e.g. to publish a replacement record).
+    /// - Parameter partition: a fixed partition, or `nil` to let the partitioner hash the key.
+    /// - Throws: ``KafkaError`` `closed` after ``close(timeout:)`` or ``withdrawAll()``, `enqueue` when
+    ///   librdkafka refuses the record (queue full, unknown partition, too large, fatal state).
+    public func produce(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        onDelivery: @escaping DeliveryHandler
+    ) throws(KafkaError) {
+        guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
+        // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
+        // retained value back (kafkaDeliveryReportCallback). Released below if produce fails instead.
+        let opaque = Unmanaged.passRetained(DeliveryCallback(onDelivery)).toOpaque()
+        let failure = admission.withLock { admission -> KafkaError? in
+            guard admission == .open else { return KafkaError.closed("producer withdrew its records (shutting down)") }
+            return client.withHandle { handle in
+                Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
+                             headers: headers, opaque: opaque)
+            }.map { KafkaError(code: .enqueue, consuming: $0) }
+        }
+        if let failure {
+            Unmanaged<DeliveryCallback>.fromOpaque(opaque).release()
+            throw failure
+        }
+    }
+
+    /// Sends one record and waits for its delivery report (``produce(topic:key:value:headers:partition:onDelivery:)``
+    /// with a continuation).
     ///
     /// Key and value are copied before this returns to the event loop; `nil` sends a null key or value.
     /// Cancelling the calling task does not withdraw the record (it is already queued); the report is
     /// still awaited.
-    /// - Parameter partition: a fixed partition, or `nil` to let the partitioner hash the key.
     /// - Returns: the partition and offset the broker assigned.
-    /// - Throws: ``KafkaError`` `enqueue` when librdkafka refuses the record (queue full, unknown partition,
-    ///   too large, fatal state), `delivery` with the broker's or librdkafka's code when delivery failed
-    ///   after librdkafka's own retries.
+    /// - Throws: ``KafkaError`` `enqueue` when librdkafka refuses the record, `delivery` with the broker's or
+    ///   librdkafka's code when delivery failed after librdkafka's own retries.
     public func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil
     ) async throws -> KafkaDeliveryReport {
-        guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
-        return try await withCheckedThrowingContinuation { continuation in
-            let promise = DeliveryPromise(continuation)
-            // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
-            // retained value back (kafkaDeliveryReportCallback). Released below if produce fails instead.
-            let opaque = Unmanaged.passRetained(promise).toOpaque()
-            let failure = admission.withLock { admission -> KafkaError? in
-                guard admission == .open else { return KafkaError.closed("producer withdrew its records (shutting down)") }
-                return client.withHandle { handle in
-                    Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
-                                 headers: headers, opaque: opaque)
-                }.map { KafkaError(code: .enqueue, consuming: $0) }
-            }
-            if let failure {
-                Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
-                continuation.resume(throwing: failure)
+        try await withCheckedThrowingContinuation { continuation in
+            do {
+                try produce(topic: topic, key: key, value: value, headers: headers, partition: partition) { result in
+                    continuation.resume(with: result)
+                }
+            } catch {
+                continuation.resume(throwing: error)
             }
         }
     }
@@ -250,30 +274,30 @@ final class PollThreadControl: Sendable {
     let stopped = Latch<Void>()
 }
 
-/// A `send` waiting for its delivery report.
-final class DeliveryPromise: Sendable {
-    let continuation: CheckedContinuation<KafkaDeliveryReport, any Error>
-    init(_ continuation: CheckedContinuation<KafkaDeliveryReport, any Error>) { self.continuation = continuation }
+/// The delivery handler of one record, carried through librdkafka as the message's opaque.
+final class DeliveryCallback: Sendable {
+    let handler: KafkaProducer.DeliveryHandler
+    init(_ handler: @escaping KafkaProducer.DeliveryHandler) { self.handler = handler }
 }
 
 /// Served by rd_kafka_poll on the producer's poll thread (or a flush thread).
 let kafkaDeliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = {
     _, message, _ in
     guard let message, let opaque = message.pointee._private else { return }
-    // Balances the passRetained in KafkaProducer.send: each record has exactly one delivery report.
-    let promise = Unmanaged<DeliveryPromise>.fromOpaque(opaque).takeRetainedValue()
+    // Balances the passRetained in KafkaProducer.produce: each record has exactly one delivery report.
+    let callback = Unmanaged<DeliveryCallback>.fromOpaque(opaque).takeRetainedValue()
     let raw = message.pointee
     let topic = raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
     if raw.err == RD_KAFKA_RESP_ERR_NO_ERROR {
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        promise.continuation.resume(returning: KafkaDeliveryReport(
+        callback.handler(.success(KafkaDeliveryReport(
             topic: topic, partition: raw.partition, offset: raw.offset,
-            timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp))
+            timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)))
     } else {
-        promise.continuation.resume(throwing: KafkaError(
+        callback.handler(.failure(KafkaError(
             code: .delivery, rawResponse: raw.err,
-            message: "\(topic)[\(raw.partition)]: \(KafkaResponseCode(raw.err).explanation)"))
+            message: "\(topic)[\(raw.partition)]: \(KafkaResponseCode(raw.err).explanation)")))
     }
 }
 
