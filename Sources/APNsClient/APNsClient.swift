@@ -40,32 +40,62 @@ public final class APNsClient: Sendable {
         self.pools = pools
     }
 
-    /// Sends one notification to its environment and returns APNs' answer (success or error response).
+    /// Sends one notification to its environment; `completion` runs once with APNs' answer (success or
+    /// error response) or with why none came.
     ///
-    /// Suspends (never blocks a thread) while every connection is full or the adaptive concurrency limit
-    /// is reached, at most until `deadline` (then `.notSent`: nothing went out). Once sent, the request
-    /// has as long for its answer as `deadline` allowed when `send` was called (`.timedOut` after that:
-    /// APNs may have it). Requests APNs provably did not process are resent on another connection before
-    /// `deadline`; nothing else is retried here.
-    /// - Throws: `APNsClientError` with `code == .transport` and a `transportFailure`
-    ///   (`.notSent`, `.timedOut`, `.connectFailed`, `.connectionLost`, `.notProcessed`, `.streamRefused`),
-    ///   or `.shutdown`.
-    public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    /// The hot path for callers with many requests in flight: no task and no continuation per request.
+    /// `completion` runs on a connection's I/O thread (or on the thread that ended a wait): it must not
+    /// block. Requests wait in the client (without a thread) while every connection is full or the
+    /// adaptive concurrency limit is reached, at most until `deadline` (then `.notSent`: nothing went
+    /// out). Once sent, the request has as long for its answer as `deadline` allowed when `send` was
+    /// called (`.timedOut` after that: APNs may have it). Requests APNs provably did not process are resent
+    /// on another connection before `deadline`; nothing else is retried here.
+    ///
+    /// Failures are `APNsClientError` with `code == .transport` and a `transportFailure` (`.notSent`,
+    /// `.timedOut`, `.connectFailed`, `.connectionLost`, `.notProcessed`, `.streamRefused`), or `.shutdown`.
+    public func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
+        send(notification, deadline: deadline, ticket: nil, completion: completion)
+    }
+
+    private func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
         let pool = pools[notification.environment]!
         let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host)
         let start = ContinuousClock.now
         metrics.requests.increment()
         metrics.streamsInUse.record(inFlight.add(1, ordering: .relaxed).newValue)
-        defer { metrics.streamsInUse.record(inFlight.subtract(1, ordering: .relaxed).newValue) }
-        do {
-            let response = try await pool.send(prepared, deadline: deadline)
-            metrics.latency.recordNanoseconds((ContinuousClock.now - start).nanoseconds)
-            metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
-            return response
-        } catch {
-            metrics.transportFailures.increment()
-            throw error
+        pool.send(prepared, deadline: deadline, ticket: ticket) { [self] result in
+            metrics.streamsInUse.record(inFlight.subtract(1, ordering: .relaxed).newValue)
+            switch result {
+            case .success(let response):
+                metrics.latency.recordNanoseconds((ContinuousClock.now - start).nanoseconds)
+                metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
+            case .failure:
+                metrics.transportFailures.increment()
+            }
+            completion(result)
         }
+    }
+
+    /// Sends one notification and returns APNs' answer (see `send(_:deadline:completion:)`).
+    /// - Throws: `APNsClientError` (see `send(_:deadline:completion:)`), or `CancellationError` when the
+    ///   calling task is cancelled (the request's stream is reset, or its wait ends).
+    public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        let ticket = RequestTicket()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<APNsResponse, APNsClientError>, Never>) in
+                send(notification, deadline: deadline, ticket: ticket) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            ticket.cancel()
+        }
+        if case .failure(let error) = result, error.code == .cancelled { throw CancellationError() }
+        return try result.get()
     }
 
     /// `send(_:deadline:)` with a deadline `timeout` from now.

@@ -8,7 +8,7 @@ public struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertibl
     /// Extensible error code.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
-            case transport, invalidCredential, invalidConfiguration, signingFailed, tls, shutdown
+            case transport, invalidCredential, invalidConfiguration, signingFailed, tls, shutdown, cancelled
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -21,6 +21,9 @@ public struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let tls = Code(.tls)
         /// The client is shutting down.
         public static let shutdown = Code(.shutdown)
+        /// The caller cancelled the request (``RequestTicket/cancel()``); the async `send` throws
+        /// `CancellationError` instead.
+        public static let cancelled = Code(.cancelled)
         public var description: String { base.rawValue }
     }
 

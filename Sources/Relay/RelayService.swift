@@ -39,6 +39,8 @@ package final class RelayService: Service, Sendable {
     /// Publishes each event's records; knows whether results are stuck on their way to Kafka.
     private let publisher: ResultPublisher
     private let outputs: OutputRecords
+    /// Set when the relay gives up its in-flight events (see `abandon()`).
+    private let abandoned = Flag()
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -189,7 +191,7 @@ package final class RelayService: Service, Sendable {
             // Stop the deliveries still running and the publishing retries; records already sent get their
             // delivery reports within the close timeout while Kafka answers (withdrawing them would redo
             // events whose results are in Kafka), then whatever is left is withdrawn.
-            publisher.stop()
+            abandon()
             group.cancelAll()
             let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
             if !Task.isCancelled { try? await producer.flush(timeout: grace) }
@@ -230,7 +232,7 @@ package final class RelayService: Service, Sendable {
     private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
         switch event {
         case .message(let message):
-            accept(message, triage: triage, group: &group)
+            accept(message, triage: triage)
         case .partitionsAssigned(let partitions):
             let all = state.assign(partitions)
             metrics.assignedPartitions.record(all.count)
@@ -253,7 +255,7 @@ package final class RelayService: Service, Sendable {
         }
     }
 
-    private func accept(_ message: KafkaConsumerMessage, triage: EventTriage, group: inout DiscardingTaskGroup) {
+    private func accept(_ message: KafkaConsumerMessage, triage: EventTriage) {
         metrics.consumed.increment()
         let size = message.value?.count ?? 0
         switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
@@ -282,20 +284,20 @@ package final class RelayService: Service, Sendable {
             }
             publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
         case .deliver(let event, let notification):
-            group.addTask { [self] in
-                await deliver(event, notification, for: message, source: source, size: size, receivedAt: receivedAt)
+            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
+            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned] in abandoned.isSet }) { [self] report in
+                delivered(event, notification, report: report, for: message, source: source, size: size, receivedAt: receivedAt)
             }
         }
     }
 
-    /// Delivers a valid event to APNs, then publishes its result (and removed-token record).
-    private func deliver(
-        _ event: NotificationEvent, _ notification: APNsNotification, for message: KafkaConsumerMessage,
-        source: SourcePosition, size: Int, receivedAt: Int64
-    ) async {
-        let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-        let report = await attempts.deliver(notification, with: sender)
-        if Task.isCancelled {
+    /// A valid event's delivery ended (on an APNs connection's thread, or a retry's task): publishes its
+    /// result (and removed-token record).
+    private func delivered(
+        _ event: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport,
+        for message: KafkaConsumerMessage, source: SourcePosition, size: Int, receivedAt: Int64
+    ) {
+        if abandoned.isSet {
             finishAbandoned(size: size)
             return
         }
@@ -358,6 +360,13 @@ package final class RelayService: Service, Sendable {
             }
             updateInFlightGauges()
         }
+    }
+
+    /// Gives up what is in flight (shutdown deadline passed, or a failure): deliveries end at their next
+    /// answer or retry without a result, publishing stops retrying; none of their offsets is stored.
+    private func abandon() {
+        abandoned.set()
+        publisher.stop()
     }
 
     private func finishAbandoned(size: Int) {

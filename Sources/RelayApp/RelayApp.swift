@@ -7,6 +7,15 @@ import Relay
 import ServiceLifecycle
 
 extension APNsClient: NotificationSender {
+    package func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        send(notification, deadline: deadline) { (result: Result<APNsResponse, APNsClientError>) in
+            completion(result.mapError { $0 })
+        }
+    }
+
     package func authentication(forTopic topic: String) -> AuthenticationKind? {
         switch configuration.credential {
         case .token: .token

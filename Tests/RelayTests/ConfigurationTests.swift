@@ -136,7 +136,10 @@ import Testing
 
     @Test func routerPicksTheCredentialByBundleID() {
         struct Never: NotificationSender {
-            func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse { APNsResponse(status: 500) }
+            func send(
+                _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+                completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+            ) { completion(.success(APNsResponse(status: 500))) }
             func authentication(forTopic topic: String) -> AuthenticationKind? { nil }
         }
         let router = CredentialRouter(routes: [

@@ -16,13 +16,16 @@ private final class ScriptedSender: NotificationSender {
 
     func authentication(forTopic topic: String) -> AuthenticationKind? { .token }
 
-    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
         calls.add(1, ordering: .relaxed)
         let next = script.withLock { $0.isEmpty ? nil : $0.removeFirst() }
         switch next {
-        case .response(let r)?: return r
-        case .failure(let f)?: throw Failure(transportFailure: f)
-        case nil: throw Failure(transportFailure: .connectionLost)
+        case .response(let r)?: completion(.success(r))
+        case .failure(let f)?: completion(.failure(Failure(transportFailure: f)))
+        case nil: completion(.failure(Failure(transportFailure: .connectionLost)))
         }
     }
 }

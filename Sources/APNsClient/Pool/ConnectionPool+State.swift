@@ -11,7 +11,8 @@ extension ConnectionPool {
     struct Waiter {
         let id: Int
         let deadline: ContinuousClock.Instant
-        let continuation: CheckedContinuation<APNsConnection, any Error>
+        /// Runs once: with a connection that counted the request against itself, or why none came.
+        let resume: @Sendable (Result<APNsConnection, APNsClientError>) -> Void
     }
     struct State {
         var entries: [Int: Entry] = [:]

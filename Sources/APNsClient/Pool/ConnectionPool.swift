@@ -16,7 +16,7 @@ final class ConnectionPool: Sendable {
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
-    private let state: Mutex<State>
+    let state: Mutex<State>
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, logger: Logger, metrics: ClientMetrics) {
@@ -36,75 +36,92 @@ final class ConnectionPool: Sendable {
         self.state = Mutex(state)
     }
 
-    /// Sends on the best connection, resending never-processed requests on another one.
+    typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+
+    /// Sends on the best connection, resending never-processed requests on another one; `completion` runs
+    /// once, on a connection's I/O thread or on the thread that gave up waiting (never on the caller's
+    /// stack unless the request could not be sent at all).
     ///
     /// `deadline` bounds the wait for a connection and a free stream (`notSent` when it passes: nothing was
     /// sent). Once sent, the request has as long for its answer as the deadline allowed when `send` was
     /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
     /// have it and a resend may push it twice.
-    func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        let budget = max(.zero, deadline - ContinuousClock.now)
-        var resends = 0
-        while true {
-            let connection = try await acquire(deadline: deadline)
-            let sent = ContinuousClock.now
-            let answerDeadline = max(deadline, sent + budget)
-            let result: Result<APNsResponse, APNsClientError>
-            do {
-                result = .success(try await connection.send(request, deadline: answerDeadline))
-            } catch let error as APNsClientError {
-                result = .failure(error)
-            } catch {
-                release(connection, result: .failure(APNsClientError(transport: .timedOut, "cancelled")), latency: nil, countsAsTimeout: false)
-                throw error  // CancellationError: the caller gave up
+    func send(
+        _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
+        completion: @escaping Completion
+    ) {
+        attempt(request, deadline: deadline, budget: max(.zero, deadline - ContinuousClock.now), resends: 0, ticket: ticket, completion: completion)
+    }
+
+    private func attempt(
+        _ request: PreparedRequest, deadline: ContinuousClock.Instant, budget: Duration, resends: Int,
+        ticket: RequestTicket?, completion: @escaping Completion
+    ) {
+        acquire(deadline: deadline, ticket: ticket) { [self] acquired in
+            let connection: APNsConnection
+            switch acquired {
+            case .success(let c): connection = c
+            case .failure(let error): return completion(.failure(error))
             }
-            release(connection, result: result, latency: ContinuousClock.now - sent)
-            switch result {
-            case .success(let response):
-                return response
-            case .failure(let error):
-                let safe = error.transportFailure == .notProcessed || error.transportFailure == .streamRefused
-                if safe && resends < configuration.pool.maxTransparentResends && ContinuousClock.now < deadline {
-                    resends += 1
-                    metrics.transparentResends.increment()
-                    continue
+            let sent = ContinuousClock.now
+            connection.submit(request, deadline: max(deadline, sent + budget), ticket: ticket) { [self] result in
+                if case .failure(let error) = result, error.code == .cancelled {
+                    // The caller gave up: neither a latency sample nor a timeout.
+                    release(connection, result: result, latency: nil, countsAsTimeout: false)
+                    return completion(result)
                 }
-                throw error
+                release(connection, result: result, latency: ContinuousClock.now - sent)
+                if case .failure(let error) = result,
+                    error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
+                    resends < configuration.pool.maxTransparentResends, ContinuousClock.now < deadline
+                {
+                    metrics.transparentResends.increment()
+                    return attempt(request, deadline: deadline, budget: budget, resends: resends + 1, ticket: ticket, completion: completion)
+                }
+                completion(result)
             }
         }
     }
 
     // MARK: - Choosing a connection
 
-    private enum Pick {
-        case use(APNsConnection)
-        case wait
-        case fail(APNsClientError)
-    }
-
-    private func acquire(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
-        let (pick, open) = state.withLock { s -> (Pick, Int) in
-            guard !s.shuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), 0) }
+    /// Calls `acquired` with the best connection (the request counted against it) at once, or once one
+    /// frees up, or with why none came before `deadline`.
+    private func acquire(
+        deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        _ acquired: @escaping @Sendable (Result<APNsConnection, APNsClientError>) -> Void
+    ) {
+        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
+        if let ticket {
+            let live = ticket.enter { [self] in
+                let waiter = state.withLock { s in s.waiters.remove { $0.id == id } }
+                waiter?.resume(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
+            }
+            guard live else { return acquired(.failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
+        }
+        let (pick, open, startSweeper) = state.withLock { s -> (Result<APNsConnection, APNsClientError>?, Int, Bool) in
+            guard !s.shuttingDown else { return (.failure(APNsClientError(.shutdown, "client is shutting down")), 0, false) }
             let choice = Self.choose(&s, streamBudget: streamBudget)
             let open = self.connectionsToOpen(&s)
-            if let choice { return (.use(choice), open) }
-            return (.wait, open)
+            if let choice { return (.success(choice), open, false) }
+            s.waiters.append(Waiter(id: id, deadline: deadline, resume: acquired))
+            metrics.queuedForLimit.increment()
+            guard !s.sweeperRunning else { return (nil, open, false) }
+            s.sweeperRunning = true
+            return (nil, open, true)
         }
         for _ in 0..<open { openConnection() }
-        switch pick {
-        case .use(let c): return c
-        case .fail(let e): throw e
-        case .wait: return try await wait(deadline: deadline)
-        }
+        if startSweeper { startWaiterSweeper() }
+        if let pick { acquired(pick) }
     }
 
     /// Requests one connection can carry before its stream ids (odd, up to `maxStreamID`) run out.
-    private var streamBudget: Int { (Int(configuration.connection.maxStreamID) + 1) / 2 }
+    var streamBudget: Int { (Int(configuration.connection.maxStreamID) + 1) / 2 }
 
     /// Least-loaded usable connection with a free stream; counts the request against it. A connection that
     /// has been given its last stream id gets no more requests (so none is queued where no stream can open
     /// for it); `release` retires it once its last request finished, and another one opens.
-    private static func choose(_ s: inout State, streamBudget: Int) -> APNsConnection? {
+    static func choose(_ s: inout State, streamBudget: Int) -> APNsConnection? {
         if let limit = s.limit, s.inFlight >= limit.limit { return nil }
         var best: (id: Int, score: Double)?
         for (id, entry) in s.entries {
@@ -149,63 +166,6 @@ final class ConnectionPool: Sendable {
         want = max(0, want)
         s.connecting += want
         return want
-    }
-
-    private func wait(deadline: ContinuousClock.Instant) async throws -> APNsConnection {
-        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let (immediate, startSweeper) = state.withLock { s -> (APNsConnection?, Bool) in
-                    if let c = Self.choose(&s, streamBudget: streamBudget) { return (c, false) }
-                    s.waiters.append(Waiter(id: id, deadline: deadline, continuation: continuation))
-                    metrics.queuedForLimit.increment()
-                    guard !s.sweeperRunning else { return (nil, false) }
-                    s.sweeperRunning = true
-                    return (nil, true)
-                }
-                if let immediate { continuation.resume(returning: immediate) }
-                if startSweeper { startWaiterSweeper() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { s in s.waiters.remove { $0.id == id } }
-            waiter?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    /// Ends waits whose deadline passed, every 10 ms while anyone waits; exits when the queue is empty.
-    private func startWaiterSweeper() {
-        Task { [weak self] in
-            while let self {
-                try? await Task.sleep(for: .milliseconds(10))
-                let now = ContinuousClock.now
-                let (expired, lastError, keepGoing) = self.state.withLock { s -> ([Waiter], APNsClientError?, Bool) in
-                    let expired = s.waiters.removeAll { $0.deadline <= now }
-                    let connected = s.entries.values.contains { $0.connection.load.phase == .ready }
-                    if s.waiters.isEmpty { s.sweeperRunning = false }
-                    return (expired, connected ? nil : s.lastConnectError, !s.waiters.isEmpty)
-                }
-                for waiter in expired {
-                    if let lastError {
-                        waiter.continuation.resume(throwing: APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastError.message)"))
-                    } else {
-                        waiter.continuation.resume(throwing: APNsClientError(transport: .notSent, "no free stream before the deadline"))
-                    }
-                }
-                if !keepGoing { return }
-            }
-        }
-    }
-
-    /// Hands freed capacity to waiters (outside the lock).
-    private func dispatchWaiters() {
-        var handOff: [(Waiter, APNsConnection)] = []
-        state.withLock { s in
-            while !s.waiters.isEmpty, let c = Self.choose(&s, streamBudget: streamBudget) {
-                guard let w = s.waiters.popFirst() else { break }
-                handOff.append((w, c))
-            }
-        }
-        for (w, c) in handOff { w.continuation.resume(returning: c) }
     }
 
     /// - Parameter latency: from the request's stream to its answer; `nil` when the caller gave up.
@@ -298,7 +258,7 @@ final class ConnectionPool: Sendable {
                     s.reconnectScheduled = true
                     return (backoff(attempt: s.failedConnects), stranded)
                 }
-                for w in stranded { w.continuation.resume(throwing: clientError) }
+                for w in stranded { w.resume(.failure(clientError)) }
                 resumeClosedWaiters(force: false)
                 if let delay { scheduleReconnect(after: delay) }
             }
@@ -359,38 +319,4 @@ final class ConnectionPool: Sendable {
     }
 
     var loads: [ConnectionLoad] { state.withLock { $0.entries.values.map { $0.connection.load } } }
-
-    /// Stops taking requests, lets in-flight ones finish (each bounded by its own deadline), closes connections.
-    /// Returns when every connection closed, or at `deadline`.
-    func shutdown(deadline: ContinuousClock.Instant) async {
-        let (waiters, connections) = state.withLock { s -> ([Waiter], [APNsConnection]) in
-            s.shuttingDown = true
-            let w = s.waiters.removeAll()
-            return (w, s.entries.values.map(\.connection))
-        }
-        for w in waiters { w.continuation.resume(throwing: APNsClientError(.shutdown, "client is shutting down")) }
-        for c in connections { c.drain() }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self?.resumeClosedWaiters(force: true)
-        }
-        defer { timer.cancel() }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { s -> Bool in
-                if s.entries.isEmpty && s.connecting == 0 { return true }
-                s.closedWaiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
-        }
-    }
-
-    private func resumeClosedWaiters(force: Bool) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            guard force || (s.entries.isEmpty && s.connecting == 0) else { return [] }
-            defer { s.closedWaiters.removeAll() }
-            return s.closedWaiters
-        }
-        for w in waiters { w.resume() }
-    }
 }

@@ -59,8 +59,8 @@ enum ConnectionEvent: Sendable {
 
 /// One TLS + HTTP/2 connection, driven by its own I/O thread.
 ///
-/// `send` hands the request to the I/O thread through a locked inbox and an eventfd and suspends on a
-/// continuation that the I/O thread resumes; the cooperative pool never blocks. Requests beyond the peer's
+/// `submit` hands the request to the I/O thread through a locked inbox and an eventfd; the I/O thread calls
+/// its completion with the response. No thread blocks and no task waits per request. Requests beyond the peer's
 /// MAX_CONCURRENT_STREAMS wait in a local queue on the I/O thread.
 final class APNsConnection: Sendable {
     struct Shared {
@@ -109,36 +109,38 @@ final class APNsConnection: Sendable {
         return connection
     }
 
-    /// Sends one prepared request and waits for its response, at most until `deadline`.
-    /// - Throws: `APNsClientError` carrying a `TransportFailure`.
-    func send(_ request: PreparedRequest, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        let stream = StreamRequest(prepared: request, deadline: deadline)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                stream.attach(continuation)
-                if stream.cancelled.load(ordering: .acquiring) {
-                    stream.completeCancelled()
-                    return
-                }
-                let (accepted, wake) = shared.withLock { s -> (Bool, Bool) in
-                    guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
-                    s.inbox.append(stream)
-                    s.load.outstanding += 1
-                    // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
-                    return (true, s.inbox.count == 1)
-                }
-                guard accepted else {
-                    stream.fail(.notProcessed, "connection \(id) is not accepting requests")
-                    return
-                }
-                if wake { self.wake() }
-            }
-        } onCancel: {
+    /// Hands one prepared request to the I/O thread; `completion` runs once with its response, at most at
+    /// `deadline` (on the I/O thread, or right here when the connection does not take requests any more).
+    /// Only the first request put into an empty inbox wakes the thread: a burst costs one wake-up.
+    func submit(
+        _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        completion: @escaping StreamRequest.Completion
+    ) {
+        let stream = StreamRequest(prepared: request, deadline: deadline, completion: completion)
+        if let ticket {
             // The I/O thread owns the request: flag it and let the thread reset the stream (RST_STREAM CANCEL).
-            stream.cancelled.store(true, ordering: .releasing)
-            shared.withLock { $0.cancellationsPending = true }
-            wake()
+            let live = ticket.enter { [self] in
+                stream.cancelled.store(true, ordering: .releasing)
+                shared.withLock { $0.cancellationsPending = true }
+                wake()
+            }
+            guard live else {
+                stream.completeCancelled()
+                return
+            }
         }
+        let (accepted, wakeNeeded) = shared.withLock { s -> (Bool, Bool) in
+            guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
+            s.inbox.append(stream)
+            s.load.outstanding += 1
+            // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
+            return (true, s.inbox.count == 1)
+        }
+        guard accepted else {
+            stream.fail(.notProcessed, "connection \(id) is not accepting requests")
+            return
+        }
+        if wakeNeeded { wake() }
     }
 
     var load: ConnectionLoad { shared.withLock { $0.load } }

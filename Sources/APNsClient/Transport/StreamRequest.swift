@@ -9,8 +9,9 @@ final class StreamRequest: @unchecked Sendable {
     let prepared: PreparedRequest
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
-    private var continuation: CheckedContinuation<APNsResponse, any Error>?
-    /// Set by the caller's cancellation handler (any thread); the I/O thread acts on it.
+    /// Runs once, on the I/O thread (or the submitting thread when the connection refuses the request).
+    private var completion: Completion?
+    /// Set by the caller's cancellation (any thread); the I/O thread acts on it.
     let cancelled = Atomic<Bool>(false)
     var streamID: Int32 = 0
     var payloadOffset = 0
@@ -21,33 +22,26 @@ final class StreamRequest: @unchecked Sendable {
     /// Bodies are a small JSON object; anything longer is cut to keep memory bounded.
     static let maxBody = 4096
 
-    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant) {
+    typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+
+    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
         self.prepared = prepared
         self.deadline = deadline
         self.enqueuedAt = .now
+        self.completion = completion
     }
 
-    /// Called once, by the sender, before the request is handed to the I/O thread.
-    func attach(_ continuation: CheckedContinuation<APNsResponse, any Error>) {
-        self.continuation = continuation
-    }
+    var isCompleted: Bool { completion == nil }
 
-    var isCompleted: Bool { continuation == nil }
-
-    /// Resumes the caller exactly once; later calls are ignored.
+    /// Completes the request exactly once; later calls are ignored.
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
-        guard let c = continuation else { return }
-        continuation = nil
-        switch result {
-        case .success(let r): c.resume(returning: r)
-        case .failure(let e): c.resume(throwing: e)
-        }
+        guard let completion else { return }
+        self.completion = nil
+        completion(result)
     }
 
     func completeCancelled() {
-        guard let c = continuation else { return }
-        continuation = nil
-        c.resume(throwing: CancellationError())
+        complete(.failure(APNsClientError(.cancelled, "cancelled by the caller")))
     }
 
     func fail(_ failure: TransportFailure, _ message: String) {

@@ -53,10 +53,13 @@ package struct CredentialRouter: NotificationSender {
         routes.first { $0.covers(topic) }?.name ?? "default"
     }
 
-    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    package func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
         guard let route = routes.first(where: { $0.covers(notification.topic) }) else {
-            throw NoRoute(topic: notification.topic)
+            return completion(.failure(NoRoute(topic: notification.topic)))
         }
-        return try await route.sender.send(notification, deadline: deadline)
+        route.sender.send(notification, deadline: deadline, completion: completion)
     }
 }

@@ -18,8 +18,8 @@ package struct DeliveryReport: Sendable, Hashable {
 
 /// Sends one notification until it is delivered, finally refused, expired or out of attempts.
 ///
-/// Retries follow `RetryPolicy`; delays are real sleeps on the caller's task, which is one of many
-/// concurrent deliveries, so one slow event never holds up the others.
+/// Retries follow `RetryPolicy`. No task waits for an answer: each attempt continues in the sender's
+/// completion; only a retry delay waits on a task (`Task.sleep`), so one slow event never holds up others.
 package struct DeliveryAttempts: Sendable {
     package var policy: RetryPolicy
     /// How long one request may wait for its response.
@@ -33,48 +33,86 @@ package struct DeliveryAttempts: Sendable {
         self.clock = clock
     }
 
-    /// Delivers `notification` through `sender`. Cancellation ends the loop with the last known state as
-    /// `.failed` (the caller does not publish results of cancelled work: the event is redone later).
+    /// Delivers `notification` through `sender`; `completion` runs once with the report, on the thread of
+    /// the last answer (or of the last retry delay).
+    ///
+    /// - Parameter isAbandoned: asked before each retry; when it says `true` the loop ends with the last
+    ///   known state as `.failed` (the caller does not publish results of abandoned work: the event is
+    ///   redone later).
+    package func deliver(
+        _ notification: APNsNotification, with sender: some NotificationSender,
+        isAbandoned: @escaping @Sendable () -> Bool = { false },
+        completion: @escaping @Sendable (DeliveryReport) -> Void
+    ) {
+        attempt(Progress(), notification, sender, isAbandoned, completion)
+    }
+
+    /// `deliver(_:with:isAbandoned:completion:)` for async callers; cancelling the task abandons the loop
+    /// at its next retry.
     package func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
-        var generator = SystemRandomNumberGenerator()
+        let cancelled = Flag()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                deliver(notification, with: sender, isAbandoned: { cancelled.isSet }) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            cancelled.set()
+        }
+    }
+
+    /// What carries over from one attempt to the next.
+    private struct Progress {
         var attempt = 0
         var tokenRefreshes = 0
         var possibleDuplicates = 0
-        while true {
-            attempt += 1
+    }
+
+    private func attempt(
+        _ progress: Progress, _ notification: APNsNotification, _ sender: some NotificationSender,
+        _ isAbandoned: @escaping @Sendable () -> Bool, _ completion: @escaping @Sendable (DeliveryReport) -> Void
+    ) {
+        var progress = progress
+        progress.attempt += 1
+        sender.send(notification, deadline: .now + requestTimeout) { [progress] result in
+            var progress = progress
             let decision: DeliveryDecision
             var response: APNsResponse?
             var failure: TransportFailure?
-            do {
-                let answer = try await sender.send(notification, deadline: .now + requestTimeout)
+            switch result {
+            case .success(let answer):
                 response = answer
                 decision = DeliveryDecision(response: answer)
-            } catch {
+            case .failure(let error):
                 let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
                 failure = cause
                 decision = DeliveryDecision(failure: cause)
                 // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
-                if cause == .notSent { attempt -= 1 }
+                if cause == .notSent { progress.attempt -= 1 }
             }
+            var generator = SystemRandomNumberGenerator()
             let step = policy.nextStep(
-                after: decision, attempt: attempt, tokenRefreshes: tokenRefreshes,
+                after: decision, attempt: progress.attempt, tokenRefreshes: progress.tokenRefreshes,
                 now: clock.now(), expiration: notification.expiration, using: &generator
             )
+            func report(_ outcome: DeliveryOutcome) -> DeliveryReport {
+                DeliveryReport(
+                    outcome: outcome, response: response, failure: failure, attempts: progress.attempt,
+                    decision: decision, possibleDuplicates: progress.possibleDuplicates)
+            }
             switch step {
             case .finish(let outcome):
-                return DeliveryReport(outcome: outcome, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
+                completion(report(outcome))
             case .retry(let delay, let strategy):
-                if strategy == .refreshToken { tokenRefreshes += 1 }
-                if failure?.mayHaveReachedAPNs == true { possibleDuplicates += 1 }
-                if delay > .zero {
-                    do {
-                        try await Task.sleep(for: delay)
-                    } catch {
-                        return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
-                    }
+                if strategy == .refreshToken { progress.tokenRefreshes += 1 }
+                if failure?.mayHaveReachedAPNs == true { progress.possibleDuplicates += 1 }
+                let giveUp = report(.failed)
+                let next = { [progress] in
+                    if isAbandoned() { completion(giveUp) } else { attempt(progress, notification, sender, isAbandoned, completion) }
                 }
-                if Task.isCancelled {
-                    return DeliveryReport(outcome: .failed, response: response, failure: failure, attempts: attempt, decision: decision, possibleDuplicates: possibleDuplicates)
+                guard delay > .zero else { return next() }
+                Task {
+                    try? await Task.sleep(for: delay)
+                    next()
                 }
             }
         }

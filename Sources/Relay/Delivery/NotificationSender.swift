@@ -1,12 +1,17 @@
 import APNsCore
 
-/// The one call the relay makes to APNs. `APNsClient` conforms; the seam lets the delivery loop be read
+/// The one call the relay makes to APNs (a completion, not an `async` call: the relay keeps thousands of
+/// deliveries in flight without a task each). `APNsClient` conforms; the seam lets the delivery loop be read
 /// (and reasoned about) without the transport.
 package protocol NotificationSender: Sendable {
-    /// Sends one notification and returns APNs' answer.
+    /// Sends one notification; `completion` runs once with APNs' answer, or with an error whose
+    /// `transportFailure` says why no answer came (see `TransportFailureError`).
     ///
-    /// - Throws: an error whose `transportFailure` says why no answer came (see `TransportFailureError`).
-    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+    /// `completion` may run on any thread, including the caller's: it must not block.
+    func send(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    )
 
     /// How pushes to `topic` (an `apns-topic`) would authenticate, or `nil` when no credential covers it.
     /// Decides the pre-send rules (some push types need a certificate, some a token).
