@@ -14,6 +14,7 @@ import Kafka
 import Logging
 import Relay
 import RelaySandbox
+import ServiceSupport
 
 let logger = Logger(label: "bench")
 
@@ -43,6 +44,8 @@ final class RelayUnderTest {
     init(_ sandbox: RelaySandbox, extra: [String: String] = [:]) throws {
         var environment = sandbox.relayEnvironment(groupID: "bench-\(UUID().uuidString.prefix(8))")
         environment["APNS_RELAY_LOG_LEVEL"] = "warning"
+        // BENCH_RELAY_ADMIN_PORT: serve the relay's /metrics there, to watch a run (off by default).
+        if let port = ProcessInfo.processInfo.environment["BENCH_RELAY_ADMIN_PORT"] { environment["APNS_RELAY_ADMIN_PORT"] = port }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: relayBinary)
@@ -50,10 +53,23 @@ final class RelayUnderTest {
         process.environment = ProcessInfo.processInfo.environment.merging(environment.merging(extra) { $1 }) { $1 }
         process.standardOutput = log
         process.standardError = log
+        // A relay that exits on its own (a refused setting, a crash) fails the benchmark at once, with its
+        // log, instead of leaving it waiting for results that never come.
+        let logPath = self.logPath
+        let stopping = self.stopping
+        process.terminationHandler = { process in
+            guard !stopping.isSet else { return }
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            FileHandle.standardError.write(Data("error: apns-relay exited with status \(process.terminationStatus) during the benchmark; its log:\n\(log.suffix(4000))\n".utf8))
+            exit(1)
+        }
         try process.run()
     }
 
+    private let stopping = Flag()
+
     func stop() {
+        stopping.set()
         process.terminate()
         process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: logPath)

@@ -50,6 +50,8 @@ package final class RelayService: Service, Sendable {
     /// final commit of a busy relay while Kafka answers, short when every broker is down (nothing to wait for).
     static let closeTimeout: Duration = .seconds(10)
     static let closeTimeoutKafkaDown: Duration = .seconds(2)
+    /// At most this many consumer events are taken at once (what had arrived by then).
+    static let consumeBatch = 512
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -174,8 +176,10 @@ package final class RelayService: Service, Sendable {
         // Discarding: a long-running relay starts millions of child tasks; a plain task group would keep every
         // finished child until someone awaited it.
         await withDiscardingTaskGroup { group in
-            for await event in consumer.events.cancelOnGracefulShutdown() {
-                handle(event, triage: triage, group: &group)
+            // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
+            // would be the pipeline's largest cost (and its throughput limit).
+            for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
+                for event in batch { handle(event, triage: triage, group: &group) }
             }
             if !Task.isCancelled {
                 phase.withLock { if $0 == .running { $0 = .stopping } }

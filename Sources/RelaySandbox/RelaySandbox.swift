@@ -6,6 +6,8 @@ import Kafka
 import Logging
 import Relay
 import RelayApp
+import ServiceSupport
+import Synchronization
 
 /// A complete, throw-away environment for the relay on one machine: librdkafka's mock Kafka cluster, the
 /// mock APNs server (TLS + HTTP/2) trusting a freshly made signing key, and the topics the relay uses.
@@ -126,28 +128,39 @@ package final class RelaySandbox: Sendable {
         }
     }
 
-    /// Produces records to the input topic (concurrently: no order among them) and waits until Kafka has them all.
+    /// Produces records to the input topic (no order among them) and waits until Kafka has them all.
+    ///
+    /// Batched as a busy producer would (linger, many records per request): librdkafka's mock returns one
+    /// record batch per partition per fetch, so tiny batches would make the input, not the relay, the
+    /// limit of a benchmark.
     package func produce(records events: [InputRecord]) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "sandbox-producer"
+        configuration.linger = .milliseconds(20)
         // Tests send oversize events on purpose (the relay must refuse them, not the producer).
         configuration.additionalProperties["message.max.bytes"] = String(32 << 20)
+        configuration.additionalProperties["queue.buffering.max.messages"] = String(max(100_000, events.count))
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var pending = 0
-            for event in events {
-                if pending >= 2000 {
-                    try await group.next()
-                    pending -= 1
+        let outcome = Latch<KafkaError?>()
+        let remaining = Countdown(events.count)
+        if events.isEmpty { outcome.set(nil) }
+        for event in events {
+            try producer.produce(topic: options.inputTopic, key: event.key, value: event.value, headers: event.headers) { report in
+                switch report {
+                case .success:
+                    if remaining.countDown() { outcome.set(nil) }
+                case .failure(let error):
+                    outcome.set(error)
                 }
-                group.addTask { [topic = options.inputTopic] in
-                    _ = try await producer.send(topic: topic, key: event.key, value: event.value, headers: event.headers)
-                }
-                pending += 1
             }
-            try await group.waitForAll()
         }
+        let failure = await outcome.wait(timeout: .seconds(120))
         try await producer.close(timeout: .seconds(10))
+        switch failure {
+        case nil: throw RelayError("producing \(events.count) input records took longer than 120 s")
+        case .some(let error?): throw error
+        case .some(nil): break
+        }
     }
 
     /// Stops the mock APNs and removes the temporary files.
@@ -155,4 +168,12 @@ package final class RelaySandbox: Sendable {
         await apns.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
+}
+
+/// Counts delivery reports down to zero from any thread.
+private final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+    init(_ count: Int) { remaining = Atomic(count) }
+    /// - Returns: `true` for the call that reached zero.
+    func countDown() -> Bool { remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 }
 }

@@ -248,6 +248,39 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
         AsyncIterator(client: client, shared: shared)
     }
 
+    /// The same events in batches of at most `maxCount`: each element is what had arrived by then (at
+    /// least one event), taken under one lock. For consumers that hand events on through anything with a
+    /// cost per element (a task hop, a merge with another sequence): they pay it once per batch.
+    public func batches(maxCount: Int = 512) -> Batches {
+        Batches(events: self, maxCount: Swift.max(1, maxCount))
+    }
+
+    /// ``KafkaConsumerEvents/batches(maxCount:)``: one iterator at a time, like the events themselves.
+    public struct Batches: AsyncSequence, Sendable {
+        public typealias Element = [KafkaConsumerEvent]
+        let events: KafkaConsumerEvents
+        let maxCount: Int
+
+        public func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(events: events.makeAsyncIterator(), maxCount: maxCount)
+        }
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            var events: KafkaConsumerEvents.AsyncIterator
+            let maxCount: Int
+
+            /// The next batch (never empty), or `nil` once the consumer is closed or the task is cancelled.
+            public mutating func next() async -> [KafkaConsumerEvent]? {
+                var batch = events.available(maxCount: maxCount)
+                if batch.isEmpty {
+                    guard let first = await events.next() else { return nil }
+                    batch = [first] + events.available(maxCount: maxCount - 1)
+                }
+                return batch
+            }
+        }
+    }
+
     public struct AsyncIterator: AsyncIteratorProtocol {
         let client: KafkaClient
         let shared: KafkaConsumerShared
@@ -268,6 +301,21 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
             case .event(let event): return event
             case .finished: return nil
             case .timedOut: throw KafkaError(code: .timedOut, message: "no consumer event within \(timeout)", isRetriable: true)
+            }
+        }
+
+        /// What has arrived already, at most `maxCount` events, without waiting.
+        func available(maxCount: Int) -> [KafkaConsumerEvent] {
+            guard maxCount > 0 else { return [] }
+            return client.withHandle { handle in
+                self.shared.state.withLock { state -> [KafkaConsumerEvent] in
+                    var batch: [KafkaConsumerEvent] = []
+                    while batch.count < maxCount, case .event(let event, let resume) = state.next() {
+                        if !resume.isEmpty { self.shared.setPaused(false, resume, handle: handle) }
+                        batch.append(event)
+                    }
+                    return batch
+                }
             }
         }
 
