@@ -9,9 +9,12 @@
 #   3. per stage: decode + validate (DecodeBenchmark), provider-token signing (floor: openssl speed),
 #      offset-ledger operations (floor: Set insert+remove), result encoding
 #   4. memory under backpressure: APNs withholds every reply, Kafka full of events: RSS over time
+#   5. paced: 1k events/s and half the measured maximum: CPU per event (÷ full speed) and latency
+#   6. slow APNs (1.5k answers/s), 20k events, default configuration: duplicate pushes, events not delivered
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
-#                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, BENCH_TABLE=file)
+#                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
+#                                             SLOW_EVENTS=20000, BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +48,14 @@ awk -F'|' '/^[0-9]+ B/ { gsub(/ +$/, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +
 
 run "$BIN/EndToEndBenchmark" stages
 run "$BIN/EndToEndBenchmark" throughput --events "$EVENTS" --partitions "$PARTITIONS" --payload 300
+# Paced runs, against the full-speed figures just measured: CPU per event at 1k events/s (a relay's usual
+# day costs what a backlog costs per event, or the design spends its time waking up), and the latency at
+# half the maximum rate.
+FULL_NS=$(awk -F'|' '/^e2e CPU s\/100k events \(0 ms/ { printf "%d", $2 * 10000 }' "$ROWS")
+MAX_RATE=$(awk -F'|' '/^e2e events\/s \(0 ms/ { printf "%d", $2 }' "$ROWS")
+run "$BIN/EndToEndBenchmark" paced --rate 1000 --seconds "${PACED_SECONDS:-10}" --full-speed-ns "${FULL_NS:-0}"
+run "$BIN/EndToEndBenchmark" paced --rate "$(( ${MAX_RATE:-2000} / 2 ))" --seconds "${PACED_SECONDS:-10}" --full-speed-ns "${FULL_NS:-0}"
+run "$BIN/EndToEndBenchmark" slow-apns --events "${SLOW_EVENTS:-20000}" --answers 1500
 run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PARTITIONS" --payload 1024 --rtt-ms 40
 run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
 

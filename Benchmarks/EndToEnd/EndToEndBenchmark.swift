@@ -216,6 +216,7 @@ func backpressure() async throws {
     let half = Array(samples.suffix(samples.count / 2))
     let growth = (half.last ?? 0) - (half.first ?? 0)
     say("released: all \(count) events answered (\(tally.duplicates) duplicates); relay peak RSS \(f(peak)) MiB")
+    row("peak RSS MiB, \(count) events waiting (APNs withholds replies)", f(peak))
     row("backpressure RSS MiB over \(seconds) s (every 2 s)", samples.map { f($0, 0) }.joined(separator: " "), floor: "growth in 2nd half \(f(growth)) MiB")
 }
 
@@ -234,7 +235,9 @@ struct EndToEndBenchmark {
             case "throughput": try await throughput()
             case "backpressure": try await backpressure()
             case "stages": try stages()
-            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure or stages")
+            case "paced": try await paced()
+            case "slow-apns": try await slowAPNs()
+            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced or slow-apns")
             }
         } catch {
             print("error: \(error)")

@@ -41,6 +41,8 @@ package final class RelayService: Service, Sendable {
     private let outputs: OutputRecords
     /// Set when the relay gives up its in-flight events (see `abandon()`).
     private let abandoned = Flag()
+    /// Closed by the in-flight gate: the consumer loop takes no events meanwhile.
+    private let intake = IntakeValve()
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -69,14 +71,17 @@ package final class RelayService: Service, Sendable {
         self.logger = logger
         self.clock = clock
         let metrics = self.metrics
+        let intake = self.intake
         self.state = RelayState(limits: configuration.inFlight) { pause, partitions in
-            guard !partitions.isEmpty else { return }
-            do {
-                if pause { try consumer.pause(partitions) } else { try consumer.resume(partitions) }
-                metrics.pausedPartitions.record(pause ? partitions.count : 0)
-                logger.info(pause ? "in-flight limit reached; partitions paused" : "below the in-flight low-water mark; partitions resumed")
-            } catch {
-                logger.warning(pause ? "pausing partitions failed" : "resuming partitions failed", metadata: ["error": "\(error)"])
+            if pause {
+                guard !intake.isClosed else { return }
+                intake.close()
+                metrics.pausedPartitions.record(partitions.count)
+                logger.info("in-flight limit reached; intake paused")
+            } else {
+                intake.open()
+                metrics.pausedPartitions.record(0)
+                logger.info("below the in-flight low-water mark; intake resumed")
             }
         }
         self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
@@ -178,8 +183,18 @@ package final class RelayService: Service, Sendable {
         await withDiscardingTaskGroup { group in
             // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
             // would be the pipeline's largest cost (and its throughput limit).
-            for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
-                for event in batch { handle(event, triage: triage, group: &group) }
+            consuming: for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
+                for event in batch {
+                    handle(event, triage: triage, group: &group)
+                    // The gate closed: take nothing more until it opens, but answer rebalances meanwhile.
+                    while intake.isClosed {
+                        switch await waitForIntake() {
+                        case .open: break
+                        case .rebalance(let events): for event in events { handle(event, triage: triage, group: &group) }
+                        case .shutdown: break consuming
+                        }
+                    }
+                }
             }
             if !Task.isCancelled {
                 phase.withLock { if $0 == .running { $0 = .stopping } }
@@ -200,6 +215,37 @@ package final class RelayService: Service, Sendable {
             let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
             if !Task.isCancelled { try? await producer.flush(timeout: grace) }
             await producer.withdrawAll()
+        }
+    }
+
+    private enum IntakeWait: Sendable {
+        case open
+        case rebalance([KafkaConsumerEvent])
+        case shutdown
+    }
+
+    /// Waits while the in-flight gate holds intake closed, until it opens, a rebalance event arrives (which
+    /// cannot wait: the group waits for the revocation's acknowledgement), or shutdown begins.
+    private func waitForIntake() async -> IntakeWait {
+        await withTaskGroup(of: IntakeWait.self) { group in
+            group.addTask { [intake] in await intake.waitUntilOpen() ? .open : .shutdown }
+            group.addTask { [consumer] in
+                let events = await consumer.events.nextRebalanceEvents()
+                return events.isEmpty ? .shutdown : .rebalance(events)
+            }
+            group.addTask {
+                do { try await gracefulShutdown() } catch { return .shutdown }
+                return .shutdown
+            }
+            let first = await group.next() ?? .shutdown
+            group.cancelAll()
+            // Rebalance events taken by any of the waiters must be handled, whoever won: they come first.
+            var rebalance: [KafkaConsumerEvent] = []
+            if case .rebalance(let events) = first { rebalance = events }
+            while let other = await group.next() {
+                if case .rebalance(let events) = other { rebalance += events }
+            }
+            return rebalance.isEmpty ? first : .rebalance(rebalance)
         }
     }
 

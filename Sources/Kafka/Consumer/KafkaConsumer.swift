@@ -255,6 +255,24 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
         Batches(events: self, maxCount: Swift.max(1, maxCount))
     }
 
+    /// Waits until a rebalance event is buffered and takes every buffered one, leaving messages where they
+    /// are: for an application that holds back messages (its own backpressure) but must still answer
+    /// rebalances. Rebalance events come before messages anyway, so the order the application sees is the
+    /// same as through the iterator. Do not call it while the iterator is parked in `next()`.
+    /// - Returns: the events; empty once the consumer is closed, or when the task is cancelled.
+    public func nextRebalanceEvents() async -> [KafkaConsumerEvent] {
+        let ready = await DeadlineWaiter.wait(timeout: nil, timedOut: false, cancelled: false) { waiter in
+            client.withHandle { handle in
+                shared.update(handle: handle) { machine in
+                    machine.waitForControl(waiter)
+                    return .init()
+                }
+            }
+        }
+        guard ready else { return [] }
+        return shared.state.withLock { $0.takeControl() }
+    }
+
     /// ``KafkaConsumerEvents/batches(maxCount:)``: one iterator at a time, like the events themselves.
     public struct Batches: AsyncSequence, Sendable {
         public typealias Element = [KafkaConsumerEvent]

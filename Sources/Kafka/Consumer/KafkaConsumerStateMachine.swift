@@ -48,6 +48,8 @@ struct KafkaConsumerStateMachine {
     private var control: [KafkaConsumerEvent] = []
     private var messages = MessageQueue()
     private var waiter: Waiter?
+    /// Someone waiting for rebalance events only (``KafkaConsumerEvents/nextRebalanceEvents()``).
+    private var controlWaiter: DeadlineWaiter<Bool>?
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -109,6 +111,10 @@ struct KafkaConsumerStateMachine {
         isFinished = true
         action.droppedMessages = messages.count
         messages = MessageQueue()
+        if let controlWaiter {
+            self.controlWaiter = nil
+            controlWaiter.resolve(true)
+        }
         if let waiter {
             self.waiter = nil
             if control.isEmpty {
@@ -130,6 +136,23 @@ struct KafkaConsumerStateMachine {
             return .event(.message(message), resume: resumeIfDrained())
         }
         return isFinished ? .finished : .empty
+    }
+
+    /// Resolves `newWaiter` once a rebalance event is buffered (at once if one is) or the consumer finished.
+    mutating func waitForControl(_ newWaiter: DeadlineWaiter<Bool>) {
+        if let controlWaiter, controlWaiter.isResolved { self.controlWaiter = nil }
+        precondition(controlWaiter == nil, "one nextRebalanceEvents() at a time")
+        if !control.isEmpty || isFinished {
+            newWaiter.resolve(true)
+        } else {
+            controlWaiter = newWaiter
+        }
+    }
+
+    /// Takes every buffered rebalance event, leaving the messages.
+    mutating func takeControl() -> [KafkaConsumerEvent] {
+        defer { control.removeAll() }
+        return control
     }
 
     /// Parks the single iterator until something arrives, or hands it what has arrived already.
@@ -175,7 +198,13 @@ struct KafkaConsumerStateMachine {
 
     private mutating func pushControl(_ event: KafkaConsumerEvent) -> Action {
         // A parked iterator means both lanes are empty.
-        if !hand(event) { control.append(event) }
+        if !hand(event) {
+            control.append(event)
+            if let controlWaiter {
+                self.controlWaiter = nil
+                controlWaiter.resolve(true)
+            }
+        }
         return Action()
     }
 

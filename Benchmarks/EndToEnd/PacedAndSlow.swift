@@ -1,0 +1,89 @@
+import APNsMock
+import Foundation
+import Kafka
+import RelaySandbox
+
+// Two benchmarks of the relay under conditions other than a backlog:
+//  - paced: events arrive at a fixed rate (what a relay sees most of the day): CPU per event and latency;
+//  - slow APNs: APNs answers at most N requests a second, a backlog of events: duplicate pushes.
+
+/// Produces `rate` events a second for `seconds`, keys `p0`, `p1`, … (10 ms ticks, no task per record).
+func producePaced(_ sandbox: RelaySandbox, rate: Int, seconds: Int, payload: Int) async throws -> Int {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
+    configuration.clientID = "bench-paced-producer"
+    let producer = try KafkaProducer(configuration: configuration, logger: logger)
+    let body = SampleEvents.payload(bytes: payload)
+    let ticks = seconds * 100
+    let start = ContinuousClock.now
+    var produced = 0
+    for tick in 0..<ticks {
+        let due = rate * (tick + 1) / 100
+        while produced < due {
+            let value = SampleEvents.event(id: "p\(produced)", deviceToken: SampleEvents.token(produced), payload: body)
+            try producer.produce(topic: sandbox.options.inputTopic, key: Array("p\(produced)".utf8), value: value) { _ in }
+            produced += 1
+        }
+        try await Task.sleep(until: start + .milliseconds(10 * (tick + 1)), clock: .continuous)  // the pacing
+    }
+    try await producer.close(timeout: .seconds(10))
+    return produced
+}
+
+/// `paced --rate R --seconds S [--full-speed-us X]`: relay CPU per event and consume → result latency while
+/// events arrive at R per second; with X (CPU µs per event at full speed, from `throughput`), their ratio.
+func paced() async throws {
+    let rate = option("rate", 1000)
+    let seconds = option("seconds", 10)
+    let fullSpeed = Double(option("full-speed-ns", 0)) / 1000
+    var options = RelaySandbox.Options()
+    options.partitions = option("partitions", 32)
+    let sandbox = try await RelaySandbox(options: options, logger: logger)
+    say("== paced: \(rate) events/s for \(seconds) s, 300 B, mock Kafka + mock APNs in the benchmark process")
+    let reader = try OutputReader(sandbox: sandbox, logger: logger)
+    var tally = ResultTally(resultsTopic: options.topics.results, keepTimings: true)
+    let relay = try RelayUnderTest(sandbox)
+    // Warm-up: the relay joins its group and opens its connections on a first event.
+    try await sandbox.produce([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
+    try await tally.collect(from: reader, untilResults: 1, timeout: .seconds(60))
+    let cpuBefore = relay.probe.cpuSeconds ?? 0
+    let produced = try await producePaced(sandbox, rate: rate, seconds: seconds, payload: 300)
+    try await tally.collect(from: reader, untilResults: produced + 1, timeout: .seconds(120))
+    let cpu = (relay.probe.cpuSeconds ?? 0) - cpuBefore
+    relay.stop()
+    await reader.close()
+    await sandbox.stop()
+    let latencies = tally.timings.map { $0.completedAt - $0.receivedAt }.sorted()
+    let perEvent = cpu * 1e6 / Double(produced)
+    say("paced: \(produced) events at \(rate)/s: relay CPU \(f(cpu, 2)) s = \(f(perEvent)) µs/event; latency p50 \(percentile(latencies, 0.5)) ms p99 \(percentile(latencies, 0.99)) ms")
+    row("paced \(rate)/s: CPU µs/event", f(perEvent), floor: fullSpeed > 0 ? "full speed \(f(fullSpeed)) µs/event" : "", ratio: fullSpeed > 0 ? f(perEvent / fullSpeed, 2) : "")
+    row("paced \(rate)/s: latency p50/p99 ms (consume → result sent)", "\(percentile(latencies, 0.5)) / \(percentile(latencies, 0.99))")
+}
+
+/// `slow-apns --events N --answers A`: APNs answers at most A requests a second; N events wait in Kafka.
+/// Default relay configuration. Counts the pushes a device got more than once (what a user sees twice).
+func slowAPNs() async throws {
+    let count = option("events", 20_000)
+    let answers = option("answers", 1500)
+    var options = RelaySandbox.Options()
+    options.partitions = 16
+    let sandbox = try await RelaySandbox(options: options, logger: logger)
+    say("== slow APNs: \(answers) answers/s, \(count) events in Kafka, default configuration")
+    let events = makeEvents(count, payload: 300)
+    try await sandbox.produce(events)
+    sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
+    let reader = try OutputReader(sandbox: sandbox, logger: logger)
+    var tally = ResultTally(resultsTopic: options.topics.results)
+    let relay = try RelayUnderTest(sandbox)
+    let started = ContinuousClock.now
+    try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(600))
+    let wall = ContinuousClock.now - started
+    let cpu = relay.probe.cpuSeconds ?? 0
+    relay.stop()
+    await reader.close()
+    let duplicates = sandbox.apns.statistics.acceptedByDeviceToken.values.reduce(0) { $0 + max(0, $1 - 1) }
+    await sandbox.stop()
+    let notDelivered = count - (tally.outcomes["delivered"] ?? 0)
+    say("slow APNs: \(count) events in \(wall): outcomes \(tally.outcomes); \(duplicates) duplicate pushes; relay CPU \(f(cpu * 1e6 / Double(count))) µs/event")
+    row("slow APNs (\(answers)/s, \(count) events): duplicate pushes / not delivered", "\(duplicates) / \(notDelivered)", floor: "0 / 0")
+    row("slow APNs (\(answers)/s): relay CPU µs/event", f(cpu * 1e6 / Double(count)))
+}
