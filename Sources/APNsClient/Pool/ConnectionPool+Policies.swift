@@ -22,13 +22,15 @@ extension ConnectionPool {
     }
 
     func retireLatencyOutliers(_ s: inout State) {
-        let live = s.entries.values.filter { $0.connection.load.phase == .ready && !$0.connection.load.retired && $0.connection.load.latency > 0 }
+        Self.refreshLoadsIfStale(&s)
+        let live = s.entries.values.filter { $0.load.phase == .ready && !$0.load.retired && $0.load.latency > 0 }
         guard live.count >= 3 else { return }
-        let latencies = live.map { $0.connection.load.latency }.sorted()
+        let latencies = live.map { $0.load.latency }.sorted()
         let median = latencies[latencies.count / 2]
-        for entry in live where entry.connection.load.latency > max(0.05, median * configuration.pool.latencyOutlierFactor) {
-            logger.notice("retiring latency outlier", metadata: ["apns.connection": "\(entry.connection.id)", "latency": "\(entry.connection.load.latency)"])
+        for entry in live where entry.load.latency > max(0.05, median * configuration.pool.latencyOutlierFactor) {
+            logger.notice("retiring latency outlier", metadata: ["apns.connection": "\(entry.connection.id)", "latency": "\(entry.load.latency)"])
             entry.connection.drain()
+            s.entries[entry.connection.id]?.load.retired = true
         }
     }
 

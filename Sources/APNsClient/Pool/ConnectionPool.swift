@@ -123,9 +123,10 @@ final class ConnectionPool: Sendable {
     /// for it); `release` retires it once its last request finished, and another one opens.
     static func choose(_ s: inout State, streamBudget: Int) -> APNsConnection? {
         if let limit = s.limit, s.inFlight >= limit.limit { return nil }
+        refreshLoadsIfStale(&s)
         var best: (id: Int, score: Double)?
         for (id, entry) in s.entries {
-            let load = entry.connection.load
+            let load = entry.load
             guard load.phase == .ready, !load.retired, entry.assigned < streamBudget else { continue }
             let capacity = max(1, load.maxConcurrentStreams)
             guard entry.inFlight < capacity else { continue }
@@ -146,7 +147,8 @@ final class ConnectionPool: Sendable {
         let pool = configuration.pool
         var usable = 0
         var saturated = 0
-        let loads = s.entries.values.map { ($0, $0.connection.load) }
+        Self.refreshLoadsIfStale(&s)
+        let loads = s.entries.values.map { ($0, $0.load) }
         // Latency growth is a saturation signal too (queueing in our buffers or the peer's): a connection
         // whose latency is well above the best one is treated as full when deciding to open another.
         let bestLatency = loads.compactMap { $0.1.latency > 0 ? $0.1.latency : nil }.min() ?? 0
@@ -188,18 +190,35 @@ final class ConnectionPool: Sendable {
             logger.notice("retiring connection", metadata: ["apns.connection": "\(connection.id)"])
             connection.drain()
         }
-        let (open, exhausted, newLimit) = state.withLock { s -> (Int, Bool, Int?) in
+        let load = connection.load
+        // One critical section per answer: accounting, learning, and handing the freed stream to a waiting
+        // request (every connection's I/O thread comes through here; a second round would double the
+        // contention on the pool's lock, which a profile at full speed showed as the largest cost).
+        let (open, exhausted, newLimit, handOff) = state.withLock { s -> (Int, Bool, Int?, [(Waiter, APNsConnection)]) in
+            let now = ContinuousClock.now
             let limitBefore = s.limit?.limit
             Self.learn(from: result, latency: latency, countsAsTimeout: countsAsTimeout, into: &s)
             s.inFlight -= 1
             s.entries[connection.id]?.inFlight -= 1
+            s.entries[connection.id]?.load = load
             let exhausted = s.entries[connection.id].map { $0.assigned >= streamBudget && $0.inFlight == 0 } ?? false
-            if ContinuousClock.now - s.lastMaintenance > .seconds(1) {
-                s.lastMaintenance = .now
+            if now - s.lastMaintenance > .seconds(1) {
+                s.lastMaintenance = now
                 retireLatencyOutliers(&s)
             }
             let newLimit = s.limit?.limit == limitBefore ? nil : s.limit?.limit
-            return (retire || exhausted || !s.waiters.isEmpty ? connectionsToOpen(&s) : 0, exhausted, newLimit)
+            var handOff: [(Waiter, APNsConnection)] = []
+            while !s.waiters.isEmpty, let c = Self.choose(&s, streamBudget: streamBudget) {
+                guard let w = s.waiters.popFirst() else { break }
+                handOff.append((w, c))
+            }
+            // Requests still waiting ask for another connection, at most every few milliseconds.
+            var open = 0
+            if retire || exhausted || (!s.waiters.isEmpty && now - s.lastOpenCheck >= Self.loadRefreshInterval) {
+                s.lastOpenCheck = now
+                open = connectionsToOpen(&s)
+            }
+            return (open, exhausted, newLimit, handOff)
         }
         if let newLimit { metrics.concurrencyLimit.record(newLimit) }
         if exhausted {
@@ -207,7 +226,7 @@ final class ConnectionPool: Sendable {
             connection.drain()
         }
         for _ in 0..<open { openConnection() }
-        dispatchWaiters()
+        for (w, c) in handOff { w.resume(.success(c)) }
     }
 
     // MARK: - Opening and closing
@@ -232,7 +251,8 @@ final class ConnectionPool: Sendable {
                     s.failedConnects = 0
                     s.lastConnectError = nil
                     // It may already have closed (its `.closed` event found no entry): then it is not added.
-                    if !s.shuttingDown && connection.load.phase != .closed { s.entries[id] = Entry(connection: connection) }
+                    let load = connection.load
+                    if !s.shuttingDown && load.phase != .closed { s.entries[id] = Entry(connection: connection, load: load) }
                     return s.shuttingDown
                 }
                 metrics.connectionsOpened.increment()
@@ -279,6 +299,10 @@ final class ConnectionPool: Sendable {
 
     private func handle(_ event: ConnectionEvent, connectionID: Int) {
         defer { recordConnectionGauges() }
+        // A change of state: the pool's view of this connection must not wait for the next refresh.
+        state.withLock { s in
+            if let connection = s.entries[connectionID]?.connection { s.entries[connectionID]!.load = connection.load }
+        }
         switch event {
         case .ready:
             break
