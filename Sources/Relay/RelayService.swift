@@ -1,4 +1,5 @@
 import APNsCore
+import Dispatch
 import Kafka
 import Logging
 import ServiceLifecycle
@@ -20,27 +21,33 @@ import Darwin
 /// Runs as a swift-service-lifecycle `Service`: on graceful shutdown it stops taking events, drains what is
 /// in flight (bounded by `drainTimeout`), flushes the producer, commits, leaves the group and returns.
 package final class RelayService: Service, Sendable {
-    private let configuration: RelayConfiguration
-    private let consumer: KafkaConsumer
-    private let producer: KafkaProducer
-    private let sender: any NotificationSender
-    private let logger: Logger
-    private let state: RelayState
-    private let metrics = RelayMetrics()
+    let configuration: RelayConfiguration
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let sender: any NotificationSender
+    let logger: Logger
+    let state: RelayState
+    let metrics = RelayMetrics()
     /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
-    private let tokenRemovals: TokenRemovalScreen
-    private let clock: WallClock
+    let tokenRemovals: TokenRemovalScreen
+    let clock: WallClock
     private let phase = Mutex(Phase.created)
     /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
     /// once; the relay then stops taking events, abandons what is in flight and `run()` throws.
     private let failure = Latch<String>()
     /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
-    private let connectFailureStreak = Atomic<Int>(0)
+    let connectFailureStreak = Atomic<Int>(0)
     /// Publishes each event's records; knows whether results are stuck on their way to Kafka.
-    private let publisher: ResultPublisher
-    private let outputs: OutputRecords
+    let publisher: ResultPublisher
+    let outputs: OutputRecords
+    /// The reference validator, explaining schema-invalid events; `nil` if it cannot be built (the fast
+    /// decoder's message is published then). Thread-safe.
+    let explainer = try? SchemaValidator.notificationEvent()
+    /// Where explanations run: a serial queue of its own (libdispatch gives it a thread outside Swift's
+    /// cooperative pool), so a slow explanation never holds up the consumer loop.
+    let explanations = DispatchQueue(label: "apns-relay.explanations")
     /// Set when the relay gives up its in-flight events (see `abandon()`).
-    private let abandoned = Flag()
+    let abandoned = Flag()
     /// Closed by the in-flight gate: the consumer loop takes no events meanwhile.
     private let intake = IntakeValve()
 
@@ -172,7 +179,8 @@ package final class RelayService: Service, Sendable {
         // The decoder is single-threaded: it lives in this task only.
         let triage: EventTriage
         do {
-            let decoder = try EventDecoder(explainer: try? SchemaValidator.notificationEvent())
+            // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
+            let decoder = try EventDecoder()
             triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
         } catch {
             failure.set("cannot create the event decoder: \(error)")
@@ -305,140 +313,13 @@ package final class RelayService: Service, Sendable {
         }
     }
 
-    private func accept(_ message: KafkaConsumerMessage, triage: EventTriage) {
-        metrics.consumed.increment()
-        let size = message.value?.count ?? 0
-        switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
-        case .skip:
-            logger.debug("skipping an event already in flight or not assigned", metadata: Self.position(message))
-            return
-        case .admittedLate:
-            logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: Self.position(message))
-        case .admitted:
-            break
-        }
-        updateInFlightGauges()
-        let now = clock.now()
-        let receivedAt = Int64(now * 1000)
-        let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
-        switch triage.triage(message, receivedAt: receivedAt, nowSeconds: Int64(now)) {
-        case .answer(let answer, let refusal):
-            // Refused or expired: answered here, without a task.
-            var records: [OutgoingRecord] = []
-            if let refusal {
-                logger.info("event refused", metadata: Self.position(message).merging([
-                    "reason": "\(answer.reason ?? "")", "eventId": "\(answer.eventID ?? "")",
-                ]) { $1 })
-                records.append(outputs.deadLetter(for: message, source: source, refusal: refusal))
-                metrics.deadLetters.increment()
-            }
-            publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
-        case .deliver(let event, let notification):
-            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned] in abandoned.isSet }) { [self] report in
-                delivered(event, notification, report: report, for: message, source: source, size: size, receivedAt: receivedAt)
-            }
-        }
-    }
-
-    /// A valid event's delivery ended (on an APNs connection's thread, or a retry's task): publishes its
-    /// result (and removed-token record).
-    private func delivered(
-        _ event: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport,
-        for message: KafkaConsumerMessage, source: SourcePosition, size: Int, receivedAt: Int64
-    ) {
-        if abandoned.isSet {
-            finishAbandoned(size: size)
-            return
-        }
-        if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
-        if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
-        if report.response != nil {
-            connectFailureStreak.store(0, ordering: .relaxed)
-            metrics.connectFailureStreak.record(0)
-        } else if report.failure == .connectFailed {
-            metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
-        }
-        let result = DeliveryResult(
-            eventID: event.id, metadata: event.metadata, outcome: report.outcome,
-            status: report.response?.status, reason: Self.reason(of: report),
-            message: report.failure.map { "no response from APNs: \($0)" },
-            apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
-            attempts: report.attempts, source: source, receivedAt: receivedAt,
-            completedAt: clock.nowMilliseconds()
-        )
-        var records: [OutgoingRecord] = []
-        let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
-        )
-        if removalAllowed, let removed = outputs.removedToken(for: event, notification: notification, report: report) {
-            records.append(removed)
-            metrics.removedTokens.increment()
-        }
-        logger.debug("event delivered", metadata: Self.position(message).merging([
-            "eventId": "\(event.id)", "outcome": "\(report.outcome.rawValue)",
-            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
-        ]) { $1 })
-        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
-    }
-
-    /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them —
-    /// in the delivery-report callback, on the producer's thread — finishes the event in the ledger and
-    /// stores its partition's new frontier.
-    private func publish(
-        _ result: DeliveryResult, with records: [OutgoingRecord], for message: KafkaConsumerMessage,
-        source: SourcePosition, size: Int, receivedAt: Int64
-    ) {
-        let all = [outputs.result(result, key: message.key, source: source)] + records
-        let partition = message.topicPartition
-        publisher.publish(all) { [self] published in
-            guard published else {
-                finishAbandoned(size: size)
-                return
-            }
-            metrics.result(result.outcome, reason: result.reason)
-            metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - receivedAt * 1_000_000))
-            state.finish(partition, offset: source.offset, bytes: size) { processed in
-                do {
-                    try consumer.storeOffset(topic: source.topic, partition: source.partition, offset: processed)
-                } catch {
-                    // Not assigned any more: the next owner redoes the events after its committed offset.
-                    logger.debug("offset not stored", metadata: [
-                        "topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(processed)", "error": "\(error)",
-                    ])
-                }
-            }
-            updateInFlightGauges()
-        }
-    }
-
     /// Gives up what is in flight (shutdown deadline passed, or a failure): deliveries end at their next
     /// answer or retry without a result, publishing stops retrying; none of their offsets is stored.
-    private func abandon() {
+    func abandon() {
         abandoned.set()
         publisher.stop()
     }
 
-    private func finishAbandoned(size: Int) {
-        state.abandon(bytes: size)
-        updateInFlightGauges()
-    }
-
-    private func updateInFlightGauges() {
-        metrics.inFlight.record(state.inFlightEvents)
-        metrics.inFlightBytes.record(state.inFlightBytes)
-    }
-
-    private static func reason(of report: DeliveryReport) -> String? {
-        if let reason = report.response?.reason { return reason.rawValue }
-        if report.outcome == .expired { return "Expired" }
-        if let failure = report.failure { return "\(failure)" }
-        return nil
-    }
-
-    private static func position(_ message: KafkaConsumerMessage) -> Logger.Metadata {
-        ["topic": "\(message.topic)", "partition": "\(message.partition)", "offset": "\(message.offset)"]
-    }
 }
 
 /// A relay failure that stops the service (configuration or start-up problems, never input).

@@ -73,6 +73,11 @@ package final class EventDecoder {
     }
 
     /// Replaces the fast path's message with the reference validator's, keeping the stable code.
+    package static func explained(_ error: EventDecodingError, by explainer: SchemaValidator, bytes: [UInt8]) -> EventDecodingError {
+        guard error.code != .internalError else { return error }
+        return bytes.withUnsafeBytes { explained(error, by: explainer, bytes: $0) }
+    }
+
     private static func explained(
         _ error: EventDecodingError, by explainer: SchemaValidator, bytes: UnsafeRawBufferPointer
     ) -> EventDecodingError {

@@ -14,6 +14,8 @@ struct Refusal: Sendable {
     var stage: DeadLetter.Stage
     var code: String
     var message: String
+    /// The fast decoder's error, when the reference validator could say more (`EventTriage.explained`).
+    var decodingError: EventDecodingError?
 }
 
 /// Reads a Kafka message into a `Triage`: size, schema, then APNs rules. Runs on the consumer loop,
@@ -27,13 +29,14 @@ struct EventTriage {
     func triage(_ message: KafkaConsumerMessage, receivedAt: Int64, nowSeconds: Int64) -> Triage {
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         func invalid(
-            _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil
+            _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil,
+            decodingError: EventDecodingError? = nil
         ) -> Triage {
             let result = DeliveryResult(
                 eventID: id, metadata: metadata, outcome: .invalid, reason: code, message: text,
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            return .answer(result, Refusal(stage: stage, code: code, message: text))
+            return .answer(result, Refusal(stage: stage, code: code, message: text, decodingError: decodingError))
         }
 
         guard let value = message.value, !value.isEmpty else {
@@ -55,8 +58,9 @@ struct EventTriage {
         } catch {
             // Echo what can still be read of the event, so producers can correlate the result.
             let salvaged = SalvagedEvent(salvaging: value)
-            let text = error.message.hasPrefix(error.pointer) || error.pointer.isEmpty ? error.message : "\(error.pointer): \(error.message)"
-            return invalid(.schema, code: error.code.rawValue, message: text, id: salvaged.id, metadata: salvaged.metadata)
+            return invalid(
+                .schema, code: error.code.rawValue, message: Self.text(of: error), id: salvaged.id, metadata: salvaged.metadata,
+                decodingError: error)
         }
         let notification = event.notification
         if let expiration = notification.expiration, expiration > 0, expiration <= nowSeconds {
@@ -79,5 +83,25 @@ struct EventTriage {
             return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata)
         }
         return .deliver(event, notification)
+    }
+
+    private static func text(of error: EventDecodingError) -> String {
+        error.message.hasPrefix(error.pointer) || error.pointer.isEmpty ? error.message : "\(error.pointer): \(error.message)"
+    }
+
+    /// `result` and `refusal` with the reference validator's account of what is wrong (every problem, with
+    /// JSON pointers) instead of the fast decoder's first one. Slow (tens of microseconds to milliseconds,
+    /// on a thread of its own with a large stack): the relay runs it off the consumer loop.
+    static func explained(
+        _ result: DeliveryResult, _ refusal: Refusal, bytes: [UInt8], by validator: SchemaValidator
+    ) -> (DeliveryResult, Refusal) {
+        guard let error = refusal.decodingError else { return (result, refusal) }
+        let text = Self.text(of: EventDecoder.explained(error, by: validator, bytes: bytes))
+        var result = result
+        var refusal = refusal
+        result.message = text
+        refusal.message = text
+        refusal.decodingError = nil
+        return (result, refusal)
     }
 }

@@ -90,6 +90,11 @@ struct EndToEndTests {
                 }
             }
             #expect(results["good"]?.json?["outcome"] as? String == "delivered", "the partition kept flowing")
+            // Explained by the reference validator (off the consumer loop): every problem, not just the first.
+            let explained = results["missing-fields"]?.json?["message"] as? String ?? ""
+            for property in ["deviceToken", "payload", "pushType"] {
+                #expect(explained.contains("Missing required property '\(property)'"), "\(explained)")
+            }
             do { let problems = try await validateWithPython(records.filter { $0.topic == topics.results }.map(\.value), schema: "delivery-result.schema.json"); #expect(problems.isEmpty, "\(problems)") }
         }
     }
