@@ -28,7 +28,7 @@ extension FaultTests {
             var faults = 0
             try await withRelay(sandbox, groupID: group, overrides: [
                 "relay.maxInFlightEvents": String(maxInFlight), "kafka.autoCommitIntervalMs": "200",
-            ], logger: logger) { _ in
+            ], logger: logger) { app in
                 async let producing: Void = produceSpread(sandbox, events, batches: 4 + 3 * outages, spacing: .milliseconds(700))
                 // Request errors, answered by the next requests of each type from any client.
                 let burst = (0..<errorsPerBurst).map { $0 % 2 == 0 ? KafkaResponseCode.notLeaderForPartition : .requestTimedOut }
@@ -64,7 +64,8 @@ extension FaultTests {
                     try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
                 } catch {
                     let missing = tally.missing(events.map(\.key))
-                    throw TestFailure("\(error); \(await diagnoseMissing(missing, sandbox: sandbox, logger: logger))")
+                    let status = app.relay.status
+                    throw TestFailure("\(error); \(await diagnoseMissing(missing, sandbox: sandbox, logger: logger)); relay: \(status.inFlightEvents) events in flight, readiness \(app.relay.readiness ?? "ready")")
                 }
             }
             await reader.close()
