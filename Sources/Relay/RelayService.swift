@@ -103,6 +103,8 @@ package final class RelayService: Service, Sendable {
         package var assignedPartitions: Int
         package var inFlightEvents: Int
         package var paused: Bool
+        /// How often an offset frontier stepped over offsets no event was begun for (diagnostic).
+        package var offsetGaps = 0
     }
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
@@ -136,7 +138,9 @@ package final class RelayService: Service, Sendable {
     }
 
     package var status: Status {
-        Status(assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused)
+        Status(
+            assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused,
+            offsetGaps: state.offsetGapsSteppedOver)
     }
 
     package func run() async throws {

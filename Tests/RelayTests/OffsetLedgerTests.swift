@@ -23,6 +23,19 @@ import Testing
         do { let result = ledger.finish(0, offset: 5); #expect(result == 10) }
     }
 
+    /// The frontier steps over offsets never begun (compaction, transaction markers) and counts it: on a
+    /// topic without either, a count above zero means an offset came late or never.
+    @Test func countsTheGapsTheFrontierStepsOver() {
+        var ledger = OffsetLedger<Int>()
+        for offset: Int64 in [5, 6, 9, 10] { ledger.begin(0, offset: offset) }
+        for offset: Int64 in [5, 6, 9, 10] { _ = ledger.finish(0, offset: offset) }
+        #expect(ledger.frontier(0) == 11)
+        #expect(ledger.gapsSteppedOver == 1, "7 and 8 were never begun")
+        ledger.begin(1, offset: 0)
+        _ = ledger.finish(1, offset: 0)
+        #expect(ledger.gapsSteppedOver == 1, "a first offset is no gap")
+    }
+
     @Test func partitionsAreIndependent() {
         var ledger = OffsetLedger<String>()
         ledger.begin("a", offset: 0)

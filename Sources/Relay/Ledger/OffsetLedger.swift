@@ -28,8 +28,16 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     /// - Returns: the new frontier (the offset to store: one past the last finished prefix) when it
     ///   advanced, else `nil`.
     package mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
-        partitions[partition]?.finish(offset)
+        // In place: a copy of the partition's ledger would copy its deques on every finish.
+        guard let gapsBefore = partitions[partition]?.gaps else { return nil }
+        let frontier = partitions[partition]?.finish(offset)
+        gapsSteppedOver += (partitions[partition]?.gaps ?? gapsBefore) - gapsBefore
+        return frontier
     }
+
+    /// How often a frontier stepped over offsets no event was begun for. Compaction and transaction markers
+    /// leave such gaps; on other topics one means an offset was delivered late or never (a diagnostic).
+    package private(set) var gapsSteppedOver = 0
 
     /// Events begun but not finished on `partition`.
     package func inFlight(_ partition: Partition) -> Int {
@@ -64,6 +72,8 @@ struct PartitionLedger: Sendable {
     private var finished = Deque<Bool>()
     private(set) var frontier: Int64?
     private(set) var inFlight = 0
+    /// Times the frontier stepped over offsets never begun.
+    private(set) var gaps = 0
 
     mutating func begin(_ offset: Int64) -> OffsetBegin {
         if let frontier, offset < frontier { return .seen }
@@ -88,7 +98,9 @@ struct PartitionLedger: Sendable {
         guard index == 0 else { return nil }
         while finished.first == true {
             finished.removeFirst()
-            frontier = offsets.removeFirst() + 1
+            let next = offsets.removeFirst()
+            if let frontier, next > frontier { gaps += 1 }
+            frontier = next + 1
         }
         return frontier
     }

@@ -103,6 +103,8 @@ final class RelayState: Sendable {
     var isPaused: Bool { state.withLock { $0.gate.isPaused } }
     var inFlightEvents: Int { state.withLock { $0.gate.events } }
     var inFlightBytes: Int { state.withLock { $0.gate.bytes } }
+    /// See `OffsetLedger.gapsSteppedOver`.
+    var offsetGapsSteppedOver: Int { state.withLock { $0.ledger.gapsSteppedOver } }
 
     /// Waits until no event of `partitions` (all partitions when `nil`) is in flight, or `timeout` passes.
     /// - Returns: `true` when drained, `false` on timeout (or cancellation).
