@@ -105,6 +105,8 @@ package final class RelayService: Service, Sendable {
         package var paused: Bool
         /// How often an offset frontier stepped over offsets no event was begun for (diagnostic).
         package var offsetGaps = 0
+        /// Offsets delivered again after their partition's frontier had passed them (diagnostic).
+        package var offsetsSeenBelowFrontier = 0
     }
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
@@ -140,7 +142,7 @@ package final class RelayService: Service, Sendable {
     package var status: Status {
         Status(
             assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused,
-            offsetGaps: state.offsetGapsSteppedOver)
+            offsetGaps: state.offsetGapsSteppedOver, offsetsSeenBelowFrontier: state.offsetsSeenBelowFrontier)
     }
 
     package func run() async throws {

@@ -34,6 +34,9 @@ import Testing
         ledger.begin(1, offset: 0)
         _ = ledger.finish(1, offset: 0)
         #expect(ledger.gapsSteppedOver == 1, "a first offset is no gap")
+        #expect(ledger.seenBelowFrontier == 0)
+        #expect(ledger.begin(0, offset: 7) == .seen, "below the frontier: taken as done")
+        #expect(ledger.seenBelowFrontier == 1)
     }
 
     @Test func partitionsAreIndependent() {

@@ -20,8 +20,15 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     /// Records that the event at `offset` has started, unless it already has (`.seen`).
     @discardableResult
     package mutating func begin(_ partition: Partition, offset: Int64) -> Begin {
-        partitions[partition, default: PartitionLedger()].begin(offset)
+        let frontier = partitions[partition]?.frontier
+        let begin = partitions[partition, default: PartitionLedger()].begin(offset)
+        if begin == .seen, let frontier, offset < frontier { seenBelowFrontier += 1 }
+        return begin
     }
+
+    /// Offsets delivered again after the frontier had passed them (skipped as done; a diagnostic: with
+    /// `gapsSteppedOver`, it tells an offset that came late from one that never came).
+    package private(set) var seenBelowFrontier = 0
 
     /// Records that the event at `offset` has finished for good (its result is durable in Kafka).
     ///

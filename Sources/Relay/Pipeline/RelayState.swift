@@ -105,6 +105,8 @@ final class RelayState: Sendable {
     var inFlightBytes: Int { state.withLock { $0.gate.bytes } }
     /// See `OffsetLedger.gapsSteppedOver`.
     var offsetGapsSteppedOver: Int { state.withLock { $0.ledger.gapsSteppedOver } }
+    /// See `OffsetLedger.seenBelowFrontier`.
+    var offsetsSeenBelowFrontier: Int { state.withLock { $0.ledger.seenBelowFrontier } }
 
     /// Waits until no event of `partitions` (all partitions when `nil`) is in flight, or `timeout` passes.
     /// - Returns: `true` when drained, `false` on timeout (or cancellation).

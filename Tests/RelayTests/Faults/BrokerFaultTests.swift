@@ -65,7 +65,7 @@ extension FaultTests {
                 } catch {
                     let missing = tally.missing(events.map(\.key))
                     let status = app.relay.status
-                    throw TestFailure("\(error); \(await diagnoseMissing(missing, sandbox: sandbox, logger: logger)); relay: \(status.inFlightEvents) events in flight, \(status.offsetGaps) offset gaps stepped over, readiness \(app.relay.readiness ?? "ready")")
+                    throw TestFailure("\(error); \(await diagnoseMissing(missing, sandbox: sandbox, logger: logger)); relay: \(status.inFlightEvents) events in flight, \(status.offsetGaps) offset gaps stepped over, \(status.offsetsSeenBelowFrontier) offsets seen again below the frontier, readiness \(app.relay.readiness ?? "ready")")
                 }
             }
             await reader.close()
