@@ -255,7 +255,7 @@ import Testing
                                  "--progress-file", progress, "--per-step", "2", "--max-connections", "2"]
             let out = Pipe()
             process.standardOutput = out
-            try process.run()
+            try startProcess(process)
             processes.append((process, out, progress))
         }
         // Walk 2 hours in 60 s steps, in lockstep: every process sends at each instant before time moves on.

@@ -23,7 +23,7 @@ import Testing
         process.standardError = FileHandle.nullDevice
         let exited = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
-        try process.run()
+        try startProcess(process)
         defer { if process.isRunning { process.terminate() } }
         let line = try await withDeadline("the first line of apns-mock") {
             await withCheckedContinuation { continuation in

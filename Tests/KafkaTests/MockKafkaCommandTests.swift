@@ -38,7 +38,7 @@ struct MockKafkaCommandTests {
         process.standardOutput = output
         let exited = TestSignal()
         process.terminationHandler = { _ in exited.raise() }
-        try process.run()
+        try startProcess(process)
         defer { if process.isRunning { process.terminate() } }
 
         let firstLine = EventRecorder<String>()

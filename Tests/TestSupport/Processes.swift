@@ -1,4 +1,5 @@
 import Foundation
+import ServiceSupport
 
 /// What a finished command printed.
 public struct ProcessOutput: Sendable {
@@ -26,7 +27,7 @@ public func runProcess(
     process.standardError = err
     let exited = TestSignal()
     process.terminationHandler = { _ in exited.raise() }
-    try process.run()
+    try startProcess(process)
     async let stdout = readToEnd(out.fileHandleForReading)
     async let stderr = readToEnd(err.fileHandleForReading)
     let finished = await exited.wait(within: timeout)
@@ -41,9 +42,21 @@ public func runProcess(
     return output
 }
 
+/// Starts `process` under ``ForkGuard``: a child started while a mock Kafka broker goes down would make
+/// librdkafka's mock abort the test process. Every process a test starts goes through here.
+public func startProcess(_ process: Process) throws {
+    try ForkGuard.withLock { () throws -> Void in try process.run() }
+}
+
+/// Reads to the end, then closes the handle: a pipe otherwise stays open until Foundation happens to release
+/// it, and a test that starts many processes ran out of descriptors that way.
 private func readToEnd(_ handle: FileHandle) async -> Data {
     await withCheckedContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+        DispatchQueue.global().async {
+            let data = handle.readDataToEndOfFile()
+            try? handle.close()
+            continuation.resume(returning: data)
+        }
     }
 }
 

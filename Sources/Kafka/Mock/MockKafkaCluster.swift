@@ -1,11 +1,6 @@
 import CRdKafka
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
-import Synchronization
+import ServiceSupport
 
 /// An in-process Kafka cluster (librdkafka's mock brokers on 127.0.0.1) with fault injection, for tests,
 /// the demo and benchmarks. Any Kafka client can connect to ``bootstrapServers``.
@@ -62,61 +57,19 @@ public final class MockKafkaCluster: Sendable {
         try check(error, "create topic \(name)")
     }
 
-    /// Takes a broker offline: its connections close and it stops accepting new ones. Partition leadership
-    /// does not move by itself.
+    /// Takes a broker offline: its connections close and it stops accepting new ones (it keeps its port).
+    /// Partition leadership does not move by itself.
     ///
-    /// librdkafka closes the broker's listener and binds the same port again when the broker comes back,
-    /// and *aborts the process* if that port was taken meanwhile (any socket, e.g. a client connection's
-    /// ephemeral port, in a busy test run). So the port is held here while the broker is down: a bound
-    /// socket (no listen, so connections are refused as before) keeps the kernel from handing it out.
+    /// Holds ``ForkGuard``: librdkafka re-creates the broker's listener on the same port and aborts the process
+    /// if a child process being started holds that port for a moment (see ``ForkGuard``).
     public func setBrokerDown(_ brokerID: Int32) throws {
-        try check(cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) }, "set broker \(brokerID) down")
-        guard let port = brokerPort(brokerID) else { return }
-        let fd = Self.reservePort(port)
-        reservedPorts.withLock { reserved in
-            if let old = reserved.removeValue(forKey: brokerID) { close(old) }
-            if fd >= 0 { reserved[brokerID] = fd }
-        }
+        let error = ForkGuard.withLock { cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) } }
+        try check(error, "set broker \(brokerID) down")
     }
 
     /// Brings a broker back (on the port it had).
     public func setBrokerUp(_ brokerID: Int32) throws {
-        if let fd = reservedPorts.withLock({ $0.removeValue(forKey: brokerID) }) { close(fd) }
         try check(cluster.with { rd_kafka_mock_broker_set_up($0, brokerID) }, "set broker \(brokerID) up")
-    }
-
-    /// Sockets holding the ports of brokers that are down, by broker id.
-    private let reservedPorts = Mutex<[Int32: Int32]>([:])
-
-    /// Broker `id`'s port, from the bootstrap list (brokers 1…N in order).
-    private func brokerPort(_ id: Int32) -> UInt16? {
-        let entries = bootstrapServers.split(separator: ",")
-        guard id >= 1, Int(id) <= entries.count, let port = entries[Int(id) - 1].split(separator: ":").last else { return nil }
-        return UInt16(port)
-    }
-
-    /// Binds 127.0.0.1:`port` without listening. - Returns: the socket, or -1 if the port could not be held.
-    private static func reservePort(_ port: UInt16) -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return -1 }
-        var on: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            close(fd)
-            return -1
-        }
-        return fd
-    }
-
-    deinit {
-        reservedPorts.withLock { $0.values.forEach { close($0) } }
     }
 
     /// Delays every response of a broker by `rtt`.
@@ -127,6 +80,13 @@ public final class MockKafkaCluster: Sendable {
 
     /// Makes the next `errors.count` requests of type `api` (to any broker) fail with these codes, in order.
     /// `.brokerTransport` disconnects the client instead.
+    ///
+    /// Produce errors and idempotent producers: the mock checks an idempotent producer's sequence numbers only
+    /// when it is transactional (librdkafka 2.0.2, and still today). When a request with an uncertain outcome
+    /// (`REQUEST_TIMED_OUT`) is overtaken by a later request that succeeds, librdkafka concludes that the
+    /// first one was written — right against a real broker, which refuses a sequence gap — and reports its
+    /// records delivered although the mock never stored them. A producer that must lose nothing under
+    /// injected produce errors needs `max.in.flight.requests.per.connection=1`.
     public func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
         let raw = errors.map(\.raw)
         raw.withUnsafeBufferPointer { buffer in

@@ -38,7 +38,7 @@ final class RelayProcess: @unchecked Sendable {
             continuation.yield(process.terminationStatus)
             continuation.finish()
         }
-        try process.run()
+        try startProcess(process)
     }
 
     func kill() {

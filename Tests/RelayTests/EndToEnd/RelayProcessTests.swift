@@ -167,7 +167,7 @@ func http(_ url: String) throws -> (status: Int, body: String) {
     process.arguments = ["-s", "-m", "5", "-w", "\n%{http_code}", url]
     let pipe = Pipe()
     process.standardOutput = pipe
-    try process.run()
+    try startProcess(process)
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     let status = Int(output.split(separator: "\n").last ?? "") ?? 0

@@ -1,0 +1,22 @@
+import Kafka
+import TestSupport
+import Testing
+
+@Suite("Mock brokers going down while processes start")
+struct BrokerDownWhileSpawningTests {
+    /// A mock broker going down re-binds its port at once; a child process between its fork and its exec
+    /// still holds the old listener, and librdkafka's mock then aborted the whole test process ("Failed to
+    /// bind mock broker socket … Address already in use"; without the `ForkGuard` this test aborts within its
+    /// first few rounds). Starting processes through `startProcess(_:)` (as `runProcess` does) keeps them apart.
+    @Test(.timeLimit(.minutes(1)))
+    func brokersGoingDownWhileProcessesStartDoNotAbortTheProcess() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        for _ in 0..<100 {
+            // The broker goes down (and up) while a process starts.
+            async let process = runProcess("/bin/true", [], timeout: .seconds(10))
+            try cluster.setBrokerDown(1)
+            try cluster.setBrokerUp(1)
+            #expect(try await process.status == 0)
+        }
+    }
+}
