@@ -11,7 +11,7 @@ extension RelayService {
         let size = message.value?.count ?? 0
         switch state.admit(message.topicPartition, offset: message.offset, bytes: size) {
         case .skip:
-            logger.debug("skipping an event already in flight or not assigned", metadata: Self.position(message))
+            logger.debug("skipping an event already in flight, done, or not assigned here", metadata: Self.position(message))
             return
         case .admittedLate:
             logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: Self.position(message))
@@ -113,6 +113,9 @@ extension RelayService {
         let partition = message.topicPartition
         publisher.publish(all) { [self] published in
             guard published else {
+                // The relay is stopping (shutdown deadline, or a failure): the offset is never stored.
+                logger.log(level: abandoned.isSet ? .debug : .warning, "result not published; the event is given up and redone after a restart",
+                           metadata: Self.position(message))
                 finishAbandoned(size: size)
                 return
             }

@@ -107,6 +107,12 @@ package final class RelayService: Service, Sendable {
         package var offsetGaps = 0
         /// Offsets delivered again after their partition's frontier had passed them (diagnostic).
         package var offsetsSeenBelowFrontier = 0
+        /// Events skipped because their partition was not assigned here (any more) (diagnostic).
+        package var skippedUnassigned = 0
+        /// Events given up without a result: shutdown, a failure, or a publication given up (diagnostic).
+        package var givenUp = 0
+        /// Events begun in the offset ledger and not finished, including those given up (diagnostic).
+        package var ledgerInFlight = 0
     }
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
@@ -142,7 +148,8 @@ package final class RelayService: Service, Sendable {
     package var status: Status {
         Status(
             assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused,
-            offsetGaps: state.offsetGapsSteppedOver, offsetsSeenBelowFrontier: state.offsetsSeenBelowFrontier)
+            offsetGaps: state.offsetGapsSteppedOver, offsetsSeenBelowFrontier: state.offsetsSeenBelowFrontier,
+            skippedUnassigned: state.skippedUnassigned, givenUp: state.givenUp, ledgerInFlight: state.ledgerInFlight)
     }
 
     package func run() async throws {

@@ -28,6 +28,9 @@ package final class RelaySandbox: Sendable {
         package var strictFleet = true
         package var maxConcurrentStreams = 1000
         package var apnsEventLoopThreads = 1
+        /// librdkafka properties of the sandbox's input producer, e.g. `max.in.flight.requests.per.connection=1`
+        /// where a test injects produce errors (see `MockKafkaCluster.pushRequestErrors`).
+        package var inputProducerProperties: [String: String] = [:]
         package init() {}
     }
 
@@ -140,6 +143,7 @@ package final class RelaySandbox: Sendable {
         // Tests send oversize events on purpose (the relay must refuse them, not the producer).
         configuration.additionalProperties["message.max.bytes"] = String(32 << 20)
         configuration.additionalProperties["queue.buffering.max.messages"] = String(max(100_000, events.count))
+        configuration.additionalProperties.merge(options.inputProducerProperties) { $1 }
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
         let outcome = Latch<KafkaError?>()
         let remaining = Countdown(events.count)

@@ -18,6 +18,8 @@ final class RelayState: Sendable {
         var gate: InFlightGate
         var assigned: Set<KafkaTopicPartition> = []
         var drainWaiters: [DrainWaiter] = []
+        var skippedUnassigned = 0
+        var givenUp = 0
     }
 
     private struct DrainWaiter {
@@ -44,7 +46,10 @@ final class RelayState: Sendable {
     /// Starts tracking an event; pauses every assigned partition when the gate closes.
     func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) -> Admission {
         state.withLock { state in
-            guard state.assigned.contains(partition) else { return .skip }
+            guard state.assigned.contains(partition) else {
+                state.skippedUnassigned += 1
+                return .skip
+            }
             let begin = state.ledger.begin(partition, offset: offset)
             guard begin != .seen else { return .skip }
             if state.gate.admit(bytes: bytes) == .pause { partitionControl(true, Array(state.assigned)) }
@@ -68,6 +73,7 @@ final class RelayState: Sendable {
     /// Gives up an event without a result (shutdown or revoke deadline passed): its offset is never stored.
     func abandon(bytes: Int) {
         state.withLock { state in
+            state.givenUp += 1
             release(bytes: bytes, &state)
             Self.resolveDrained(&state)
         }
@@ -107,6 +113,12 @@ final class RelayState: Sendable {
     var offsetGapsSteppedOver: Int { state.withLock { $0.ledger.gapsSteppedOver } }
     /// See `OffsetLedger.seenBelowFrontier`.
     var offsetsSeenBelowFrontier: Int { state.withLock { $0.ledger.seenBelowFrontier } }
+    /// Events skipped because their partition was not assigned here (any more).
+    var skippedUnassigned: Int { state.withLock { $0.skippedUnassigned } }
+    /// Events given up without a result (`abandon`).
+    var givenUp: Int { state.withLock { $0.givenUp } }
+    /// Events the ledger holds unfinished (the gate's count excludes those given up).
+    var ledgerInFlight: Int { state.withLock { $0.ledger.totalInFlight } }
 
     /// Waits until no event of `partitions` (all partitions when `nil`) is in flight, or `timeout` passes.
     /// - Returns: `true` when drained, `false` on timeout (or cancellation).

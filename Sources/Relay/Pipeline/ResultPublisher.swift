@@ -97,8 +97,12 @@ final class ResultPublisher: Sendable {
             try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers) { report in
                 self.waiting.wrappingSubtract(1, ordering: .relaxed)
                 switch report {
-                case .success:
+                case .success(let report):
                     self.progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+                    self.logger.trace("record acknowledged", metadata: [
+                        "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
+                        "key": "\(record.key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
+                    ])
                     event.recordDone(acknowledged: true)
                 case .failure(let error):
                     self.refused(record, of: event, error)

@@ -14,9 +14,10 @@ import Testing
 struct FaultTests {
     /// Critical only: the runs provoke thousands of expected notices and errors (GOAWAYs, broker timeouts);
     /// the checks at the end of each run decide, and the relay processes keep their own logs.
+    /// `APNS_RELAY_FAULTS_LOG=info` (or any level) shows the in-process relay's log when hunting a failure.
     let logger = {
         var logger = Logger(label: "faults")
-        logger.logLevel = .critical
+        logger.logLevel = ProcessInfo.processInfo.environment["APNS_RELAY_FAULTS_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return logger
     }()
 }
@@ -80,12 +81,23 @@ func diagnoseMissing(_ keys: [String], sandbox: RelaySandbox, logger: Logger) as
         let records = try await reader.read(for: .seconds(15))
         await reader.close()
         let input = Set(sandbox.options.topics.input)
+        // A result names its event's position; one found there under another key would be a key mix-up.
+        func sourcePosition(_ record: OutputReader.Record) -> String? {
+            guard let source = record.json?["source"] as? [String: any Sendable],
+                  let topic = source["topic"] as? String, let partition = source["partition"] as? Int,
+                  let offset = source["offset"] as? Int else { return nil }
+            return "\(topic)[\(partition)]@\(offset)"
+        }
+        let resultsByPosition = Dictionary(grouping: records.filter { $0.topic == sandbox.options.topics.results }) { sourcePosition($0) ?? "?" }
         return keys.sorted().prefix(10).map { key in
             let mine = records.filter { $0.keyString == key }
             let inputs = mine.filter { input.contains($0.topic) }.map { "\($0.topic)[\($0.partition)]@\($0.offset)" }
             let results = mine.filter { $0.topic == sandbox.options.topics.results }.map { "[\($0.partition)]@\($0.offset)" }
             if inputs.isEmpty { return "\(key): not in the input topic (the producer lost it)" }
-            if results.isEmpty { return "\(key): input at \(inputs), no result record (the relay skipped or lost it)" }
+            if results.isEmpty {
+                let atPosition = inputs.flatMap { resultsByPosition[$0] ?? [] }.map { "key \($0.keyString ?? "nil") at results[\($0.partition)]@\($0.offset)" }
+                return "\(key): input at \(inputs), no result record under its key (the relay skipped or lost it); results naming its position: \(atPosition)"
+            }
             return "\(key): input at \(inputs), result at \(results) (the test's reader missed it)"
         }.joined(separator: "; ") + " — \(records.count) records read afresh"
     } catch {
