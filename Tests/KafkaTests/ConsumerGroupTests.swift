@@ -117,11 +117,13 @@ struct ConsumerGroupTests {
             return owned
         }
 
+        let trail = GroupTrail()
         let consumers = try (1...2).map { member in
-            try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: strategy),
-                              logger: testLogger("test.member\(member)"))
+            var configuration = testConsumerConfiguration(cluster, group: group, strategy: strategy)
+            trail.configure(&configuration)
+            return try KafkaConsumer(configuration: configuration, logger: trail.logger("member\(member)"))
         }
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
+        try await trail.explaining { try await withThrowingTaskGroup(of: Void.self) { tasks in
             for (index, consumer) in consumers.enumerated() {
                 let member = index + 1
                 tasks.addTask {
@@ -159,7 +161,7 @@ struct ConsumerGroupTests {
             }
             try await consumers[0].close()
             try await tasks.waitForAll()
-        }
+        } }
 
         // Replay the log: nobody is assigned a partition another member still holds (revoke comes first),
         // and a member only loses what it held.

@@ -192,12 +192,14 @@ struct FaultInjectionTests {
     func cancellingRunClosesTheConsumer() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         try cluster.createTopic("service", partitions: 1)
-        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
-                                         logger: testLogger("test.consumer"))
+        let trail = GroupTrail()
+        var configuration = testConsumerConfiguration(cluster, group: uniqueGroupID())
+        trail.configure(&configuration)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: trail.logger("test.consumer"))
         try consumer.subscribe(topics: ["service"])
         let service = Task { try await consumer.run() }
         var iterator = consumer.events.makeAsyncIterator()
-        _ = try await nextEvent(&iterator, within: .seconds(20), expecting: "an assignment while run() polls")
+        _ = try await trail.explaining { try await nextEvent(&iterator, within: .seconds(20), expecting: "an assignment while run() polls") }
         service.cancel()
         try await service.value
         // The final revocation from leaving the group may still be in the buffer; then the events finish.
