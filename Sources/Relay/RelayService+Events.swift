@@ -84,7 +84,7 @@ extension RelayService {
             status: report.response?.status, reason: Self.reason(of: report),
             message: report.failure.map { "no response from APNs: \($0)" },
             apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
-            attempts: report.attempts, source: source, receivedAt: receivedAt,
+            attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: source, receivedAt: receivedAt,
             completedAt: clock.nowMilliseconds()
         )
         var records: [OutgoingRecord] = []

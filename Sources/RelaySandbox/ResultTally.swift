@@ -11,6 +11,8 @@ package struct ResultTally: Sendable {
     package private(set) var resultsByKey: [String: Int] = [:]
     package private(set) var results = 0
     package private(set) var outcomes: [String: Int] = [:]
+    /// Keys whose result says some attempts may have reached APNs unanswered (`possibleDuplicates`).
+    package private(set) var possibleDuplicateKeys: Set<String> = []
     /// The `reason` of results that are not `delivered`, counted ("" when they have none).
     package private(set) var reasons: [String: Int] = [:]
     /// (receivedAt, completedAt) of every result, in milliseconds, when `keepTimings` is set.
@@ -97,6 +99,7 @@ package struct ResultTally: Sendable {
             let outcome = json["outcome"] as? String ?? "?"
             outcomes[outcome, default: 0] += 1
             if outcome != "delivered" { reasons[json["reason"] as? String ?? "", default: 0] += 1 }
+            if let flagged = json["possibleDuplicates"] as? Int, flagged > 0 { possibleDuplicateKeys.insert(key) }
             if let completed = (json["completedAt"] as? NSNumber)?.int64Value {
                 completedPerSecond[completed / 1000, default: 0] += 1
             }

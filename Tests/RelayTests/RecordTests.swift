@@ -40,6 +40,21 @@ import Testing
         #expect(json["status"] is NSNull)
     }
 
+    /// Attempts that may have reached APNs are reported, so a producer can tell a possible double push; the
+    /// member is absent when no attempt was in doubt (the schema requires at least 1 when present).
+    @Test func resultSaysHowManyAttemptsMayHaveReachedAPNs() throws {
+        var result = DeliveryResult(
+            eventID: "e", metadata: nil, outcome: .delivered, status: 200, attempts: 3, possibleDuplicates: 2,
+            source: SourcePosition(topic: "t", partition: 0, offset: 7), receivedAt: 1, completedAt: 20_001
+        )
+        let validator = try SchemaValidator(schemaJSON: JSONSchemas.deliveryResult)
+        #expect(try object(result.jsonBytes())["possibleDuplicates"] as? Int == 2)
+        #expect(validator.validate(result.jsonBytes()) == [])
+        result.possibleDuplicates = 0
+        #expect(try object(result.jsonBytes())["possibleDuplicates"] == nil)
+        #expect(validator.validate(result.jsonBytes()) == [])
+    }
+
     @Test func tokenRemovedIsKeyedByToken() throws {
         let token = try DeviceToken(hex: "ABCDEF01")
         let record = TokenRemoved(deviceToken: token, topic: "com.example", environment: .development, reason: "Unregistered", invalidatedAt: 1_700_000_000_123, eventID: "e1")

@@ -29,6 +29,9 @@ package struct DeliveryResult: Sendable, Hashable {
     package var apnsID: String?
     package var apnsUniqueID: String?
     package var attempts: Int
+    /// Attempts that may have reached APNs without an answer (time-out, connection lost in flight): the
+    /// device may have shown the notification that many extra times.
+    package var possibleDuplicates: Int
     package var source: SourcePosition
     /// When the relay read the event, milliseconds since the epoch.
     package var receivedAt: Int64
@@ -38,7 +41,7 @@ package struct DeliveryResult: Sendable, Hashable {
     package init(
         eventID: String?, metadata: [UInt8]?, outcome: DeliveryOutcome, status: Int? = nil, reason: String? = nil,
         message: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int,
-        source: SourcePosition, receivedAt: Int64, completedAt: Int64
+        possibleDuplicates: Int = 0, source: SourcePosition, receivedAt: Int64, completedAt: Int64
     ) {
         self.eventID = eventID
         self.metadata = metadata
@@ -49,6 +52,7 @@ package struct DeliveryResult: Sendable, Hashable {
         self.apnsID = apnsID
         self.apnsUniqueID = apnsUniqueID
         self.attempts = attempts
+        self.possibleDuplicates = possibleDuplicates
         self.source = source
         self.receivedAt = receivedAt
         self.completedAt = completedAt
@@ -67,6 +71,7 @@ package struct DeliveryResult: Sendable, Hashable {
         writer.field("apnsId", apnsID)
         writer.field("apnsUniqueId", apnsUniqueID)
         writer.field("attempts", attempts)
+        if possibleDuplicates > 0 { writer.field("possibleDuplicates", possibleDuplicates) }
         writer.field("receivedAt", receivedAt)
         writer.field("completedAt", completedAt)
         writer.field("latencyMs", max(0, completedAt - receivedAt))
