@@ -23,7 +23,6 @@ extension ConnectionPool {
         var waiters = WaitQueue<Waiter>()
         /// One task expires waiters past their deadline while any wait (not one timer per waiter).
         var sweeperRunning = false
-        var nextID = 0
         var failedConnects = 0
         var lastConnectError: APNsClientError?
         var reconnectScheduled = false

@@ -17,6 +17,9 @@ final class ConnectionPool: Sendable {
     let logger: Logger
     let metrics: ClientMetrics
     let state: Mutex<State>
+    /// Ids of waiters and connections: an atomic, so taking one costs no turn on the pool's lock (which
+    /// every request and every answer takes once).
+    private let nextID = Atomic<Int>(0)
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, logger: Logger, metrics: ClientMetrics) {
@@ -91,7 +94,7 @@ final class ConnectionPool: Sendable {
         deadline: ContinuousClock.Instant, ticket: RequestTicket?,
         _ acquired: @escaping @Sendable (Result<APNsConnection, APNsClientError>) -> Void
     ) {
-        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         if let ticket {
             let live = ticket.enter { [self] in
                 let waiter = state.withLock { s in s.waiters.remove { $0.id == id } }
@@ -232,7 +235,7 @@ final class ConnectionPool: Sendable {
     // MARK: - Opening and closing
 
     private func openConnection() {
-        let id = state.withLock { s -> Int in s.nextID += 1; return s.nextID }
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         var connectionConfiguration = APNsConnectionConfiguration(host: endpoint.host, port: endpoint.port, trust: configuration.trust)
         connectionConfiguration.connectTimeout = configuration.connection.connectTimeout
         connectionConfiguration.pingInterval = configuration.connection.pingInterval
