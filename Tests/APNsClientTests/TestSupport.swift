@@ -46,7 +46,7 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
-        let rc = ForkGuard.withLock { posix_spawn(&pid, path, &actions, nil, argv, environ) }
+        let rc = ForkGuard.starting { posix_spawn(&pid, path, &actions, nil, argv, environ) }
         guard rc == 0 else { throw TestFailure("posix_spawn \(path) failed: \(rc)") }
         self.pid = pid
     }

@@ -45,7 +45,7 @@ public func runProcess(
 /// Starts `process` under ``ForkGuard``: a child started while a mock Kafka broker goes down would make
 /// librdkafka's mock abort the test process. Every process a test starts goes through here.
 public func startProcess(_ process: Process) throws {
-    try ForkGuard.withLock { () throws -> Void in try process.run() }
+    try ForkGuard.starting { () throws -> Void in try process.run() }
 }
 
 /// Reads to the end, then closes the handle: a pipe otherwise stays open until Foundation happens to release

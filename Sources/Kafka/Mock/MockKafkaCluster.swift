@@ -60,8 +60,9 @@ public final class MockKafkaCluster: Sendable {
     /// Takes a broker offline: its connections close and it stops accepting new ones (it keeps its port).
     /// Partition leadership does not move by itself.
     ///
-    /// Holds ``ForkGuard``: librdkafka re-creates the broker's listener on the same port and aborts the process
-    /// if a child process being started holds that port for a moment (see ``ForkGuard``).
+    /// Holds ``ForkGuard``: librdkafka closes the broker's listener and binds its port again at once, and
+    /// aborts the process if a child process being started still holds a copy of the listener (see
+    /// ``ForkGuard``).
     public func setBrokerDown(_ brokerID: Int32) throws {
         let error = ForkGuard.withLock { cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) } }
         try check(error, "set broker \(brokerID) down")
