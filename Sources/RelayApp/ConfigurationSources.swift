@@ -12,7 +12,7 @@ import SystemPackage
 package struct ConfigurationSources: Sendable {
     /// Variables with our prefix that belong to the project's tooling, not to the relay's configuration:
     /// tests and benchmarks set them in the environment the relay inherits.
-    static let toolingVariables: Set<String> = ["BINARY", "FAULTS", "FAULTS_SEED"]
+    static let toolingVariables: Set<String> = ["BINARY", "FAULTS", "FAULTS_SEED", "FAULTS_LOG"]
     static let environmentPrefix = "APNS_RELAY_"
 
     package let reader: ConfigReader
