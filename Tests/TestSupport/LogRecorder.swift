@@ -7,6 +7,9 @@ public final class LogRecorder: Sendable {
         public var message: String
         /// The logging module (or the `source` the caller passed, e.g. `librdkafka`).
         public var source: String
+        /// The logger's label and the line's metadata (librdkafka's facility is `kafka.facility`).
+        public var label: String
+        public var metadata: Logger.Metadata
     }
 
     public let records = EventRecorder<Record>()
@@ -15,7 +18,7 @@ public final class LogRecorder: Sendable {
 
     /// A logger whose every line (from `trace` up) lands here.
     public func logger(label: String = "recorded") -> Logger {
-        Logger(label: label) { _ in Handler(recorder: self) }
+        Logger(label: label) { label in Handler(recorder: self, label: label) }
     }
 
     /// The messages logged at `level`.
@@ -25,6 +28,7 @@ public final class LogRecorder: Sendable {
 
     private struct Handler: LogHandler {
         let recorder: LogRecorder
+        let label: String
         var metadata: Logger.Metadata = [:]
         var logLevel: Logger.Level = .trace
 
@@ -34,7 +38,9 @@ public final class LogRecorder: Sendable {
         }
 
         func log(event: LogEvent) {
-            recorder.records.append(Record(level: event.level, message: "\(event.message)", source: event.source))
+            recorder.records.append(Record(
+                level: event.level, message: "\(event.message)", source: event.source, label: label,
+                metadata: metadata.merging(event.metadata ?? [:]) { $1 }))
         }
     }
 }

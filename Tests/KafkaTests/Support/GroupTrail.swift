@@ -1,22 +1,20 @@
 import Foundation
 import Kafka
 import Logging
-import Synchronization
 import TestSupport
 
 /// librdkafka's consumer-group debug log (`debug=cgrp`) for one test, kept in memory and shown only when the
 /// test fails: a group that takes too long to assign partitions must say what the member and the coordinator
 /// were doing (joining, syncing, waiting on a rebalance delay, retrying a coordinator that moved).
 final class GroupTrail: Sendable {
-    private let lines = Mutex<[String]>([])
-    private static let capacity = 4000
+    private let recorder = LogRecorder()
 
     /// Warnings and worse on stderr as usual; every line, librdkafka's debug lines included, in the trail.
     func logger(_ label: String) -> Logger {
-        var logger = Logger(label: label) { [self] label in
+        var logger = Logger(label: label) { [recorder] label in
             var stderr = StreamLogHandler.standardError(label: label)
             stderr.logLevel = .warning
-            return MultiplexLogHandler([stderr, Handler(label: label, trail: self)])
+            return MultiplexLogHandler([stderr, recorder.logger(label: label).handler])
         }
         logger.logLevel = .debug
         return logger
@@ -32,33 +30,10 @@ final class GroupTrail: Sendable {
         do {
             return try await body()
         } catch {
-            let tail = lines.withLock { $0.suffix(150) }
+            let tail = recorder.records.entries.suffix(150).map { record in
+                "\(record.label) \(record.level) [\(record.metadata["kafka.facility"].map { "\($0)" } ?? "-")] \(record.message)"
+            }
             throw TestFailure("\(error)\n--- consumer-group log, last \(tail.count) lines ---\n\(tail.joined(separator: "\n"))")
-        }
-    }
-
-    fileprivate func append(_ line: String) {
-        lines.withLock { lines in
-            if lines.count == Self.capacity { lines.removeFirst(Self.capacity / 4) }
-            lines.append(line)
-        }
-    }
-
-    private struct Handler: LogHandler {
-        let label: String
-        let trail: GroupTrail
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let facility = event.metadata?["kafka.facility"].map { " [\($0)]" } ?? ""
-            let time = String(format: "%.3f", Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 1000))
-            trail.append("\(time) \(label) \(event.level)\(facility) \(event.message)")
         }
     }
 }
