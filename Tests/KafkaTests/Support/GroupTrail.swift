@@ -11,13 +11,13 @@ final class GroupTrail: Sendable {
 
     /// Warnings and worse on stderr as usual; every line, librdkafka's debug lines included, in the trail.
     func logger(_ label: String) -> Logger {
-        var logger = Logger(label: label) { [recorder] label in
+        // No `logLevel` set on the logger: on a multiplex handler it would set every handler's level, and
+        // stderr would print the debug lines. The multiplex passes a line to each handler at its own level.
+        Logger(label: label) { [recorder] label in
             var stderr = StreamLogHandler.standardError(label: label)
             stderr.logLevel = .warning
             return MultiplexLogHandler([stderr, recorder.logger(label: label).handler])
         }
-        logger.logLevel = .debug
-        return logger
     }
 
     /// Turns on librdkafka's consumer-group debug lines for a consumer logging to ``logger(_:)``.
