@@ -1,3 +1,4 @@
+import ServiceSupport
 import APNsCore
 import CoreMetrics
 import Synchronization
@@ -40,7 +41,7 @@ final class TokenRemovalGuardMetrics: Sendable {
         let tripped: Gauge
     }
 
-    private let all = Mutex<[TokenRemovalGuard.Key: Series]>([:])
+    private let all = BlockingMutex<[TokenRemovalGuard.Key: Series]>([:])
 
     /// A BadDeviceToken removal the guard withheld.
     func removalWithheld(_ key: TokenRemovalGuard.Key) {
@@ -72,7 +73,7 @@ private final class ResultCounters: Sendable {
         let reason: String
     }
 
-    private let counters = Mutex<[Key: Counter]>([:])
+    private let counters = BlockingMutex<[Key: Counter]>([:])
 
     func counter(_ outcome: DeliveryOutcome, _ reason: String) -> Counter {
         counters.withLock { counters in

@@ -31,7 +31,7 @@ package final class RelayService: Service, Sendable {
     /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
     let tokenRemovals: TokenRemovalScreen
     let clock: WallClock
-    private let phase = Mutex(Phase.created)
+    private let phase = BlockingMutex(Phase.created)
     /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
     /// once; the relay then stops taking events, abandons what is in flight and `run()` throws.
     private let failure = Latch<String>()

@@ -61,9 +61,12 @@ package struct RelayApp: Sendable {
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
-        // librdkafka prefetches up to 64 MB and 100k messages per partition by default; the relay already
-        // buffers and bounds its own work, so a smaller prefetch keeps memory small with many partitions.
-        let prefetch = ["queued.max.messages.kbytes": "8192", "queued.min.messages": "10000"]
+        // The consumer forwards every partition to one queue, so these bound librdkafka's prefetch for all
+        // partitions together (its defaults, 64 MB and 100k messages, would be per partition). While the
+        // relay is the bottleneck the prefetch fills and librdkafka 2.0.2 looks again only up to a second
+        // later; the prefetch is what the relay works on meanwhile, so it holds about a second of full
+        // speed (Benchmarks/README.md: 8 MB / 10k gave 16k events/s, 16 MB / 30k 30–39k).
+        let prefetch = ["queued.max.messages.kbytes": "16384", "queued.min.messages": "30000"]
         consumerConfiguration.additionalProperties = prefetch
             .merging(configuration.kafka.properties) { $1 }
             .merging(configuration.kafka.consumerProperties) { $1 }

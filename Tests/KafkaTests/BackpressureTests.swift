@@ -67,10 +67,10 @@ struct BackpressureTests {
         try await producer.close()
     }
 
-    /// An application that stops reading: the buffer fills, the consumer pauses its partitions itself and
-    /// keeps polling, and everything arrives once the application reads again.
+    /// An application that stops reading: the buffer fills, the poll thread leaves the rest in librdkafka
+    /// and keeps serving the group, and everything arrives once the application reads again.
     @Test(.timeLimit(.minutes(1)))
-    func fullBufferPausesPartitionsAndKeepsMembership() async throws {
+    func fullBufferLeavesRecordsInLibrdkafkaAndKeepsMembership() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         let topic = "buffered"
         try cluster.createTopic(topic, partitions: 3)

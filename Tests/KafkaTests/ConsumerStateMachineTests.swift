@@ -15,33 +15,64 @@ struct ConsumerStateMachineTests {
         return nil
     }
 
-    @Test func fullBufferPausesAssignedPartitionsAndHalfEmptyResumesThem() {
+    @Test func fullBufferStopsThePollerWithoutPausingAndHalfEmptyWakesIt() {
         var machine = KafkaConsumerStateMachine(capacity: 4)
         _ = machine.partitionsAssigned([p0, p1])
         _ = machine.next()  // the assignment event
-        for offset in 0..<3 { #expect(machine.received(message(p0, Int64(offset))).pause.isEmpty) }
-        #expect(machine.received(message(p0, 3)).pause == [p0, p1])
-        #expect(machine.received(message(p1, 0)).pause.isEmpty, "already paused; later records are kept")
+        let room1 = machine.hasRoom()
+        #expect(room1)
+        for offset in 0..<4 {
+            let action = machine.received(message(p0, Int64(offset)))
+            #expect(action.pause.isEmpty && !action.wakePoller, "backpressure never pauses partitions")
+        }
+        let room2 = machine.hasRoom()
+        #expect(!room2, "full: the poll thread leaves records in librdkafka")
+        #expect(machine.received(message(p1, 0)).pause.isEmpty, "a batch already polled is kept, never dropped")
         #expect(machine.bufferedMessageCount == 5)
         for _ in 0..<2 {
-            guard case .event(_, let resume) = machine.next() else { Issue.record("expected a message"); return }
-            #expect(resume.isEmpty)
+            guard case .event(_, let wake) = machine.next() else { Issue.record("expected a message"); return }
+            #expect(!wake, "not down to half yet")
         }
-        guard case .event(_, let resume) = machine.next() else { Issue.record("expected a message"); return }
-        #expect(resume == [p0, p1], "resumed once the buffer is down to half")
+        guard case .event(_, let wake) = machine.next() else { Issue.record("expected a message"); return }
+        #expect(wake, "woken once the buffer is down to half")
+        guard case .event(_, let again) = machine.next() else { Issue.record("expected a message"); return }
+        #expect(!again, "woken once")
+        let room3 = machine.hasRoom()
+        #expect(room3)
     }
 
-    @Test func resumeAfterBackpressureSkipsPartitionsTheApplicationPaused() {
+    @Test func aPollerThatFoundRoomIsNotWoken() {
+        var machine = KafkaConsumerStateMachine(capacity: 4)
+        _ = machine.partitionsAssigned([p0])
+        _ = machine.next()
+        _ = machine.received([message(p0, 0), message(p0, 1)])
+        let room4 = machine.hasRoom()
+        #expect(room4)
+        guard case .event(_, let wake) = machine.next() else { Issue.record("expected a message"); return }
+        #expect(!wake, "the poll thread is not waiting for room")
+    }
+
+    @Test func droppingARevokedPartitionsRecordsWakesAWaitingPoller() {
         var machine = KafkaConsumerStateMachine(capacity: 2)
         _ = machine.partitionsAssigned([p0, p1])
         _ = machine.next()
-        _ = machine.pauseByApplication([p1])
-        _ = machine.received(message(p0, 0))
-        #expect(machine.received(message(p0, 1)).pause == [p0], "p1 is paused already")
-        #expect(machine.resumeByApplication([p1]).isEmpty, "stays paused while the buffer is full")
-        _ = machine.pauseByApplication([p1])
-        guard case .event(_, let resume) = machine.next() else { Issue.record("expected a message"); return }
-        #expect(resume == [p0])
+        _ = machine.received([message(p0, 0), message(p0, 1)])
+        let room5 = machine.hasRoom()
+        #expect(!room5)
+        let revoked = machine.partitionsRemoved([p0], event: .partitionsLost([p0]))
+        #expect(revoked.droppedMessages == 2)
+        #expect(revoked.wakePoller)
+    }
+
+    @Test func applicationPausesAreTheOnlyPauses() {
+        var machine = KafkaConsumerStateMachine(capacity: 2)
+        _ = machine.partitionsAssigned([p0, p1])
+        _ = machine.next()
+        #expect(machine.pauseByApplication([p1]) == [p1])
+        _ = machine.received([message(p0, 0), message(p0, 1), message(p0, 2)])
+        let room6 = machine.hasRoom()
+        #expect(!room6)
+        #expect(machine.resumeByApplication([p1]) == [p1], "a full buffer does not hold an application's resume")
     }
 
     /// librdkafka ≤ 2.3 restarts fetching from an earlier offset when a partition that is not paused is
@@ -61,7 +92,7 @@ struct ConsumerStateMachineTests {
     }
 
     /// librdkafka keeps a partition's pause across a revocation: one revoked while paused is resumed when it
-    /// comes back (else nobody would), unless the buffer is full.
+    /// comes back (else nobody would), unless the application paused it again.
     @Test func aPartitionRevokedWhilePausedIsResumedWhenReassigned() {
         var machine = KafkaConsumerStateMachine(capacity: 100)
         _ = machine.partitionsAssigned([p0, p1])
@@ -71,15 +102,14 @@ struct ConsumerStateMachineTests {
         #expect(machine.partitionsAssigned([p0]).resume == [p0], "back, still paused in librdkafka, resumed")
         #expect(machine.partitionsAssigned([p0]).resume.isEmpty, "only once")
 
-        var full = KafkaConsumerStateMachine(capacity: 1)
-        _ = full.partitionsAssigned([p0, p1])
-        _ = full.next()
-        #expect(full.received(message(p1, 0)).pause == [p0, p1])
-        #expect(full.partitionsRemoved([p0], event: .partitionsLost([p0])).resume.isEmpty, "p1's record still waits")
-        let p2 = KafkaTopicPartition(topic: "t", partition: 2)
-        let back = full.partitionsAssigned([p0, p2])
-        #expect(back.resume.isEmpty, "the buffer is full: p0 stays paused")
-        #expect(back.pause == [p2], "only the one not paused yet")
+        var again = KafkaConsumerStateMachine(capacity: 100)
+        _ = again.partitionsAssigned([p0, p1])
+        #expect(again.pauseByApplication([p0]) == [p0])
+        _ = again.partitionsRemoved([p0], event: .partitionsLost([p0]))
+        _ = again.pauseByApplication([p0])  // not assigned: ignored
+        let back = again.partitionsAssigned([p0])
+        #expect(back.resume == [p0], "the application's pause ended with the assignment")
+        #expect(back.pause.isEmpty)
     }
 
     @Test func revocationOvertakesBufferedRecordsAndDropsThoseOfRevokedPartitions() {

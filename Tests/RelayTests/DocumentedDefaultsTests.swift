@@ -46,7 +46,7 @@ import Yams
             }
             keys.formUnion(rowKeys)
             guard cells[2].hasPrefix("`") else { continue }  // "—", "system trust store": no default
-            let values = split(cells[2]).map { $0 == "64 MiB" ? String(64 << 20) : $0 }
+            let values = split(cells[2])
             #expect(values.count == rowKeys.count, "README row \(rowKeys): one default per key")
             for (key, value) in zip(rowKeys, values) { defaults[key] = value }
         }

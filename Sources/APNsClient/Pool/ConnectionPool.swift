@@ -1,3 +1,4 @@
+import ServiceSupport
 import APNsCore
 import Logging
 import Synchronization
@@ -16,7 +17,7 @@ final class ConnectionPool: Sendable {
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
-    let state: Mutex<State>
+    let state: BlockingMutex<State>
     /// Ids of waiters and connections: an atomic, so taking one costs no turn on the pool's lock (which
     /// every request and every answer takes once).
     private let nextID = Atomic<Int>(0)
@@ -36,7 +37,7 @@ final class ConnectionPool: Sendable {
             state.limit = ConcurrencyLimit(configuration: limit)
             metrics.concurrencyLimit.record(limit.initial)
         }
-        self.state = Mutex(state)
+        self.state = BlockingMutex(state)
     }
 
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void

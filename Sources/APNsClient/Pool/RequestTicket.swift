@@ -1,3 +1,4 @@
+import ServiceSupport
 import Synchronization
 
 /// Cancels a request wherever it is: waiting for a connection or a free stream, or on its stream (which is
@@ -9,7 +10,7 @@ final class RequestTicket: Sendable {
         var cancelled = false
         var action: (@Sendable () -> Void)?
     }
-    private let state = Mutex(State())
+    private let state = BlockingMutex(State())
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 

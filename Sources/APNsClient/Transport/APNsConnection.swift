@@ -71,14 +71,14 @@ final class APNsConnection: Sendable {
     }
     let id: Int
     let configuration: APNsConnectionConfiguration
-    let shared: Mutex<Shared>
+    let shared: BlockingMutex<Shared>
     let wakeFD: Int32
     let logger: Logger
 
     private init(id: Int, configuration: APNsConnectionConfiguration, logger: Logger) throws(APNsClientError) {
         self.id = id
         self.configuration = configuration
-        self.shared = Mutex(Shared())
+        self.shared = BlockingMutex(Shared())
         let fd = cnghttp2_eventfd_nonblocking()
         guard fd >= 0 else { throw APNsClientError(transport: .connectFailed, "eventfd failed", underlyingCode: Int(errno)) }
         self.wakeFD = fd

@@ -32,10 +32,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// Receives errors librdkafka reports through its error callback (they are also logged).
     public var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
 
-    /// How many received messages may wait in ``KafkaConsumer/events`` before the consumer pauses its
-    /// partitions (it resumes them once the buffer is half empty). A soft bound: messages librdkafka had
-    /// already fetched are still buffered, never dropped.
-    public var bufferCapacity: Int = 10_000
+    /// How many received messages may wait in ``KafkaConsumer/events``. While it is full the poll thread
+    /// takes no more records out of librdkafka (their prefetch, bounded by `queued.min.messages` and
+    /// `queued.max.messages.kbytes`, holds them) and it takes more once the application has consumed half.
+    /// A soft bound: it may be passed by one poll batch (512 records).
+    public var bufferCapacity: Int = 2_048
     /// How long a revocation waits for the application's ``KafkaPartitionRevocation/acknowledge()``
     /// before the partitions are released anyway.
     public var revocationDrainTimeout: Duration = .seconds(15)

@@ -8,8 +8,9 @@ import Synchronization
 /// - A dedicated thread polls librdkafka continuously (``start()``) and feeds ``events``; it never runs
 ///   on Swift's cooperative pool. Polling continues while partitions are paused, so a slow application is
 ///   not evicted by `max.poll.interval.ms`.
-/// - ``events`` buffers at most about `bufferCapacity` messages; when full, the consumer pauses its
-///   partitions itself and resumes them once the application has consumed half.
+/// - ``events`` buffers at most about `bufferCapacity` messages; while it is full, records stay in
+///   librdkafka's prefetch (bounded by `queued.min.messages` and `queued.max.messages.kbytes`) and the poll
+///   thread goes on serving rebalances.
 /// - Rebalances go through our callback: a revocation reaches the application as
 ///   ``KafkaConsumerEvent/partitionsRevoked(_:)`` *before* librdkafka lets go of the partitions; it lets go
 ///   once the application acknowledges (or after `revocationDrainTimeout`). Works with eager and
@@ -109,6 +110,7 @@ public final class KafkaConsumer: Sendable {
     /// The synchronous part of closing: stop the poll loop and release a revocation waiting for the app.
     private func beginClose() {
         shared.isClosing.store(true, ordering: .releasing)
+        shared.wakePollThread()
         shared.pendingRevocation.withLock { $0 }?.acknowledge()
     }
 
@@ -325,32 +327,24 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
         /// What has arrived already, at most `maxCount` events, without waiting.
         func available(maxCount: Int) -> [KafkaConsumerEvent] {
             guard maxCount > 0 else { return [] }
-            return client.withHandle { handle in
-                self.shared.state.withLock { state -> [KafkaConsumerEvent] in
-                    var batch: [KafkaConsumerEvent] = []
-                    while batch.count < maxCount, case .event(let event, let resume) = state.next() {
-                        if !resume.isEmpty { self.shared.setPaused(false, resume, handle: handle) }
-                        batch.append(event)
-                    }
-                    return batch
+            var wake = false
+            let batch = shared.state.withLock { state -> [KafkaConsumerEvent] in
+                var batch: [KafkaConsumerEvent] = []
+                while batch.count < maxCount, case .event(let event, let wakePoller) = state.next() {
+                    wake = wake || wakePoller
+                    batch.append(event)
                 }
+                return batch
             }
+            if wake { shared.wakePollThread() }
+            return batch
         }
 
         private func next(deadline timeout: Duration?) async -> KafkaConsumerStateMachine.WaitOutcome {
-            // Fast path: no continuation while the buffer has something. A resume the buffer asks for is
-            // done under the lock, so it cannot be overtaken by an older pause (see KafkaConsumerShared.update).
-            let next = client.withHandle { handle in
-                self.shared.state.withLock { state -> KafkaConsumerStateMachine.Next in
-                    let next = state.next()
-                    if case .event(_, let resume) = next, !resume.isEmpty {
-                        self.shared.setPaused(false, resume, handle: handle)
-                    }
-                    return next
-                }
-            }
-            switch next {
-            case .event(let event, _):
+            // Fast path: no continuation while the buffer has something.
+            switch shared.state.withLock({ $0.next() }) {
+            case .event(let event, let wakePoller):
+                if wakePoller { shared.wakePollThread() }
                 return .event(event)
             case .finished:
                 return .finished

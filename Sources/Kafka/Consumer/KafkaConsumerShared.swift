@@ -18,19 +18,25 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let pollTimeoutMilliseconds: Int32
     let errorHandler: (@Sendable (KafkaError) -> Void)?
 
-    let state: Mutex<KafkaConsumerStateMachine>
+    let state: BlockingMutex<KafkaConsumerStateMachine>
     /// Set once close begins: the poll loop stops and revocations are no longer waited for.
     let isClosing = Atomic<Bool>(false)
     /// The revocation the poll thread is waiting on, so that close can release it.
-    let pendingRevocation = Mutex<KafkaPartitionRevocation?>(nil)
+    let pendingRevocation = BlockingMutex<KafkaPartitionRevocation?>(nil)
     let closed = Latch<Void>()
-    let closeResult = Mutex<KafkaError?>(nil)
+    let closeResult = BlockingMutex<KafkaError?>(nil)
     /// Whether the member has joined its group: set by an assignment (even an empty one), cleared when the
     /// assignment is lost (the member was dropped from the group) or could not be applied.
     let isJoined = Atomic<Bool>(false)
     /// librdkafka said every broker is down (`_ALL_BROKERS_DOWN`); cleared once a metadata request succeeds.
     let brokersDown = Atomic<Bool>(false)
     private let isProbing = Atomic<Bool>(false)
+    /// The poll thread sleeps on the read end; librdkafka (a queue became non-empty) and the application
+    /// (room in the buffer, close) write to the write end.
+    private let wakePipe: (read: Int32, write: Int32)
+    /// The queue every assigned partition's records are forwarded to (see `runPollLoop`). Created and
+    /// destroyed by the poll thread, read by the rebalance callback that runs on it; the lock is uncontended.
+    private let recordQueue = BlockingMutex<OpaquePointer?>(nil)
 
     init(configuration: KafkaConsumerConfiguration, logger: Logger) {
         self.logger = logger
@@ -38,7 +44,25 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         self.revocationDrainTimeout = configuration.revocationDrainTimeout
         self.pollTimeoutMilliseconds = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
         self.errorHandler = configuration.errorHandler
-        self.state = Mutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity))
+        self.state = BlockingMutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity))
+        var fds: [Int32] = [-1, -1]
+        // A socket pair rather than pipe2 (not visible to Swift without _GNU_SOURCE): created non-blocking
+        // and close-on-exec in one call.
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let rc = socketpair(AF_UNIX, type, 0, &fds)
+        precondition(rc == 0, "socketpair failed: errno \(errno)")
+        self.wakePipe = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(wakePipe.read)
+        close(wakePipe.write)
+    }
+
+    /// Wakes the poll thread if it sleeps (a full pipe means a wake-up is pending already).
+    func wakePollThread() {
+        var byte: UInt8 = 1
+        _ = write(wakePipe.write, &byte, 1)
     }
 
     /// Runs a state machine transition and, still under the lock, the pause/resume it asks for: librdkafka
@@ -58,6 +82,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         if action.droppedMessages > 0 {
             logger.debug("dropped unprocessed buffered messages", metadata: ["count": "\(action.droppedMessages)"])
         }
+        if action.wakePoller { wakePollThread() }
     }
 
     /// Thread-safe in librdkafka; partitions no longer assigned are reported per entry and ignored here.
@@ -116,6 +141,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             logger.info("partitions assigned", metadata: ["partitions": "\(topicPartitions)"])
+            forwardRecords(of: topicPartitions, handle: handle)
             applyAssignment(handle: handle, partitions: partitions, assign: true)
             update(handle: handle) { $0.partitionsAssigned(topicPartitions) }
             isJoined.store(true, ordering: .releasing)
@@ -176,6 +202,22 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
     }
 
+    /// Forwards the partitions' fetch queues to `recordQueue`, before they are assigned: librdkafka then
+    /// keeps the forward when it starts fetching (it forwards to the consumer queue only where the
+    /// application set none). Its fetch stop clears the forward, so every assignment sets it again.
+    private func forwardRecords(of partitions: [KafkaTopicPartition], handle: OpaquePointer) {
+        guard let records = recordQueue.withLock({ $0 }) else { return }
+        for partition in partitions {
+            guard let queue = rd_kafka_queue_get_partition(handle, partition.topic, partition.partition) else {
+                // Only a producer handle has no partition queues; this would leave the partition unread.
+                report(KafkaError(code: .rebalance, message: "no fetch queue for \(partition); its records would not be read"))
+                continue
+            }
+            rd_kafka_queue_forward(queue, records)
+            rd_kafka_queue_destroy(queue)
+        }
+    }
+
     private func applyAssignment(
         handle: OpaquePointer, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, assign: Bool
     ) {
@@ -193,7 +235,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// Records polled but not yet handed to the state machine. Touched only on the poll thread (the poll
     /// loop, and the rebalance callback that runs inside its rd_kafka_consumer_poll); the lock is
     /// uncontended and only satisfies Sendable.
-    private let polledBatch = Mutex<[KafkaConsumerMessage]>([])
+    private let polledBatch = BlockingMutex<[KafkaConsumerMessage]>([])
     static let maximumBatch = 512
 
     /// Hands the polled records to the state machine. Called before a rebalance is applied, so records
@@ -206,6 +248,13 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         if !batch.isEmpty { update(handle: handle) { $0.received(batch) } }
     }
 
+    /// Polls until close, then closes the librdkafka consumer.
+    ///
+    /// Records do not come through the consumer queue: every assigned partition's fetch queue is forwarded
+    /// to `recordQueue` (``forwardRecords(of:handle:)``), which this thread reads only while the buffer has
+    /// room. While it is full, records stay in librdkafka, whose prefetch stops at `queued.min.messages` /
+    /// `queued.max.messages.kbytes`, and the consumer queue (rebalances, errors) is still served, so the
+    /// member stays in the group. Both queues and the application wake this thread through `wakePipe`.
     func runPollLoop(client: KafkaClient) {
         // Saves a String allocation per record for topic names too long to be stored inline. Checked with
         // strcmp in case librdkafka ever reuses a topic handle's address for another topic.
@@ -217,26 +266,44 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             topicNames[topic] = name
             return name
         }
+        func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+            defer { rd_kafka_message_destroy(message) }
+            if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                let detail = message.pointee.payload.map {
+                    String(decoding: UnsafeRawBufferPointer(start: $0, count: message.pointee.len), as: UTF8.self)
+                }
+                report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
+                return
+            }
+            let received = KafkaConsumerMessage(copying: message, topicName: topicName)
+            polledBatch.withLock { $0.append(received) }
+        }
         client.withHandle { handle in
+            let consumerQueue = rd_kafka_queue_get_consumer(handle)!
+            let records = rd_kafka_queue_new(handle)!
+            recordQueue.withLock { $0 = records }
+            var wakeByte: UInt8 = 1
+            rd_kafka_queue_io_event_enable(consumerQueue, wakePipe.write, &wakeByte, 1)
+            rd_kafka_queue_io_event_enable(records, wakePipe.write, &wakeByte, 1)
+            var batch = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: Self.maximumBatch)
             while !isClosing.load(ordering: .acquiring) {
-                // Block for the first record, then take what librdkafka already holds without waiting.
-                var timeout = Int32(pollTimeoutMilliseconds)
-                var polled = 0
-                while polled < Self.maximumBatch, let message = rd_kafka_consumer_poll(handle, timeout) {
-                    defer { rd_kafka_message_destroy(message) }
-                    timeout = 0
-                    polled += 1
-                    if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                        let detail = message.pointee.payload.map {
-                            String(decoding: UnsafeRawBufferPointer(start: $0, count: message.pointee.len), as: UTF8.self)
-                        }
-                        report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
-                        continue
-                    }
-                    let received = KafkaConsumerMessage(copying: message, topicName: topicName)
-                    polledBatch.withLock { $0.append(received) }
+                // The consumer queue first (rebalance callbacks run in here), without waiting.
+                var served = 0
+                while served < Self.maximumBatch, let message = rd_kafka_consumer_poll(handle, 0) {
+                    served += 1
+                    take(message)
                 }
                 flushPolledBatch(handle: handle)
+                // Records, while the buffer has room.
+                var taken = 0
+                if state.withLock({ $0.hasRoom() }) {
+                    taken = batch.withUnsafeMutableBufferPointer { buffer in
+                        rd_kafka_consume_batch_queue(records, 0, buffer.baseAddress, buffer.count)
+                    }
+                    for index in 0..<max(0, taken) { take(batch[index]!) }
+                    flushPolledBatch(handle: handle)
+                }
+                if served == 0 && taken <= 0 { sleepUntilWoken(timeoutMilliseconds: pollTimeoutMilliseconds) }
             }
             logger.debug("closing consumer: committing stored offsets and leaving the group")
             // Serves the final revocation through our callback (not waited for: isClosing is set) and commits
@@ -247,8 +314,21 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 closeResult.withLock { $0 = KafkaError(code: .closed, rawResponse: error) }
             }
             update(handle: handle) { $0.finish() }
+            rd_kafka_queue_io_event_enable(consumerQueue, -1, nil, 0)
+            rd_kafka_queue_io_event_enable(records, -1, nil, 0)
+            recordQueue.withLock { $0 = nil }
+            rd_kafka_queue_destroy(records)
+            rd_kafka_queue_destroy(consumerQueue)
         }
         logger.debug("consumer closed")
         closed.set()
+    }
+
+    /// Waits for a byte on the wake pipe (or the timeout), then empties it.
+    private func sleepUntilWoken(timeoutMilliseconds: Int32) {
+        var descriptor = pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)
+        _ = poll(&descriptor, 1, timeoutMilliseconds)
+        var sink = [UInt8](repeating: 0, count: 64)
+        while read(wakePipe.read, &sink, sink.count) > 0 {}
     }
 }

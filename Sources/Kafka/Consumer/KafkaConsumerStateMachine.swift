@@ -5,14 +5,19 @@ import ServiceSupport
 /// and performs the returned actions outside the lock.
 ///
 /// Two lanes: rebalance events (few, never dropped, always first) and messages (bounded by `capacity`).
-/// When the message lane reaches `capacity` the machine asks for every assigned partition to be paused;
-/// when the application has taken it down to half, it asks to resume those the application did not pause
-/// itself. Polling never stops, so the member stays in the group while paused.
+/// While the message lane is full the poll thread stops taking records out of librdkafka
+/// (``hasRoom()`` says no), so they wait in librdkafka's own prefetch, which stops fetching at
+/// `queued.min.messages` / `queued.max.messages.kbytes`; the poll thread keeps serving rebalance events.
+/// When the application has taken the lane down to half, the machine asks for the poll thread to be woken
+/// (``Action/wakePoller``). Nothing is paused for backpressure: a pause in librdkafka 2.0.2 throws away
+/// its prefetch and fetching restarted ~0.7 s after the resume, which idled the relay for most of each
+/// cycle at full speed (Benchmarks/README.md).
 ///
-/// The machine knows which partitions librdkafka holds paused (`pausedInClient`) and only ever asks to
-/// resume one of those: resuming a partition that is not paused makes librdkafka (up to 2.3, Debian 12 has
-/// 2.0.2) restart its fetcher from an earlier offset and deliver records again (confluentinc/librdkafka#4686),
-/// which showed as duplicate results.
+/// Partitions the application pauses are paused in librdkafka. The machine knows which partitions
+/// librdkafka holds paused (`pausedInClient`) and only ever asks to resume one of those: resuming a
+/// partition that is not paused makes librdkafka (up to 2.3, Debian 12 has 2.0.2) restart its fetcher from
+/// an earlier offset and deliver records again (confluentinc/librdkafka#4686), which showed as duplicate
+/// results.
 struct KafkaConsumerStateMachine {
     enum WaitOutcome: Sendable {
         case event(KafkaConsumerEvent)
@@ -29,17 +34,20 @@ struct KafkaConsumerStateMachine {
         var pause: [KafkaTopicPartition] = []
         var resume: [KafkaTopicPartition] = []
         var droppedMessages = 0
+        /// The poll thread waits for room in the buffer, and there is room now.
+        var wakePoller = false
     }
 
     enum Next {
-        case event(KafkaConsumerEvent, resume: [KafkaTopicPartition])
+        case event(KafkaConsumerEvent, wakePoller: Bool)
         case finished
         case empty
     }
 
     let capacity: Int
     private(set) var isFinished = false
-    private(set) var isAutoPaused = false
+    /// The poll thread found the buffer full and sleeps until it is woken.
+    private(set) var pollerWaitsForRoom = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
     /// Partitions whose pause flag is set in librdkafka. It outlives a revocation there (a partition paused
@@ -71,11 +79,15 @@ struct KafkaConsumerStateMachine {
             rest = rest.dropFirst()
         }
         for message in rest { messages.append(message) }
-        if !isAutoPaused && messages.count >= capacity {
-            isAutoPaused = true
-            reconcile(assigned, into: &action)
-        }
         return action
+    }
+
+    /// Asked by the poll thread before it takes records out of librdkafka: whether the message lane has
+    /// room. When it has none, the application's taking it down to half wakes the poll thread.
+    mutating func hasRoom() -> Bool {
+        if messages.count < capacity { return true }
+        pollerWaitsForRoom = true
+        return false
     }
 
     mutating func received(_ message: KafkaConsumerMessage) -> Action {
@@ -85,9 +97,9 @@ struct KafkaConsumerStateMachine {
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
         assigned.formUnion(partitions)
         var action = pushControl(.partitionsAssigned(partitions))
-        // New partitions join the pause while the buffer is full. One that was paused when it was revoked
-        // comes back paused in librdkafka and is resumed here, or nobody would resume it; the others are
-        // left alone (see `pausedInClient`).
+        // One that was paused when it was revoked comes back paused in librdkafka and is resumed here (unless
+        // the application paused it again), or nobody would resume it; the others are left alone (see
+        // `pausedInClient`).
         reconcile(partitions, into: &action)
         return action
     }
@@ -101,7 +113,7 @@ struct KafkaConsumerStateMachine {
         messages.removeAll { removed.contains($0.topicPartition) }
         var action = pushControl(event)
         action.droppedMessages = before - messages.count
-        action.resume = resumeIfDrained()
+        action.wakePoller = wakePollerIfDrained()
         return action
     }
 
@@ -130,10 +142,10 @@ struct KafkaConsumerStateMachine {
 
     mutating func next() -> Next {
         if !control.isEmpty {
-            return .event(control.removeFirst(), resume: [])
+            return .event(control.removeFirst(), wakePoller: false)
         }
         if let message = messages.popFirst() {
-            return .event(.message(message), resume: resumeIfDrained())
+            return .event(.message(message), wakePoller: wakePollerIfDrained())
         }
         return isFinished ? .finished : .empty
     }
@@ -166,7 +178,7 @@ struct KafkaConsumerStateMachine {
         } else if let message = messages.first {
             if newWaiter.resolve(.event(.message(message))) {
                 _ = messages.popFirst()
-                action.resume = resumeIfDrained()
+                action.wakePoller = wakePollerIfDrained()
             }
         } else if isFinished {
             newWaiter.resolve(.finished)
@@ -185,8 +197,7 @@ struct KafkaConsumerStateMachine {
         return action.pause
     }
 
-    /// - Returns: the partitions to resume now: assigned ones paused in librdkafka; while the buffer keeps
-    ///   everything paused, none.
+    /// - Returns: the partitions to resume now: assigned ones paused in librdkafka.
     mutating func resumeByApplication(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
         pausedByApplication.subtract(partitions)
         var action = Action()
@@ -216,20 +227,19 @@ struct KafkaConsumerStateMachine {
         return waiter.resolve(.event(event))
     }
 
-    private mutating func resumeIfDrained() -> [KafkaTopicPartition] {
-        guard isAutoPaused, messages.count <= capacity / 2 else { return [] }
-        isAutoPaused = false
-        var action = Action()
-        reconcile(assigned, into: &action)
-        return action.resume
+    /// Whether to wake a poll thread that waits for room: once the buffer is down to half (not at the first
+    /// free slot, so that it takes a batch per wake-up).
+    private mutating func wakePollerIfDrained() -> Bool {
+        guard pollerWaitsForRoom, messages.count <= capacity / 2 else { return false }
+        pollerWaitsForRoom = false
+        return true
     }
 
     /// Adds to `action` the pauses and resumes that make librdkafka's pause flags of the assigned ones among
-    /// `partitions` what the machine wants (paused while the buffer is full or the application paused them),
-    /// and records them in `pausedInClient`.
+    /// `partitions` what the application wants, and records them in `pausedInClient`.
     private mutating func reconcile(_ partitions: some Sequence<KafkaTopicPartition>, into action: inout Action) {
         for partition in partitions where assigned.contains(partition) {
-            let wanted = isAutoPaused || pausedByApplication.contains(partition)
+            let wanted = pausedByApplication.contains(partition)
             if wanted, pausedInClient.insert(partition).inserted {
                 action.pause.append(partition)
             } else if !wanted, pausedInClient.remove(partition) != nil {

@@ -29,7 +29,7 @@ public final class KafkaProducer: Sendable {
     private let closeStarted = Atomic<Bool>(false)
     /// Held while a record is handed to librdkafka and while ``withdrawAll()`` purges, so that no record
     /// can be queued after the purge that was meant to fail it. Uncontended on the hot path.
-    private let admission = Mutex<Admission>(.open)
+    private let admission = BlockingMutex<Admission>(.open)
 
     private enum Admission { case open, withdrawn }
 

@@ -9,7 +9,7 @@ package struct InFlightGate: Sendable, Hashable {
         /// Fraction of each bound below which a paused gate resumes.
         package var resumeFraction: Double
 
-        package init(maxEvents: Int = 10_000, maxBytes: Int = 64 << 20, resumeFraction: Double = 0.5) {
+        package init(maxEvents: Int = 5_000, maxBytes: Int = 64 << 20, resumeFraction: Double = 0.5) {
             self.maxEvents = maxEvents
             self.maxBytes = maxBytes
             self.resumeFraction = resumeFraction

@@ -14,7 +14,7 @@ final class IntakeValve: Sendable {
         var waiters: [DeadlineWaiter<Bool>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = BlockingMutex(State())
 
     var isClosed: Bool { state.withLock { $0.closed } }
 

@@ -27,11 +27,11 @@ final class RelayState: Sendable {
         let waiter: DeadlineWaiter<Bool>
     }
 
-    private let state: Mutex<State>
+    private let state: BlockingMutex<State>
     private let partitionControl: PartitionControl
 
     init(limits: InFlightGate.Limits, partitionControl: @escaping PartitionControl) {
-        state = Mutex(State(gate: InFlightGate(limits: limits)))
+        state = BlockingMutex(State(gate: InFlightGate(limits: limits)))
         self.partitionControl = partitionControl
     }
 

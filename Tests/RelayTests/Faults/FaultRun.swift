@@ -95,7 +95,7 @@ func diagnoseMissing(_ keys: [String], sandbox: RelaySandbox, logger: Logger) as
             let results = mine.filter { $0.topic == sandbox.options.topics.results }.map { "[\($0.partition)]@\($0.offset)" }
             if inputs.isEmpty { return "\(key): not in the input topic (the producer lost it)" }
             if results.isEmpty {
-                let atPosition = inputs.flatMap { resultsByPosition[$0] ?? [] }.map { "key \($0.keyString ?? "nil") at results[\($0.partition)]@\($0.offset)" }
+                let atPosition = inputs.flatMap { resultsByPosition[$0] ?? [] }.map { "key \($0.keyString) at results[\($0.partition)]@\($0.offset)" }
                 return "\(key): input at \(inputs), no result record under its key (the relay skipped or lost it); results naming its position: \(atPosition)"
             }
             return "\(key): input at \(inputs), result at \(results) (the test's reader missed it)"
