@@ -44,7 +44,7 @@ public struct APNsClientConfiguration: Sendable {
     public struct Pool: Sendable {
         /// Connections kept open (opened lazily on first use).
         public var minConnections = 1
-        public var maxConnections = 8
+        public var maxConnections = 64
         /// Transparent resends of requests APNs never processed (GOAWAY above last-stream-id, REFUSED_STREAM).
         public var maxTransparentResends = 3
         /// Connections opening at the same time (Apple treats connection storms as abuse).

@@ -89,3 +89,14 @@ extension DeliveryDecision {
         }
     }
 }
+
+extension DeliveryDecision {
+    /// Whether the answer spoils the connection that carried it (or its provider token), so the pool
+    /// replaces it: the one place answers map to a connection action.
+    public var replacesConnection: Bool {
+        switch self {
+        case .retry(.replaceConnection), .retry(.refreshToken): true
+        case .delivered, .unregistered, .rejected, .retry(.backoff), .retry(.resendNow): false
+        }
+    }
+}

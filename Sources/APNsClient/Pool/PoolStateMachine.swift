@@ -1,0 +1,382 @@
+import APNsCore
+
+/// The connection pool's decisions, as a value type: which connection a request goes to, when to open,
+/// retire and back off, which waiting requests expire or fail, what an outcome teaches the adaptive limit.
+///
+/// ``ConnectionPool`` keeps it under its lock, feeds it every event (a request, an answer, a connect or its
+/// failure, a connection's state change, the clock) and carries out the returned ``Actions`` outside the
+/// lock. It does no I/O: `Connection` and `Payload` are opaque here (the pool uses `APNsConnection` and a
+/// resume closure; tests use plain values), and loads come in through ``refreshLoads(now:_:)`` and events.
+struct PoolStateMachine<Connection, Payload> {
+    struct Configuration {
+        var minConnections = 1
+        var maxConnections = 64
+        var maxConcurrentConnects = 2
+        var maxTimeoutsPerConnection = 3
+        var latencyOutlierFactor = 4.0
+        /// Requests one connection can carry before its stream ids run out.
+        var streamBudget = Int.max
+        var reconnectBackoffBase: Duration = .milliseconds(100)
+        var reconnectBackoffMax: Duration = .seconds(10)
+        /// The adaptive limit's settings; `nil`: no limit but streams.
+        var limit: ConcurrencyLimit.Configuration?
+    }
+
+    struct Waiter {
+        let id: Int
+        let deadline: ContinuousClock.Instant
+        let payload: Payload
+    }
+
+    struct Entry {
+        let connection: Connection
+        /// The connection's load as last read: refreshed with each of its answers and events, and for all
+        /// connections every `loadRefreshInterval`.
+        var load: ConnectionLoad
+        var inFlight = 0
+        /// Requests ever routed here: each takes one HTTP/2 stream id, of which a connection has a fixed supply.
+        var assigned = 0
+    }
+
+    enum Pick {
+        case connection(Connection)
+        case wait
+        case fail(APNsClientError)
+    }
+
+    /// What an answer (or its absence) says, as far as the pool is concerned.
+    enum Outcome: Equatable {
+        /// APNs answered; `replaceConnection` when the answer spoils the connection or its token
+        /// (``DeliveryDecision/replacesConnection``).
+        case answered(replaceConnection: Bool)
+        /// No answer before the request's deadline: APNs may be congested.
+        case timedOut
+        /// Another transport failure (connection lost, not processed, refused).
+        case failed
+        /// The caller gave up: neither a latency sample nor a timeout.
+        case cancelled
+    }
+
+    /// What the pool does next, outside its lock.
+    struct Actions {
+        /// Waiting requests that now have a connection (counted against it).
+        var handOff: [(waiter: Waiter, connection: Connection)] = []
+        /// Waiting requests that end without one.
+        var fail: [(waiter: Waiter, error: APNsClientError)] = []
+        /// Connections to start opening (already counted as connecting).
+        var open = 0
+        /// Connections to drain: no more requests, their streams finish, then they close.
+        var retire: [(connection: Connection, reason: RetireReason)] = []
+        /// Schedule ``reconnectTimerFired()`` after this.
+        var reconnectAfter: Duration?
+        /// Start the task that calls ``sweep(now:)`` while requests wait.
+        var startSweeper = false
+        /// The adaptive limit changed to this.
+        var newLimit: Int?
+    }
+
+    enum RetireReason: Equatable {
+        /// The answer spoiled the connection or its token (e.g. ExpiredProviderToken, IdleTimeout).
+        case spoiledByAnswer
+        /// `maxTimeoutsPerConnection` requests timed out on it.
+        case timeouts
+        /// Its stream ids are used up.
+        case streamIDsExhausted
+        /// Its latency is far above the pool's median.
+        case latencyOutlier
+    }
+
+    /// How stale the pool's view of its connections' loads may get.
+    static var loadRefreshInterval: Duration { .milliseconds(5) }
+    /// A connection whose connection-level send window is below this is out of flow-control credit: on a
+    /// long link it has as much in flight as its window allows per round trip.
+    static var windowStarvedBytes: Int { 16_384 }
+
+    let configuration: Configuration
+    private(set) var entries: [Int: Entry] = [:]
+    private(set) var connecting = 0
+    private var waiters = WaitQueue<Waiter>()
+    private var sweeperRunning = false
+    private var failedConnects = 0
+    private(set) var lastConnectError: APNsClientError?
+    private var reconnectScheduled = false
+    private(set) var isShuttingDown = false
+    private var lastMaintenance: ContinuousClock.Instant
+    private var loadsRefreshedAt: ContinuousClock.Instant
+    /// When an answer last asked whether to open connections for waiting requests.
+    private var lastOpenCheck: ContinuousClock.Instant
+    /// Requests holding a stream now, over every connection.
+    private(set) var inFlight = 0
+    /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
+    private(set) var limit: ConcurrencyLimit?
+
+    init(configuration: Configuration, now: ContinuousClock.Instant = .now) {
+        self.configuration = configuration
+        self.limit = configuration.limit.map { ConcurrencyLimit(configuration: $0) }
+        lastMaintenance = now
+        loadsRefreshedAt = now
+        lastOpenCheck = now
+    }
+
+    var waiterCount: Int { waiters.count }
+    /// No connection open or opening (what shutdown waits for).
+    var isDrained: Bool { entries.isEmpty && connecting == 0 }
+
+    // MARK: - Requests
+
+    /// A request wants a connection: the least-loaded usable one with a free stream (the request counted
+    /// against it), or it waits (until a connection frees up, opens, or its deadline passes).
+    mutating func request(id: Int, deadline: ContinuousClock.Instant, payload: Payload, now: ContinuousClock.Instant) -> (Pick, Actions) {
+        var actions = Actions()
+        guard !isShuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), actions) }
+        let choice = choose()
+        actions.open = connectionsToOpen()
+        if let choice { return (.connection(choice), actions) }
+        waiters.append(Waiter(id: id, deadline: deadline, payload: payload))
+        if !sweeperRunning {
+            sweeperRunning = true
+            actions.startSweeper = true
+        }
+        return (.wait, actions)
+    }
+
+    /// The waiting request `id` was cancelled: it no longer waits.
+    mutating func removeWaiter(id: Int) -> Waiter? {
+        waiters.remove { $0.id == id }
+    }
+
+    /// A request sent on connection `id` finished. `load` is the connection's load read just now.
+    mutating func finished(
+        on id: Int, load: ConnectionLoad, outcome: Outcome, latency: Duration?, now: ContinuousClock.Instant
+    ) -> Actions {
+        var actions = Actions()
+        let limitBefore = limit?.limit
+        learn(outcome, latency: latency)
+        inFlight -= 1
+        var retireThis: RetireReason?
+        if var entry = entries[id] {
+            entry.inFlight -= 1
+            entry.load = load
+            switch outcome {
+            case .answered(replaceConnection: true): retireThis = .spoiledByAnswer
+            // The connection counts its timeouts; `load` may have been read before this one was counted.
+            case .timedOut where load.timeouts + 1 >= configuration.maxTimeoutsPerConnection: retireThis = .timeouts
+            default: break
+            }
+            if retireThis == nil, entry.assigned >= configuration.streamBudget, entry.inFlight == 0 {
+                retireThis = .streamIDsExhausted
+            }
+            if let retireThis {
+                entry.load.retired = true
+                actions.retire.append((entry.connection, retireThis))
+            }
+            entries[id] = entry
+        }
+        if now - lastMaintenance > .seconds(1) {
+            lastMaintenance = now
+            retireLatencyOutliers(into: &actions)
+        }
+        if let after = limit?.limit, after != limitBefore { actions.newLimit = after }
+        handOff(into: &actions)
+        // Requests still waiting ask for another connection, at most every few milliseconds.
+        if retireThis != nil || (!waiters.isEmpty && now - lastOpenCheck >= Self.loadRefreshInterval) {
+            lastOpenCheck = now
+            actions.open = connectionsToOpen()
+        }
+        return actions
+    }
+
+    /// Ends waits whose deadline passed. `keepSweeping` is false once nobody waits (the sweeper stops).
+    mutating func sweep(now: ContinuousClock.Instant) -> (expired: [(waiter: Waiter, error: APNsClientError)], keepSweeping: Bool) {
+        let expired = waiters.removeAll { $0.deadline <= now }
+        let connected = entries.values.contains { $0.load.phase == .ready }
+        let error: APNsClientError
+        if !connected, let lastConnectError {
+            error = APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastConnectError.message)")
+        } else {
+            error = APNsClientError(transport: .notSent, "no free stream before the deadline")
+        }
+        if waiters.isEmpty { sweeperRunning = false }
+        return (expired.map { ($0, error) }, !waiters.isEmpty)
+    }
+
+    // MARK: - Connections
+
+    /// Re-reads every connection's load (through `read`) when the last full read is older than
+    /// `loadRefreshInterval`.
+    mutating func refreshLoads(now: ContinuousClock.Instant, _ read: (Connection) -> ConnectionLoad) {
+        guard now - loadsRefreshedAt >= Self.loadRefreshInterval else { return }
+        loadsRefreshedAt = now
+        for id in entries.keys { entries[id]!.load = read(entries[id]!.connection) }
+    }
+
+    /// Counts a connect started without an `open` action (tests that set up connections directly).
+    mutating func connectStarted() { connecting += 1 }
+
+    /// A connection opened. When the pool is shutting down it is not added (the caller drains it).
+    mutating func connected(id: Int, connection: Connection, load: ConnectionLoad) -> (added: Bool, actions: Actions) {
+        var actions = Actions()
+        connecting -= 1
+        failedConnects = 0
+        lastConnectError = nil
+        // It may already have closed (its `.closed` event found no entry): then it is not added.
+        guard !isShuttingDown, load.phase != .closed else { return (false, actions) }
+        entries[id] = Entry(connection: connection, load: load)
+        handOff(into: &actions)
+        return (true, actions)
+    }
+
+    /// A connect failed: back off before the next one. With nothing usable and nothing else connecting,
+    /// waiting requests fail now rather than at their deadline (the caller's retry backoff is the right
+    /// place to wait).
+    mutating func connectFailed(_ error: APNsClientError) -> Actions {
+        var actions = Actions()
+        connecting -= 1
+        failedConnects += 1
+        lastConnectError = error
+        let usable = entries.values.contains { $0.load.phase == .ready && !$0.load.retired }
+        if !usable && connecting == 0 {
+            actions.fail = waiters.removeAll().map { ($0, error) }
+        }
+        guard !isShuttingDown, !reconnectScheduled else { return actions }
+        reconnectScheduled = true
+        actions.reconnectAfter = backoff(attempt: failedConnects)
+        return actions
+    }
+
+    /// The backoff after failed connects ended.
+    mutating func reconnectTimerFired() -> Actions {
+        var actions = Actions()
+        reconnectScheduled = false
+        if !waiters.isEmpty || entries.count < configuration.minConnections { actions.open = connectionsToOpen() }
+        return actions
+    }
+
+    /// A connection's state changed (ready, GOAWAY, closed, token rotated); `load` was read just now.
+    mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent) -> Actions {
+        var actions = Actions()
+        switch event {
+        case .closed:
+            entries[id] = nil
+            if !isShuttingDown && (!waiters.isEmpty || entries.count < configuration.minConnections) {
+                actions.open = connectionsToOpen()
+            }
+        case .goaway:
+            entries[id]?.load = load
+            if !waiters.isEmpty { actions.open = connectionsToOpen() }
+        case .ready, .tokenRotated:
+            entries[id]?.load = load
+        }
+        return actions
+    }
+
+    /// Stops taking requests: every waiting request fails, every connection is to be drained.
+    mutating func shutdown() -> (waiters: [Waiter], connections: [Connection]) {
+        isShuttingDown = true
+        return (waiters.removeAll(), entries.values.map(\.connection))
+    }
+
+    /// Connections by state, for the gauges.
+    var connectionStates: (connecting: Int, ready: Int, draining: Int) {
+        var ready = 0
+        var draining = 0
+        for entry in entries.values {
+            if entry.load.phase == .ready && !entry.load.retired { ready += 1 } else if entry.load.phase != .closed { draining += 1 }
+        }
+        return (connecting, ready, draining)
+    }
+
+    // MARK: - Rules
+
+    /// Least-loaded usable connection with a free stream, within the adaptive limit; counts the request
+    /// against it. A connection that has been given its last stream id gets no more requests (so none is
+    /// queued where no stream can open for it); it retires once its last request finished.
+    private mutating func choose() -> Connection? {
+        if let limit, inFlight >= limit.limit { return nil }
+        var best: (id: Int, score: Double)?
+        for (id, entry) in entries {
+            let load = entry.load
+            guard load.phase == .ready, !load.retired, entry.assigned < configuration.streamBudget else { continue }
+            let capacity = max(1, load.maxConcurrentStreams)
+            guard entry.inFlight < capacity else { continue }
+            var score = Double(entry.inFlight) / Double(capacity)
+            if load.sendWindow < 4096 { score += 1 }  // flow-control window exhausted: prefer others
+            if best == nil || score < best!.score { best = (id, score) }
+        }
+        guard let best else { return nil }
+        inFlight += 1
+        entries[best.id]!.inFlight += 1
+        entries[best.id]!.assigned += 1
+        return entries[best.id]!.connection
+    }
+
+    private mutating func handOff(into actions: inout Actions) {
+        while !waiters.isEmpty, let connection = choose() {
+            guard let waiter = waiters.popFirst() else { break }
+            actions.handOff.append((waiter, connection))
+        }
+    }
+
+    /// How many connections to start now: up to the minimum, and one more (up to the maximum) when every
+    /// usable one is saturated — its streams full, its send window exhausted, or its latency well above
+    /// the best one's (queueing in our buffers or the peer's) — or when requests wait and at least half
+    /// of them are out of send window: then the link's bandwidth × round trip, not APNs, is what limits,
+    /// and each connection brings its own window.
+    private mutating func connectionsToOpen() -> Int {
+        guard !reconnectScheduled, !isShuttingDown else { return 0 }
+        var usable = 0
+        var saturated = 0
+        var windowStarved = 0
+        let bestLatency = entries.values.compactMap { $0.load.latency > 0 ? $0.load.latency : nil }.min() ?? 0
+        for entry in entries.values {
+            let load = entry.load
+            guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < configuration.streamBudget else { continue }
+            usable += 1
+            guard load.phase == .ready else { continue }
+            let slow = bestLatency > 0 && load.latency > max(0.02, bestLatency * 3)
+            if load.sendWindow < Self.windowStarvedBytes { windowStarved += 1 }
+            if entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096 || slow { saturated += 1 }
+        }
+        let total = usable + connecting
+        var want = max(0, configuration.minConnections - total)
+        if want == 0 && usable > 0 && total < configuration.maxConnections {
+            if saturated == usable || (!waiters.isEmpty && windowStarved * 2 >= usable) { want = 1 }
+        }
+        if want == 0 && total == 0 { want = 1 }
+        want = min(want, configuration.maxConcurrentConnects - connecting, configuration.maxConnections - total)
+        want = max(0, want)
+        connecting += want
+        return want
+    }
+
+    /// Feeds one outcome to the adaptive limit: an answer's latency, or congestion (a timeout after the
+    /// request was sent). Answers' statuses say nothing about load here: 429 TooManyRequests is about one
+    /// device token, and a 503 comes as fast as a 200.
+    private mutating func learn(_ outcome: Outcome, latency: Duration?) {
+        guard var limit, let latency else { return }
+        switch outcome {
+        case .answered: limit.answered(after: latency, inFlight: inFlight)
+        case .timedOut: limit.congested()
+        case .failed, .cancelled: return
+        }
+        self.limit = limit
+    }
+
+    private mutating func retireLatencyOutliers(into actions: inout Actions) {
+        let live = entries.values.filter { $0.load.phase == .ready && !$0.load.retired && $0.load.latency > 0 }
+        guard live.count >= 3 else { return }
+        let latencies = live.map { $0.load.latency }.sorted()
+        let median = latencies[latencies.count / 2]
+        let threshold = max(0.05, median * configuration.latencyOutlierFactor)
+        for (id, entry) in entries where entry.load.phase == .ready && !entry.load.retired && entry.load.latency > threshold {
+            entries[id]!.load.retired = true
+            actions.retire.append((entry.connection, .latencyOutlier))
+        }
+    }
+
+    private func backoff(attempt: Int) -> Duration {
+        let exponent = min(attempt - 1, 20)
+        let ceiling = min(configuration.reconnectBackoffBase * (1 << exponent), configuration.reconnectBackoffMax)
+        return ceiling * Double.random(in: 0.5...1.0)  // jitter: replicas must not reconnect in lockstep
+    }
+}

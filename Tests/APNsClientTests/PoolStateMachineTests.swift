@@ -1,0 +1,217 @@
+import Testing
+@testable import APNsClient
+
+/// The pool's decisions, without I/O: connections are plain ids and loads are set by the test.
+@Suite struct PoolStateMachineTests {
+    typealias Machine = PoolStateMachine<Int, String>
+
+    private let start = ContinuousClock.now
+
+    private func machine(_ configure: (inout Machine.Configuration) -> Void = { _ in }) -> Machine {
+        var configuration = Machine.Configuration()
+        configuration.maxConnections = 4
+        configure(&configuration)
+        return Machine(configuration: configuration, now: start)
+    }
+
+    private func ready(streams: Int = 100, window: Int = 65_535, latency: Double = 0.01) -> ConnectionLoad {
+        var load = ConnectionLoad()
+        load.phase = .ready
+        load.maxConcurrentStreams = streams
+        load.sendWindow = window
+        load.latency = latency
+        return load
+    }
+
+    /// Opens connections 1…n (as the pool would after `open` actions) with `load`.
+    private func connect(_ machine: inout Machine, _ ids: ClosedRange<Int>, load: ConnectionLoad) {
+        for id in ids {
+            machine.connectStarted()
+            _ = machine.connected(id: id, connection: id, load: load)
+        }
+    }
+
+    private func picked(_ pick: Machine.Pick) -> Int? {
+        if case .connection(let id) = pick { return id }
+        return nil
+    }
+
+    private func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+
+    @Test func theFirstRequestOpensAConnectionAndWaitsForIt() {
+        var m = machine()
+        let (pick, actions) = m.request(id: 1, deadline: at(1000), payload: "a", now: at(0))
+        guard case .wait = pick else { Issue.record("no connection yet: \(pick)"); return }
+        #expect(actions.open == 1)
+        #expect(actions.startSweeper)
+        let (added, connected) = m.connected(id: 7, connection: 7, load: ready())
+        #expect(added)
+        #expect(connected.handOff.map(\.connection) == [7])
+        #expect(connected.handOff.map(\.waiter.payload) == ["a"])
+    }
+
+    @Test func picksTheLeastLoadedUsableConnection() {
+        var m = machine()
+        connect(&m, 1...2, load: ready(streams: 10))
+        var retired = ready(streams: 10)
+        retired.retired = true
+        connect(&m, 3...3, load: retired)
+        var counts: [Int: Int] = [:]
+        for id in 0..<6 {
+            let chosen = picked(m.request(id: id, deadline: at(1000), payload: "", now: at(0)).0)
+            counts[chosen ?? -1, default: 0] += 1
+        }
+        #expect(counts == [1: 3, 2: 3], "spread over the two usable ones, never the retired one")
+        #expect(m.inFlight == 6)
+    }
+
+    @Test func aFullConnectionMakesRequestsWaitAndAnAnswerHandsTheStreamToTheFirst() {
+        var m = machine { $0.maxConnections = 1 }
+        connect(&m, 1...1, load: ready(streams: 1))
+        #expect(picked(m.request(id: 1, deadline: at(1000), payload: "first", now: at(0)).0) == 1)
+        let (second, actions) = m.request(id: 2, deadline: at(1000), payload: "second", now: at(0))
+        guard case .wait = second else { Issue.record("the only stream is taken: \(second)"); return }
+        #expect(actions.open == 0, "at the maximum")
+        _ = m.request(id: 3, deadline: at(1000), payload: "third", now: at(0))
+        let answered = m.finished(on: 1, load: ready(streams: 1), outcome: .answered(replaceConnection: false), latency: .milliseconds(10), now: at(5))
+        #expect(answered.handOff.map(\.waiter.payload) == ["second"], "first in, first out")
+        #expect(m.waiterCount == 1)
+    }
+
+    @Test func opensAnotherWhenEveryConnectionIsSaturatedUpToTheMaximum() {
+        var m = machine { $0.maxConnections = 2 }
+        connect(&m, 1...1, load: ready(streams: 1))
+        let (_, first) = m.request(id: 1, deadline: at(1000), payload: "", now: at(0))
+        #expect(first.open == 1, "its only stream is now taken")
+        _ = m.connected(id: 2, connection: 2, load: ready(streams: 1))
+        _ = m.request(id: 2, deadline: at(1000), payload: "", now: at(0))
+        let (_, third) = m.request(id: 3, deadline: at(1000), payload: "", now: at(0))
+        #expect(third.open == 0, "two is the maximum")
+    }
+
+    /// On a long link each connection carries one flow-control window per round trip: while requests wait
+    /// and half the connections are out of window, another connection adds bandwidth.
+    @Test func opensForWindowStarvedConnectionsWhileRequestsWait() {
+        var m = machine { $0.maxConnections = 8; $0.limit = ConcurrencyLimit.Configuration(initial: 4, minimum: 4, maximum: 4) }
+        connect(&m, 1...4, load: ready(streams: 1000))
+        for id in 0..<4 { _ = m.request(id: id, deadline: at(1000), payload: "", now: at(0)) }
+        let (pick, _) = m.request(id: 9, deadline: at(1000), payload: "", now: at(0))
+        guard case .wait = pick else { Issue.record("the limit (4) holds it: \(pick)"); return }
+        // One of four out of window: not enough.
+        let one = m.finished(on: 1, load: ready(streams: 1000, window: 1000), outcome: .answered(replaceConnection: false), latency: .milliseconds(40), now: at(10))
+        #expect(one.open == 0)
+        _ = m.request(id: 10, deadline: at(1000), payload: "", now: at(10))
+        _ = m.request(id: 11, deadline: at(1000), payload: "", now: at(10))
+        let two = m.finished(on: 2, load: ready(streams: 1000, window: 1000), outcome: .answered(replaceConnection: false), latency: .milliseconds(40), now: at(20))
+        #expect(two.open == 1, "two of four out of send window while requests wait")
+    }
+
+    @Test func doesNotOpenForWindowStarvationWhenNothingWaits() {
+        var m = machine { $0.maxConnections = 8 }
+        connect(&m, 1...2, load: ready(streams: 1000, window: 1000))
+        var starvedButFree = ready(streams: 1000, window: 30_000)
+        starvedButFree.latency = 0.01
+        _ = m.request(id: 1, deadline: at(1000), payload: "", now: at(0))
+        let actions = m.finished(on: 1, load: starvedButFree, outcome: .answered(replaceConnection: false), latency: .milliseconds(10), now: at(10))
+        #expect(actions.open == 0)
+    }
+
+    @Test func retiresAConnectionAnAnswerSpoiledAfterTimeoutsAndWhenItsStreamIDsRunOut() {
+        var m = machine { $0.maxTimeoutsPerConnection = 2; $0.streamBudget = 3 }
+        connect(&m, 1...3, load: ready())
+        for id in 0..<3 { _ = m.request(id: id, deadline: at(1000), payload: "", now: at(0)) }
+        let spoiled = m.finished(on: 1, load: ready(), outcome: .answered(replaceConnection: true), latency: .milliseconds(10), now: at(1))
+        #expect(spoiled.retire.map(\.connection) == [1])
+        #expect(spoiled.retire.map(\.reason) == [.spoiledByAnswer])
+        #expect(spoiled.open == 0, "the other two carry the load: nothing is saturated")
+
+        var once = ready()
+        once.timeouts = 1
+        let timedOut = m.finished(on: 2, load: once, outcome: .timedOut, latency: .seconds(10), now: at(2))
+        #expect(timedOut.retire.map(\.reason) == [.timeouts], "the second timeout on it")
+
+        // Connection 3 had one request; two more use up its three stream ids.
+        _ = m.request(id: 5, deadline: at(1000), payload: "", now: at(3))
+        _ = m.request(id: 6, deadline: at(1000), payload: "", now: at(3))
+        let ids = m.entries.values.filter { $0.connection == 3 }.first?.assigned
+        #expect(ids == 3)
+        #expect(m.finished(on: 3, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(4)).retire.isEmpty, "still busy")
+        #expect(m.finished(on: 3, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(4)).retire.isEmpty, "still busy")
+        let exhausted = m.finished(on: 3, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(4))
+        #expect(exhausted.retire.map(\.reason) == [.streamIDsExhausted])
+    }
+
+    @Test func aFailedConnectBacksOffAndFailsWaitersWhenNothingElseCanServeThem() {
+        var m = machine { $0.reconnectBackoffBase = .milliseconds(100) }
+        let (_, first) = m.request(id: 1, deadline: at(1000), payload: "waiting", now: at(0))
+        #expect(first.open == 1)
+        let failed = m.connectFailed(APNsClientError(transport: .connectFailed, "refused"))
+        #expect(failed.fail.map(\.waiter.payload) == ["waiting"], "nothing usable, nothing connecting")
+        let delay = try! #require(failed.reconnectAfter)
+        #expect(delay >= .milliseconds(50) && delay <= .milliseconds(100), "jittered base backoff: \(delay)")
+        let (_, again) = m.request(id: 2, deadline: at(1000), payload: "", now: at(1))
+        #expect(again.open == 0, "no connect while the backoff runs")
+        #expect(m.reconnectTimerFired().open == 1)
+        let second = m.connectFailed(APNsClientError(transport: .connectFailed, "refused"))
+        let longer = try! #require(second.reconnectAfter)
+        #expect(longer >= .milliseconds(100) && longer <= .milliseconds(200), "doubles: \(longer)")
+    }
+
+    @Test func expiredWaitersFailWithWhyNothingCame() {
+        var m = machine()
+        _ = m.request(id: 1, deadline: at(10), payload: "short", now: at(0))
+        _ = m.request(id: 2, deadline: at(1000), payload: "long", now: at(0))
+        let early = m.sweep(now: at(5))
+        #expect(early.expired.isEmpty && early.keepSweeping)
+        let late = m.sweep(now: at(20))
+        #expect(late.expired.map(\.waiter.payload) == ["short"])
+        #expect(late.expired.first?.error.transportFailure == .notSent, "never sent")
+        #expect(late.keepSweeping, "one still waits")
+        _ = m.connectFailed(APNsClientError(transport: .connectFailed, "TLS handshake failed"))
+        #expect(m.waiterCount == 0, "the failed connect failed the last waiter: nothing else could serve it")
+        #expect(!m.sweep(now: at(30)).keepSweeping)
+    }
+
+    @Test func cancelledWaitersLeaveTheQueue() {
+        var m = machine()
+        _ = m.request(id: 1, deadline: at(1000), payload: "a", now: at(0))
+        _ = m.request(id: 2, deadline: at(1000), payload: "b", now: at(0))
+        #expect(m.removeWaiter(id: 1)?.payload == "a")
+        #expect(m.removeWaiter(id: 1) == nil)
+        let (_, connected) = m.connected(id: 1, connection: 1, load: ready())
+        #expect(connected.handOff.map(\.waiter.payload) == ["b"])
+    }
+
+    @Test func theAdaptiveLimitHoldsRequestsBackAndLearnsFromAnswers() {
+        var m = machine { $0.limit = ConcurrencyLimit.Configuration(initial: 2, minimum: 2) }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        #expect(picked(m.request(id: 1, deadline: at(1000), payload: "", now: at(0)).0) == 1)
+        #expect(picked(m.request(id: 2, deadline: at(1000), payload: "", now: at(0)).0) == 1)
+        let (third, _) = m.request(id: 3, deadline: at(1000), payload: "", now: at(0))
+        guard case .wait = third else { Issue.record("above the limit of 2: \(third)"); return }
+        let answered = m.finished(on: 1, load: ready(streams: 1000), outcome: .answered(replaceConnection: false), latency: .milliseconds(10), now: at(10))
+        #expect(answered.handOff.count >= 1, "the freed slot (and the grown limit) go to the waiter")
+        #expect(answered.newLimit == 3, "slow start: one more per answer while the limit is used")
+    }
+
+    @Test func shutdownFailsWaitersAndRefusesNewRequests() {
+        var m = machine()
+        connect(&m, 1...1, load: ready(streams: 1))
+        _ = m.request(id: 1, deadline: at(1000), payload: "sent", now: at(0))
+        _ = m.request(id: 2, deadline: at(1000), payload: "waiting", now: at(0))
+        let (waiters, connections) = m.shutdown()
+        #expect(waiters.map(\.payload) == ["waiting"])
+        #expect(connections == [1])
+        guard case .fail(let error) = m.request(id: 3, deadline: at(1000), payload: "", now: at(1)).0 else {
+            Issue.record("refused after shutdown")
+            return
+        }
+        #expect(error.code == .shutdown)
+        #expect(!m.isDrained, "connection 1 is still open")
+        _ = m.connectionChanged(id: 1, load: ConnectionLoad(phase: .closed), event: .closed)
+        #expect(!m.isDrained, "two connects (for the saturated connection) are under way")
+        #expect(!m.connected(id: 2, connection: 2, load: ready()).added, "not added while shutting down: the pool drains it")
+        #expect(m.connectFailed(APNsClientError(transport: .connectFailed, "refused")).reconnectAfter == nil, "no reconnect while shutting down")
+        #expect(m.isDrained)
+    }
+}
