@@ -7,7 +7,7 @@
 /// The rule is additive increase, multiplicative decrease on latency (the idea behind Netflix's
 /// concurrency-limits AIMD and gradient limits). Latency is smoothed (an average over the last few answers,
 /// as TCP smooths its round-trip time), so jitter is not mistaken for a queue. While the smoothed latency
-/// stays within `tolerance` × its best value and the limit is in use, each answer adds about one request per
+/// stays within `tolerance` × its best value and the limit is in use, the limit grows by about √limit per
 /// round trip (one per answer — doubling per round trip — until the first sign of congestion, as TCP's slow
 /// start, so a long link reaches its rate in a few round trips). A smoothed latency above that, an answer
 /// slower than `ceiling` (near the request timeout) or a timeout takes `backoffRatio` of the limit, at most
@@ -75,7 +75,10 @@ struct ConcurrencyLimit: Sendable, Hashable {
             decrease()
         } else if inFlight * 2 >= limit {
             // Only grow a limit that is used: an idle pool says nothing about what APNs sustains.
-            value = min(Double(configuration.maximum), value + (slowStart ? 1 : 1 / value))
+            // After the first congestion: √limit more per round trip (as the queue allowance of Netflix's
+            // gradient limit) rather than TCP's one, which took seconds to grow a limit of hundreds back
+            // after a long link's start-up (Benchmarks/README.md, 40 ms RTT).
+            value = min(Double(configuration.maximum), value + (slowStart ? 1 : value.squareRoot() / value))
         }
         if decreaseHold > 0 { decreaseHold -= 1 }
     }

@@ -96,6 +96,10 @@ struct PoolStateMachine<Connection, Payload> {
     private(set) var entries: [Int: Entry] = [:]
     private(set) var connecting = 0
     private var waiters = WaitQueue<Waiter>()
+    /// No waiter's deadline is before this (it may be earlier than the earliest: then a sweep scans and
+    /// recomputes it). Thousands may wait behind the adaptive limit: a sweep every 10 ms must not scan
+    /// them all when none can have expired.
+    private var earliestDeadline: ContinuousClock.Instant?
     private var sweeperRunning = false
     private var failedConnects = 0
     private(set) var lastConnectError: APNsClientError?
@@ -133,6 +137,7 @@ struct PoolStateMachine<Connection, Payload> {
         actions.open = connectionsToOpen()
         if let choice { return (.connection(choice), actions) }
         waiters.append(Waiter(id: id, deadline: deadline, payload: payload))
+        earliestDeadline = min(earliestDeadline ?? deadline, deadline)
         if !sweeperRunning {
             sweeperRunning = true
             actions.startSweeper = true
@@ -188,7 +193,11 @@ struct PoolStateMachine<Connection, Payload> {
 
     /// Ends waits whose deadline passed. `keepSweeping` is false once nobody waits (the sweeper stops).
     mutating func sweep(now: ContinuousClock.Instant) -> (expired: [(waiter: Waiter, error: APNsClientError)], keepSweeping: Bool) {
-        let expired = waiters.removeAll { $0.deadline <= now }
+        var expired: [Waiter] = []
+        if let earliestDeadline, earliestDeadline <= now {
+            expired = waiters.removeAll { $0.deadline <= now }
+            self.earliestDeadline = waiters.minimum(of: \.deadline)
+        }
         let connected = entries.values.contains { $0.load.phase == .ready }
         let error: APNsClientError
         if !connected, let lastConnectError {

@@ -25,6 +25,11 @@ struct WaitQueue<Element> {
         return removed
     }
 
+    /// The smallest `key` of the elements (a linear scan), `nil` when empty.
+    func minimum<Key: Comparable>(of key: (Element) -> Key) -> Key? {
+        items.lazy.map(key).min()
+    }
+
     mutating func removeAll() -> [Element] {
         defer { items.removeAll() }
         return Array(items)

@@ -90,7 +90,7 @@ public final class KafkaConsumer: Sendable {
         client.destroyWithoutConsumerClose.store(false, ordering: .releasing)
         let client = self.client
         let shared = self.shared
-        DedicatedThread.start(name: "kafka-consumer-poll") { shared.runPollLoop(client: client) }
+        DedicatedThread.start(name: "kafka-consumer") { shared.runPollLoop(client: client) }
     }
 
     /// Starts polling if needed and suspends until the consumer is closed: the shape of

@@ -106,7 +106,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         guard let client, !isProbing.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // librdkafka says when every broker is down but not when one is back: ask for metadata (on a thread
         // of its own: the call blocks) until a broker answers.
-        DedicatedThread.start(name: "kafka-reachability") { [self] in
+        DedicatedThread.start(name: "kafka-reachable") { [self] in
             while brokersDown.load(ordering: .acquiring), !isClosing.load(ordering: .acquiring) {
                 let reachable = client.withHandle { handle -> Bool in
                     var metadata: UnsafePointer<rd_kafka_metadata>?

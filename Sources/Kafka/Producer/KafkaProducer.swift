@@ -59,7 +59,7 @@ public final class KafkaProducer: Sendable {
         let client = self.client
         let pollThread = self.pollThread
         // The thread holds the client and the stop flag, not the producer, so releasing the producer stops it.
-        DedicatedThread.start(name: "kafka-producer-poll") {
+        DedicatedThread.start(name: "kafka-producer") {
             while !pollThread.isStopping.load(ordering: .acquiring) {
                 client.withHandle { _ = rd_kafka_poll($0, timeout) }
             }
@@ -142,7 +142,7 @@ public final class KafkaProducer: Sendable {
     /// - Throws: ``KafkaError`` `timedOut` if records are still outstanding after `timeout`.
     public func flush(timeout: Duration) async throws {
         let client = self.client
-        let code = await DedicatedThread.run(name: "kafka-producer-flush") {
+        let code = await DedicatedThread.run(name: "kafka-flush") {
             client.withHandle { rd_kafka_flush($0, Int32(clamping: timeout.kafkaMilliseconds)) }.rawValue
         }
         let error = rd_kafka_resp_err_t(rawValue: code)
@@ -159,7 +159,7 @@ public final class KafkaProducer: Sendable {
     /// For a shutdown that must not wait for a broker that is gone: a purged record may still have reached
     /// the broker, so its sender must treat it as not durable (the relay never stores its offset).
     public func withdrawAll() async {
-        await DedicatedThread.run(name: "kafka-producer-withdraw") { [self] in
+        await DedicatedThread.run(name: "kafka-withdraw") { [self] in
             admission.withLock { admission in
                 admission = .withdrawn
                 client.withHandle { handle in
@@ -183,7 +183,7 @@ public final class KafkaProducer: Sendable {
         do { try await flush(timeout: timeout) } catch { flushError = error }
         if flushError != nil {
             let client = self.client
-            await DedicatedThread.run(name: "kafka-producer-purge") {
+            await DedicatedThread.run(name: "kafka-purge") {
                 client.withHandle { handle in
                     _ = rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
                     // Purged records get their (failed) delivery reports on the next polls.
@@ -196,7 +196,7 @@ public final class KafkaProducer: Sendable {
         // A send that passed its closed check just before close began may have queued a record after the
         // flush: fail it (and anything else left) so that no caller waits for a report nobody polls for.
         let client = self.client
-        await DedicatedThread.run(name: "kafka-producer-final-purge") {
+        await DedicatedThread.run(name: "kafka-purge-end") {
             client.withHandle { handle in
                 _ = rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
                 _ = rd_kafka_flush(handle, 1000)
