@@ -142,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "apns-mock",
             dependencies: [
-                "APNsMock",
+                "APNsMock", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

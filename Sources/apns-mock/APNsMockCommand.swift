@@ -3,13 +3,15 @@ import APNsMock
 import ArgumentParser
 import Foundation
 import Logging
+import enum ServiceSupport.ProductVersion
 
 /// Stand-alone mock APNs. First line on stdout: `listening port=<port> ca=<path>[ control=<port>]`.
 @main
 struct APNsMockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-mock",
-        abstract: "Mock APNs provider API server (TLS, HTTP/2, ES256 provider tokens, fault injection)."
+        abstract: "Mock APNs provider API server (TLS, HTTP/2, ES256 provider tokens, fault injection).",
+        version: ProductVersion.string
     )
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ServiceSupport
 
 /// `apns-relay`: the service and its tools.
 @main
@@ -6,6 +7,7 @@ struct ApnsRelay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-relay",
         abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
+        version: ProductVersion.string,
         subcommands: [RunCommand.self, DemoCommand.self, ValidateCommand.self, MockKafkaCommand.self]
     )
 }

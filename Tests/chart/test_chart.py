@@ -98,6 +98,31 @@ ALL_ON_HPA = {**REQUIRED, "autoscaling": {"enabled": True, "minReplicas": 2, "ma
               "apns": {"token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "apns-key",
                                  "existingSecretKey": "key.p8"}}}
 
+# Every relay key the chart can set (README's configuration table): the unnamed token credential, two named
+# credentials (a PKCS#12 certificate and a token), a CA bundle, every optional relay key.
+EVERY_KEY = {
+    "kafka": {"bootstrapServers": BOOTSTRAP, "clientId": "push", "autoCommitIntervalMs": 500,
+              "assignmentStrategy": "roundrobin", "properties": ["socket.keepalive.enable=true"],
+              "consumerProperties": ["fetch.wait.max.ms=100"], "producerProperties": ["linger.ms=5"]},
+    "apns": {
+        "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "apns-key"},
+        "topics": ["com.example.app"],
+        "credentials": [
+            {"name": "beta", "topics": ["com.beta.app"], "auth": "certificate",
+             "certificate": {"format": "pkcs12", "existingSecret": "beta-cert", "passphraseKey": "passphrase"}},
+            {"name": "gamma", "topics": ["com.gamma.*"],
+             "token": {"keyId": "GHI123JKLM", "teamId": "JKL123MNOP", "existingSecret": "gamma-key",
+                       "existingSecretKey": "key.p8", "rotationMinutes": 25}},
+        ],
+        "ca": {"existingConfigMap": "apns-ca", "key": "bundle.pem"},
+        "pool": {"adaptiveConcurrency": False},
+    },
+    "relay": {"maxDeadLetterBytes": 500000, "tokenRemoval": {"badDeviceTokenPercent": 40, "minimumSample": 100,
+                                                             "windowMs": 30000}},
+    "admin": {"host": "0.0.0.0"},
+}
+PEM_CERTIFICATE = {**REQUIRED, "apns": {"auth": "certificate", "certificate": {"existingSecret": "apns-tls"}}}
+
 
 def merge(base: dict, extra: dict) -> dict:
     out = copy.deepcopy(base)
@@ -260,6 +285,16 @@ def readme_keys() -> set[str]:
     return keys
 
 
+def config_table_keys() -> set[str]:
+    """README's configuration table keys (the relay's own sections)."""
+    return {k for k in readme_keys() if k.split(".")[0] in ("kafka", "apns", "relay", "admin", "log")}
+
+
+def documented_form(key: str) -> str:
+    """A rendered key as README's table names it: a named credential's keys are `apns.credential.NAME.*`."""
+    return "apns.credential.NAME.*" if re.match(r"apns\.credential\.[^.]+\.", key) else key
+
+
 def leaves(tree: dict, prefix: str = "") -> set[str]:
     out = set()
     for key, value in tree.items():
@@ -387,9 +422,73 @@ def test_config_keys_are_documented():
     # Every key the chart writes into relay.yaml is one the relay knows (the README's configuration table).
     documented = readme_keys()
     assert "kafka.bootstrapServers" in documented and "relay.drainTimeoutMs" in documented, documented
-    for values in (REQUIRED, ALL_ON, ALL_ON_HPA):
-        unknown = leaves(relay_config(objects(values))) - documented
+    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, EVERY_KEY, PEM_CERTIFICATE):
+        unknown = {documented_form(k) for k in leaves(relay_config(objects(values)))} - documented
         assert not unknown, f"relay.yaml keys not in README's table: {sorted(unknown)}"
+
+
+def test_every_documented_key_is_settable_through_the_chart():
+    # The other direction: every key of README's table reaches relay.yaml from some chart values, so no team
+    # needs extraConfig plus hand-made volumes for a documented setting.
+    rendered = set()
+    for values in (EVERY_KEY, ALL_ON, PEM_CERTIFICATE):
+        objs = objects(values)
+        validate_against_kubernetes(objs)
+        config = relay_config(objs)
+        rendered |= {documented_form(k) for k in leaves(config)}
+        # Every file the configuration names is one the pod has mounted (ALL_ON's CA comes through extraConfig
+        # and extraVolumes, which mount a whole Secret).
+        files = mounted_files(objs)
+        for key in leaves(config):
+            if key.endswith("File") and values is not ALL_ON:
+                path = config
+                for part in key.split("."):
+                    path = path[part]
+                assert path in files, f"{key} = {path} is not mounted: {sorted(files)}"
+    missing = config_table_keys() - rendered
+    assert not missing, f"README documents keys the chart cannot set: {sorted(missing)}"
+
+
+def test_named_credentials_and_ca():
+    objs = objects(EVERY_KEY)
+    apns = relay_config(objs)["apns"]
+    assert apns["credentials"] == ["beta", "gamma"]
+    assert apns["credential"]["beta"] == {
+        "auth": "certificate", "topics": ["com.beta.app"],
+        "certificate": {"pkcs12File": "/etc/apns-relay/credentials/beta/certificate.p12",
+                        "passphraseFile": "/etc/apns-relay/credentials/beta/passphrase"}}
+    assert apns["credential"]["gamma"]["token"] == {
+        "keyId": "GHI123JKLM", "teamId": "JKL123MNOP", "rotationMinutes": 25,
+        "privateKeyFile": "/etc/apns-relay/credentials/gamma/AuthKey.p8"}
+    assert apns["caFile"] == "/etc/apns-relay/apns-ca/ca.pem"
+    assert apns["topics"] == ["com.example.app"] and apns["token"]["keyId"] == "ABC123DEFG"
+    volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["apns-credential-gamma"]["secret"]["secretName"] == "gamma-key"
+    assert volumes["apns-credential-gamma"]["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
+    assert volumes["apns-ca"]["configMap"] == {"name": "apns-ca", "items": [{"key": "bundle.pem", "path": "ca.pem"}]}
+    # Only named credentials: the unnamed token credential is left out, with its volume.
+    only_named = merge(EVERY_KEY, {"apns": {"token": {"keyId": "", "teamId": "", "existingSecret": ""}}})
+    objs = objects(only_named)
+    apns = relay_config(objs)["apns"]
+    assert "token" not in apns and "auth" not in apns, apns
+    names = {v["name"] for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert "apns-token" not in names and "apns-credential-beta" in names, names
+    # Refusals: a name twice, a named token credential without its Secret, both CA sources.
+    twice = merge(EVERY_KEY, {})
+    twice["apns"]["credentials"] = twice["apns"]["credentials"] + [twice["apns"]["credentials"][0]]
+    for values, message in (
+        (twice, "names 'beta' twice"),
+        (merge(EVERY_KEY, {"apns": {"ca": {"existingSecret": "ca"}}}), "not both"),
+    ):
+        try:
+            render(values)
+        except Exception as error:  # helm's template failure
+            assert message in str(error), str(error)
+        else:
+            raise AssertionError(f"rendered despite: {message}")
+    assert "existingSecret" in rejected_by_helm(merge(REQUIRED, {"apns": {"credentials": [
+        {"name": "x", "topics": ["com.x"], "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}}]}}))
+    assert rejected_by_helm(merge(REQUIRED, {"apns": {"credentials": [{"name": "Bad_Name", "topics": ["com.x"]}]}}))
 
 
 def test_no_secret_in_configmap():

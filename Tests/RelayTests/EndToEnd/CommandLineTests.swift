@@ -1,4 +1,5 @@
 import Foundation
+import ServiceSupport
 import TestSupport
 import Testing
 
@@ -12,6 +13,23 @@ import Testing
 
     private func examples(_ kind: String) -> [String] {
         Checkout.examples("notification-event", kind).map { Checkout.root.appendingPathComponent("Schemas/examples/\($0.name)").path }
+    }
+
+    /// `--version` on both executables prints the product version, which the chart's appVersion (the
+    /// image tag it deploys by default) repeats.
+    @Test func versionIsPrintedByBothExecutablesAndMatchesTheChart() async throws {
+        let (status, output) = try await run(["--version"])
+        #expect(status == 0, "\(output)")
+        #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string)
+        let mock = try RelayProcess.binary().deletingLastPathComponent().appendingPathComponent("apns-mock")
+        if FileManager.default.isExecutableFile(atPath: mock.path) {
+            let mockVersion = try await runProcess(mock.path, ["--version"], check: true)
+            #expect(mockVersion.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string)
+        } else {
+            Issue.record("apns-mock is not built next to apns-relay (\(mock.path))")
+        }
+        let chart = try String(contentsOf: Checkout.root.appendingPathComponent("helm/apns-relay/Chart.yaml"), encoding: .utf8)
+        #expect(chart.contains("appVersion: \"\(ProductVersion.string)\""), "Chart.yaml's appVersion is the product version")
     }
 
     @Test func validateAcceptsTheSchemasExamples() async throws {

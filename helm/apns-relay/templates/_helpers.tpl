@@ -60,6 +60,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "apns-relay.configDir" -}}/etc/apns-relay{{- end }}
 {{- define "apns-relay.tokenDir" -}}/etc/apns-relay/apns-token{{- end }}
 {{- define "apns-relay.certificateDir" -}}/etc/apns-relay/apns-certificate{{- end }}
+{{- define "apns-relay.credentialsDir" -}}/etc/apns-relay/credentials{{- end }}
+{{- define "apns-relay.caDir" -}}/etc/apns-relay/apns-ca{{- end }}
+
+{{/* "true" when the unnamed credential (apns.auth, apns.token, apns.certificate) is rendered and mounted: always,
+unless named credentials are listed and the unnamed one is a token credential without a key id. */}}
+{{- define "apns-relay.defaultCredential" -}}
+{{- $a := .Values.apns -}}
+{{- if or (not $a.credentials) (ne $a.auth "token") $a.token.keyId }}true{{ end -}}
+{{- end }}
 
 {{/* The Secret holding the .p8 key: the user's, or the chart's (created when apns.token.privateKey is set,
      otherwise expected to be created out of band under this name; see NOTES.txt). */}}
@@ -145,7 +154,45 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
 {{- end -}}
-{{- $apns := dict "auth" $v.apns.auth "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs -}}
+{{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "insecureSkipVerify" $v.apns.insecureSkipVerify -}}
+{{- with $v.apns.topics }}{{ $_ := set $apns "topics" . }}{{ end -}}
+{{- if or $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}
+{{- if and $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}{{ fail "set apns.ca.existingSecret or apns.ca.existingConfigMap, not both" }}{{ end }}
+{{- $_ := set $apns "caFile" (printf "%s/ca.pem" (include "apns-relay.caDir" .)) -}}
+{{- end -}}
+{{- if $v.apns.credentials -}}
+{{- $names := list -}}
+{{- $named := dict -}}
+{{- range $c := $v.apns.credentials -}}
+{{- if has $c.name $names }}{{ fail (printf "apns.credentials names '%s' twice" $c.name) }}{{ end -}}
+{{- $names = append $names $c.name -}}
+{{- $dir := printf "%s/%s" (include "apns-relay.credentialsDir" $) $c.name -}}
+{{- $auth := $c.auth | default "token" -}}
+{{- $entry := dict "auth" $auth "topics" $c.topics -}}
+{{- if eq $auth "token" -}}
+{{- $t := $c.token | default dict -}}
+{{- if not $t.existingSecret }}{{ fail (printf "apns.credentials '%s': token.existingSecret (and token.keyId, token.teamId) are required" $c.name) }}{{ end -}}
+{{- $token := dict "keyId" $t.keyId "teamId" $t.teamId "privateKeyFile" (printf "%s/AuthKey.p8" $dir) -}}
+{{- with $t.rotationMinutes }}{{ $_ := set $token "rotationMinutes" . }}{{ end -}}
+{{- $_ := set $entry "token" $token -}}
+{{- else -}}
+{{- $cc := $c.certificate | default dict -}}
+{{- if not $cc.existingSecret }}{{ fail (printf "apns.credentials '%s': certificate.existingSecret is required" $c.name) }}{{ end -}}
+{{- if eq ($cc.format | default "pem") "pkcs12" -}}
+{{- $cert := dict "pkcs12File" (printf "%s/certificate.p12" $dir) -}}
+{{- if $cc.passphraseKey }}{{ $_ := set $cert "passphraseFile" (printf "%s/passphrase" $dir) }}{{ end -}}
+{{- $_ := set $entry "certificate" $cert -}}
+{{- else -}}
+{{- $_ := set $entry "certificate" (dict "certificateFile" (printf "%s/tls.crt" $dir) "privateKeyFile" (printf "%s/tls.key" $dir)) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $named $c.name $entry -}}
+{{- end -}}
+{{- $_ := set $apns "credentials" $names -}}
+{{- $_ := set $apns "credential" $named -}}
+{{- end -}}
+{{- if include "apns-relay.defaultCredential" . -}}
+{{- $_ := set $apns "auth" $v.apns.auth -}}
 {{- if eq $v.apns.auth "token" -}}
 {{- $token := dict "rotationMinutes" $v.apns.token.rotationMinutes "privateKeyFile" (printf "%s/AuthKey.p8" (include "apns-relay.tokenDir" .)) -}}
 {{- with $v.apns.token.keyId }}{{ $_ := set $token "keyId" . }}{{ end -}}
@@ -162,7 +209,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $_ := set $apns "certificate" (dict "certificateFile" (printf "%s/tls.crt" $dir) "privateKeyFile" (printf "%s/tls.key" $dir)) -}}
 {{- end -}}
 {{- end -}}
-{{- $config := dict "kafka" $kafka "apns" $apns "relay" $v.relay "admin" (dict "host" "0.0.0.0" "port" $v.admin.port) "log" $v.log -}}
+{{- end -}}
+{{- $config := dict "kafka" $kafka "apns" $apns "relay" $v.relay "admin" (dict "host" $v.admin.host "port" $v.admin.port) "log" $v.log -}}
 {{- $config = mustMergeOverwrite $config (deepCopy $v.extraConfig) -}}
 {{- toYaml $config -}}
 {{- end }}
