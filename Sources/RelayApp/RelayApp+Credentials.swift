@@ -42,7 +42,8 @@ extension RelayApp {
             do {
                 credential = .token(try ProviderTokenSigner(pem: pem, keyID: keyID, teamID: teamID, rotationEpoch: epoch))
             } catch {
-                throw RelayError("cannot parse the APNs signing key '\(keyFile)' (\(prefix)token.privateKeyFile, key id \(keyID)): \(error)")
+                let reason = error.message
+                throw RelayError("cannot parse the APNs signing key '\(keyFile)' (\(prefix)token.privateKeyFile, key id \(keyID)): \(reason)")
             }
         case .certificate(.pem(let certificateFile, let privateKeyFile)):
             for (file, key) in [(certificateFile, "certificate.certificateFile"), (privateKeyFile, "certificate.privateKeyFile")]

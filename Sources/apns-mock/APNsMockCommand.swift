@@ -62,10 +62,16 @@ struct APNsMockCommand: AsyncParsableCommand {
         configuration.eventLoopThreads = threads
         configuration.acceptedHistoryLimit = history
         configuration.providerKeys = try zip(keyIDs, zip(teamIDs, publicKeys)).map { keyID, rest in
-            try ProviderKey(keyID: keyID, teamID: rest.0, pem: String(contentsOfFile: rest.1, encoding: .utf8))
+            let (teamID, path) = rest
+            let pem = try readFile(path, option: "--public-key")
+            do {
+                return try ProviderKey(keyID: keyID, teamID: teamID, pem: pem)
+            } catch {
+                throw StartError("--public-key '\(path)' (key id \(keyID)) is not a PEM public key or P-256 private key (\(error))")
+            }
         }
         if let clientCaFile {
-            configuration.clientCertificateTrustRootsPEM = try String(contentsOfFile: clientCaFile, encoding: .utf8)
+            configuration.clientCertificateTrustRootsPEM = try readFile(clientCaFile, option: "--client-ca-file")
         }
         if let tlsCert, let tlsKey, let tlsCa {
             configuration.tls = .files(certificateChainPEMPath: tlsCert, privateKeyPEMPath: tlsKey, caPEMPath: tlsCa)
@@ -130,5 +136,29 @@ final class SignalWaiter: Sendable {
                 continuation.resume(returning: Int32(byte))
             }
         }
+    }
+}
+
+/// A start-up failure, printed as `Error: <message>` without the usage text.
+struct StartError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The text of the file an option names, or a `StartError` saying which option and why it cannot be read
+/// (the operating system's reason: missing, a directory, permission denied).
+func readFile(_ path: String, option: String) throws -> String {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+        throw StartError("cannot read \(option) '\(path)': no such file")
+    }
+    if isDirectory.boolValue { throw StartError("cannot read \(option) '\(path)': it is a directory") }
+    let descriptor = open(path, O_RDONLY)
+    if descriptor < 0 { throw StartError("cannot read \(option) '\(path)': \(String(cString: strerror(errno)))") }
+    close(descriptor)
+    do {
+        return try String(contentsOfFile: path, encoding: .utf8)
+    } catch {
+        throw StartError("cannot read \(option) '\(path)': not UTF-8 text (a PEM file is)")
     }
 }

@@ -7,7 +7,8 @@ import Relay
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check notification event files (JSON, or JSON lines with --lines) against the event schema."
+        abstract: "Check notification event files (JSON, or JSON lines with --lines) against the event schema.",
+        discussion: "Exit status: 0 all valid, 1 some invalid, 2 some file could not be read."
     )
 
     @Argument(help: "Event files; '-' reads standard input.")
@@ -21,15 +22,20 @@ struct ValidateCommand: ParsableCommand {
         let decoder = try EventDecoder(explainer: schema)
         var failures = 0
         var checked = 0
+        var unreadable = 0
         for file in files {
             let data: Data
             if file == "-" {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
-                guard let contents = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("cannot read \(file)")
+                switch Self.read(file) {
+                case .success(let contents):
+                    data = contents
+                case .failure(let reason):
+                    unreadable += 1
+                    print("\(file): cannot read: \(reason.reason)")
+                    continue
                 }
-                data = contents
             }
             let events: [(String, [UInt8])]
             if lines {
@@ -54,7 +60,22 @@ struct ValidateCommand: ParsableCommand {
                 }
             }
         }
-        print("\(checked - failures) valid, \(failures) invalid")
+        print("\(checked - failures) valid, \(failures) invalid" + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+        if unreadable > 0 { throw ExitCode(2) }
         if failures > 0 { throw ExitCode(1) }
+    }
+
+    struct Unreadable: Error { let reason: String }
+
+    /// The file's bytes, or why it cannot be read (the operating system's reason).
+    private static func read(_ path: String) -> Result<Data, Unreadable> {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return .failure(Unreadable(reason: "no such file")) }
+        if isDirectory.boolValue { return .failure(Unreadable(reason: "it is a directory")) }
+        let descriptor = open(path, O_RDONLY)
+        if descriptor < 0 { return .failure(Unreadable(reason: String(cString: strerror(errno)))) }
+        close(descriptor)
+        guard let data = FileManager.default.contents(atPath: path) else { return .failure(Unreadable(reason: "read failed")) }
+        return .success(data)
     }
 }

@@ -14,6 +14,26 @@ import Testing
     }
 
     @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func anUnreadableOrWrongPublicKeySaysWhichOptionFileAndWhy() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mock-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.p8").path
+        let garbage = directory.appendingPathComponent("garbage.p8").path
+        try "not a key".write(toFile: garbage, atomically: true, encoding: .utf8)
+        let keyArguments = ["--key-id", "ABC123DEFG", "--team-id", "DEF123GHIJ", "--public-key"]
+        let absent = try await runProcess(Self.executable!.path, keyArguments + [missing])
+        #expect(absent.status != 0)
+        #expect(absent.stderr.contains("cannot read --public-key '\(missing)': no such file"), "\(absent.stderr)")
+        #expect(!absent.stderr.contains("permission"), "a missing file is not a permission problem: \(absent.stderr)")
+        let wrong = try await runProcess(Self.executable!.path, keyArguments + [garbage])
+        #expect(wrong.status != 0)
+        #expect(wrong.stderr.contains("--public-key '\(garbage)' (key id ABC123DEFG) is not a PEM public key"), "\(wrong.stderr)")
+        let folder = try await runProcess(Self.executable!.path, keyArguments + [directory.path])
+        #expect(folder.stderr.contains("it is a directory"), "\(folder.stderr)")
+    }
+
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
     func printsPortAndCAThenServesAndExitsOnSIGTERM() async throws {
         let process = Process()
         process.executableURL = Self.executable

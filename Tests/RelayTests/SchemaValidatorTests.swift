@@ -36,9 +36,10 @@ import Testing
         let described = errors.map(\.description)
         #expect(described.contains("/deviceToken: does not match pattern ^([0-9a-fA-F]{2})+$"), "\(described)")
         #expect(errors.contains { $0.pointer == "/pushType" })
-        #expect(errors.contains { $0.message.contains("'extra'") })
-        let missing = validator.validate((#"{"id":"e"}"#).bytes)
-        #expect(missing.contains { $0.message.contains("deviceToken") })
+        #expect(described.contains { $0.hasPrefix("/pushType: must be one of \"alert\"") }, "\(described)")
+        #expect(described.contains("/extra: unknown member \"extra\" (the schema allows no other members)"), "\(described)")
+        let missing = validator.validate((#"{"id":"e"}"#).bytes).map(\.description)
+        #expect(missing.contains("/: required member \"deviceToken\" is missing"), "\(missing)")
     }
 
     @Test func extraRulesAreReported() throws {

@@ -17,7 +17,12 @@ final class ECPrivateKey {
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let pkey else {
-            throw APNsClientError(.invalidCredential, "cannot parse the provider key PEM", openSSLError: ERR_get_error())
+            let text = String(decoding: pem, as: UTF8.self)
+            let hint = text.contains("-----BEGIN")
+                ? (text.contains("ENCRYPTED") ? "it is encrypted; Apple's .p8 keys are not"
+                                              : "its PEM block is not a readable private key")
+                : "it holds no PEM block; an APNs .p8 key starts with -----BEGIN PRIVATE KEY-----"
+            throw APNsClientError(.invalidCredential, "not a PEM private key: \(hint)", openSSLError: ERR_get_error())
         }
         defer { EVP_PKEY_free(pkey) }  // get1 below took its own reference to the EC_KEY.
         guard let ec = copenssl_EVP_PKEY_get1_EC_KEY(pkey) else {

@@ -43,6 +43,7 @@ package struct EventDecodingError: Error, Hashable, Sendable, CustomStringConver
     package var isRetriable: Bool { code == .internalError }
 
     package var description: String {
-        pointer.isEmpty ? "\(code): \(message)" : "\(code): \(pointer): \(message)"
+        // An explained error's message lists every problem with its own pointer, the first one's included.
+        pointer.isEmpty || message.hasPrefix(pointer + ":") ? "\(code): \(message)" : "\(code): \(pointer): \(message)"
     }
 }

@@ -124,6 +124,57 @@ import Testing
         }
     }
 
+    @Test func aSigningKeyThatIsNoPEMSaysWhatAP8LooksLike() async throws {
+        try await withDirectory { directory in
+            let badKey = directory + "/not-pem.p8"
+            try "MIGTAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBHkwdwIBAQQg\n".write(toFile: badKey, atomically: true, encoding: .utf8)
+            try await expectQuietFailure(
+                try await startable(directory, ["APNS_RELAY_APNS_TOKEN_PRIVATE_KEY_FILE": badKey]),
+                saying: "(apns.token.privateKeyFile, key id ABC123DEFG): not a PEM private key: it holds no PEM block; an APNs .p8 key starts with -----BEGIN PRIVATE KEY-----"
+            )
+        }
+    }
+
+    @Test func brokenYAMLNamesTheFileAndTheLine() async throws {
+        try await withDirectory { directory in
+            let file = directory + "/relay.yaml"
+            try "kafka:\n  bootstrapServers: [a\n  x: : y\n".write(toFile: file, atomically: true, encoding: .utf8)
+            let (status, output) = try await run(["run", "--config", file])
+            #expect(status != 0)
+            #expect(output.contains("configuration file '\(file)' is not valid YAML: 3:"), "\(output)")
+        }
+    }
+
+    @Test func validateSaysWhatIsAllowedInTheUsersTerms() async throws {
+        try await withDirectory { directory in
+            let token = String(repeating: "ab", count: 32)
+            let file = directory + "/event.json"
+            try #"{"id":"x","deviceToken":"\#(token)","topic":"com.x","pushType":"alertt","priority":"high","payload":{"aps":{}},"extra":1}"#
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            let (status, output) = try await run(["validate", file])
+            #expect(status == 1, "\(output)")
+            #expect(output.contains("/pushType: must be one of \"alert\", \"background\""), "enum: the allowed values: \(output)")
+            #expect(output.contains("(it is \"alertt\")"), "\(output)")
+            #expect(output.contains("/priority: must be an integer, not a string"), "type: expected and actual: \(output)")
+            #expect(output.contains("/extra: unknown member \"extra\""), "an unknown member at its own pointer: \(output)")
+            #expect(!output.contains("/pushType: /pushType"), "each pointer once: \(output)")
+            for wording in ["enum values", "'type' constraint", "additionalProperties", "could not be validated"] {
+                #expect(!output.contains(wording), "valijson's wording \(wording) reaches the user: \(output)")
+            }
+        }
+    }
+
+    @Test func validateSaysWhyAFileCannotBeRead() async throws {
+        try await withDirectory { directory in
+            let (status, output) = try await run(["validate", directory + "/missing.json", directory])
+            #expect(status == 2, "\(output)")
+            #expect(output.contains("missing.json: cannot read: no such file"), "\(output)")
+            #expect(output.contains("\(directory): cannot read: it is a directory"), "\(output)")
+            #expect(output.contains("0 valid, 0 invalid, 2 unreadable"), "\(output)")
+            #expect(!output.contains("Usage:"), "a file problem is not a usage problem: \(output)")
+        }
+    }
+
     @Test func aMissingCAFileFailsTheStartNamingFileAndKey() async throws {
         try await withDirectory { directory in
             try await expectQuietFailure(
