@@ -44,6 +44,10 @@ public struct APNsMockConfiguration: Sendable {
         /// Generate a self-signed certificate (CN and SAN `localhost`, SAN IP 127.0.0.1) at start and write it
         /// to a PEM file the client can trust (`APNsMockServer.caCertificatePEMPath`).
         case selfSigned
+        /// A self-signed certificate kept in `directory` (`ca.pem`, `key.pem`): generated on the first start,
+        /// reused by every later one, so clients that trust `ca.pem` reconnect to a restarted mock. Regenerated
+        /// when it has less than a day of validity left.
+        case selfSignedIn(directory: String)
         /// Use this PEM certificate chain and private key; `caPEMPath` is what clients should trust.
         case files(certificateChainPEMPath: String, privateKeyPEMPath: String, caPEMPath: String)
     }

@@ -260,6 +260,28 @@ public final class APNsMockServer: Sendable {
                 path.path,
                 directory
             )
+        case .selfSignedIn(let directory):
+            let folder = URL(fileURLWithPath: directory)
+            let certificatePath = folder.appendingPathComponent("ca.pem")
+            let keyPath = folder.appendingPathComponent("key.pem")
+            if let certificatePEM = try? String(contentsOf: certificatePath, encoding: .utf8),
+               let keyPEM = try? String(contentsOf: keyPath, encoding: .utf8),
+               let certificate = try? NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).first,
+               certificate.notValidAfter > time(nil) + 86_400
+            {
+                return ([certificate], try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem), certificatePEM, certificatePath.path, nil)
+            }
+            let generated = try SelfSignedCertificate.generate()
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try Data(generated.privateKeyPEM.utf8).write(to: keyPath, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath.path)
+            try generated.certificatePEM.write(to: certificatePath, atomically: true, encoding: .utf8)
+            context.logger.notice("generated a TLS certificate in \(directory); later starts reuse it")
+            return (
+                try NIOSSLCertificate.fromPEMBytes(Array(generated.certificatePEM.utf8)),
+                try NIOSSLPrivateKey(bytes: Array(generated.privateKeyPEM.utf8), format: .pem),
+                generated.certificatePEM, certificatePath.path, nil
+            )
         case .files(let chainPath, let keyPath, let caPath):
             let caPEM = try String(contentsOfFile: caPath, encoding: .utf8)
             return (

@@ -35,6 +35,8 @@ struct APNsMockCommand: AsyncParsableCommand {
     @Option(help: "Event-loop threads.") var threads = 1
     @Option(help: "Accepted notifications kept for the control interface's /accepted (oldest dropped first).")
     var history = 10_000
+    @Option(help: "Keep the self-signed certificate in this directory (ca.pem, key.pem): created on the first start, reused after, so a client that trusts ca.pem reconnects to a restarted mock.")
+    var tlsDir: String?
     @Option(help: "Certificate chain PEM (with --tls-key and --tls-ca); default: self-signed.") var tlsCert: String?
     @Option(help: "Private key PEM for --tls-cert.") var tlsKey: String?
     @Option(help: "CA PEM clients should trust for --tls-cert.") var tlsCa: String?
@@ -43,6 +45,9 @@ struct APNsMockCommand: AsyncParsableCommand {
     func validate() throws {
         guard keyIDs.count == teamIDs.count, keyIDs.count == publicKeys.count else {
             throw ValidationError("--key-id, --team-id and --public-key must be given the same number of times")
+        }
+        if tlsDir != nil && tlsCert != nil {
+            throw ValidationError("--tls-dir and --tls-cert are alternatives: give one")
         }
         guard APNsEnvironment(rawValue: environment) != nil else {
             throw ValidationError("--environment must be production or development")
@@ -73,6 +78,7 @@ struct APNsMockCommand: AsyncParsableCommand {
         if let clientCaFile {
             configuration.clientCertificateTrustRootsPEM = try readFile(clientCaFile, option: "--client-ca-file")
         }
+        if let tlsDir { configuration.tls = .selfSignedIn(directory: tlsDir) }
         if let tlsCert, let tlsKey, let tlsCa {
             configuration.tls = .files(certificateChainPEMPath: tlsCert, privateKeyPEMPath: tlsKey, caPEMPath: tlsCa)
         }

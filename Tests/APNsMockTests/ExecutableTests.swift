@@ -83,4 +83,62 @@ import Testing
         }
         #expect(status == 0)
     }
+
+    /// Starts apns-mock with `arguments`; returns it with the fields of its first line (`port`, `ca`, …).
+    private func start(_ arguments: [String]) async throws -> (process: Process, fields: [String: String]) {
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try startProcess(process)
+        let line = try await withDeadline("the first line of apns-mock") {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    var bytes: [UInt8] = []
+                    while true {
+                        let chunk = out.fileHandleForReading.readData(ofLength: 1)
+                        if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
+                        bytes.append(contentsOf: chunk)
+                    }
+                    continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+                }
+            }
+        }
+        let fields = Dictionary(
+            line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        return (process, fields)
+    }
+
+    /// `--tls-dir`: a restarted mock presents the same certificate, so a client trusting its ca.pem (a relay
+    /// with apns.caFile) reconnects; the key is readable by its owner only.
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func aTLSDirectoryKeepsTheCertificateAcrossRestarts() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mock-tls-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var certificates: [String] = []
+        for round in 0..<2 {
+            let (process, fields) = try await start(["--port", "0", "--tls-dir", directory])
+            defer { process.terminate() }
+            let ca = try #require(fields["ca"], "round \(round): \(fields)")
+            #expect(ca == directory + "/ca.pem")
+            certificates.append(try String(contentsOfFile: ca, encoding: .utf8))
+            let port = try #require(fields["port"])
+            let result = try await runProcess("/usr/bin/curl", [
+                "-sS", "--http2", "--cacert", ca, "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                "-H", "apns-topic: com.example.app", "-H", "authorization: bearer a.b.c", "--data-binary", "{}",
+                "https://localhost:\(port)/3/device/\(deviceToken)",
+            ])
+            #expect(result.stdout == "403", "round \(round): TLS verified with the kept CA: \(result.stdout) \(result.stderr)")
+        }
+        #expect(certificates.count == 2 && certificates[0] == certificates[1], "the same certificate after a restart")
+        let permissions = try FileManager.default.attributesOfItem(atPath: directory + "/key.pem")[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+    }
 }

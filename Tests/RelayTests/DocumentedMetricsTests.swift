@@ -53,3 +53,20 @@ import Testing
         }
     }
 }
+
+/// README.md's table of apns-mock's control interface names every endpoint the mock serves.
+@Suite struct DocumentedMockControlTests {
+    @Test func readmeListsEveryControlEndpoint() throws {
+        let source = try String(contentsOf: Checkout.root.appendingPathComponent("Sources/APNsMock/MockControlServer.swift"), encoding: .utf8)
+        let endpoints = Set(source.matches(of: #/case \(\.(GET|POST), "(/[a-z-]+)"\)/#).map { "\($0.output.1) \($0.output.2)" })
+        #expect(endpoints.count >= 8, "\(endpoints)")
+        let readme = try String(contentsOf: Checkout.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let documented = Set(readme.matches(of: #/`(GET|POST) (/[a-z-]+)`/#).map { "\($0.output.1) \($0.output.2)" })
+        for endpoint in endpoints.subtracting(documented).sorted() {
+            Issue.record("apns-mock serves \(endpoint), which README.md's control table does not list")
+        }
+        for endpoint in documented.subtracting(endpoints).sorted() {
+            Issue.record("README.md lists \(endpoint), which apns-mock does not serve")
+        }
+    }
+}
