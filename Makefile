@@ -42,10 +42,14 @@ build: deps
 release: deps
 	$(SWIFT) build -c release --product apns-relay
 
-# The demo shares the debug build with `make test` (a release build takes much longer on a small machine).
+# The demo shares the debug build with `make test` (a release build takes much longer on a small machine);
+# after `make release` it brings that build up to date and uses it.
 demo: deps
-	$(SWIFT) build --product apns-relay
-	.build/debug/apns-relay demo
+	@if [ -x .build/release/apns-relay ]; then \
+	  $(SWIFT) build -c release --product apns-relay && .build/release/apns-relay demo; \
+	else \
+	  $(SWIFT) build --product apns-relay && .build/debug/apns-relay demo; \
+	fi
 
 venv: deps-test
 	@test -x $(PY) || python3 -m venv $(VENV)

@@ -56,9 +56,16 @@ struct DemoCommand: AsyncParsableCommand {
 
         let results = sandbox.options.topics.results
         let progress = ProgressLine(total: scenario.events.count)
+        let consumer = app.consumer
+        say("• relay started: joining consumer group 'apns-relay-demo' (librdkafka's mock takes a few seconds)…")
+        var joined = false
         let records = try await reader.collect(timeout: .seconds(300)) { records in
+            if !joined, consumer.health.isJoined {
+                joined = true
+                say("• joined the group; relaying")
+            }
             let done = records.lazy.filter { $0.topic == results }.count
-            progress.update(done)
+            if joined || done > 0 { progress.update(done) }
             return done >= scenario.events.count
         }
         let elapsed = ContinuousClock.now - relayStart
@@ -72,8 +79,10 @@ struct DemoCommand: AsyncParsableCommand {
         await sandbox.stop()
         if !summary.problems.isEmpty {
             say("PROBLEMS:\n" + summary.problems.map { "  - " + $0 }.joined(separator: "\n"))
+            say("\nFAIL: \(summary.problems.count) problem(s) above")
             throw ExitCode(1)
         }
+        say("\nPASS: every one of the \(scenario.events.count) events got a result with the outcome its scenario expects")
     }
 }
 

@@ -34,14 +34,24 @@ struct DemoSummary {
         var lines: [String] = []
         lines.append("Summary")
         let busy = Double(max(1, lastCompleted - firstReceived)) / 1000
-        lines.append("  events: \(scenario.events.count)   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s")
+        #if DEBUG
+        let build = " (a debug build; `make release` then `.build/release/apns-relay demo` runs several times faster)"
+        #else
+        let build = " (release build)"
+        #endif
+        lines.append("  events: \(scenario.events.count)   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s\(build)")
         lines.append("  wall time from relay start (group join included): \(format(elapsed))")
         lines.append("  latency (consume → result durable), delivered events: p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms")
         lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted)")
         lines.append("")
-        lines.append("  outcome        count")
-        for (outcome, count) in byOutcome.sorted(by: { $0.value > $1.value }) {
-            lines.append("  " + outcome.padding(toLength: 14, withPad: " ", startingAt: 0) + " " + String(count))
+        var expectedByOutcome: [String: Int] = [:]
+        for event in scenario.events { expectedByOutcome[event.expected.rawValue, default: 0] += 1 }
+        lines.append("  outcome        expected  got")
+        for outcome in Set(expectedByOutcome.keys).union(byOutcome.keys).sorted(by: { (expectedByOutcome[$0] ?? 0, $0) > (expectedByOutcome[$1] ?? 0, $1) }) {
+            let expected = expectedByOutcome[outcome] ?? 0
+            let got = byOutcome[outcome] ?? 0
+            let mark = expected == got ? "" : "   <- differs"
+            lines.append("  " + outcome.padding(toLength: 14, withPad: " ", startingAt: 0) + " " + String(expected).padding(toLength: 9, withPad: " ", startingAt: 0) + " " + String(got) + mark)
         }
         lines.append("")
         lines.append("  by reason")
