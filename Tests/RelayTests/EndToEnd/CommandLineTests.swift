@@ -32,6 +32,22 @@ import Testing
         #expect(chart.contains("appVersion: \"\(ProductVersion.string)\""), "Chart.yaml's appVersion is the product version")
     }
 
+    /// `apns-relay demo` (what `make demo` runs): says what it waits for, compares expected and got per
+    /// outcome, ends with PASS, and says when its rate is a debug build's.
+    @Test func demoReportsExpectedAgainstGotAndPasses() async throws {
+        let result = try await runProcess(try RelayProcess.binary().path, ["demo", "--events", "300"], timeout: .seconds(240))
+        let output = result.stdout
+        #expect(result.status == 0, "\(output)\n\(result.stderr.suffix(3000))")
+        #expect(output.contains("joining consumer group"), "\(output)")
+        #expect(output.contains("outcome        expected  got"), "\(output)")
+        #expect(!output.contains("<- differs"), "\(output)")
+        #expect(output.contains("PASS: every one of the 300 events"), "\(output)")
+        #expect(output.components(separatedBy: "] 0/300\n").count <= 2, "no repeated empty progress while the group joins: \(output)")
+        #if DEBUG
+        #expect(output.contains("a debug build"), "\(output)")
+        #endif
+    }
+
     @Test func validateAcceptsTheSchemasExamples() async throws {
         let files = examples("valid")
         try #require(!files.isEmpty)
