@@ -8,7 +8,7 @@ import Relay
 extension RelayApp {
     /// An APNs client for `credential`, its key or certificate and the CA file loaded (nothing connects yet).
     /// - Throws: `RelayError` naming the file and its key.
-    static func client(_ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger) throws -> APNsClient {
+    package static func client(_ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger) throws -> APNsClient {
         let configuration = try clientConfiguration(apns, credential: credential, logger: logger)
         if let caFile = apns.caFile, !apns.insecureSkipVerify, !FileManager.default.isReadableFile(atPath: caFile) {
             throw RelayError("the CA file '\(caFile)' (apns.caFile) does not exist or cannot be read")

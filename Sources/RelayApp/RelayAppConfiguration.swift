@@ -92,12 +92,14 @@ package struct RelayAppConfiguration: Sendable {
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
     ///   type or range, missing or contradictory settings, and keys no part of the relay reads.
-    package init(reader sources: ConfigurationSources) throws {
+    /// - Parameter requireKafka: `false` for tools that only talk to APNs (`apns-relay send`): Kafka's
+    ///   settings are still checked when given, but need not be.
+    package init(reader sources: ConfigurationSources, requireKafka: Bool = true) throws {
         let settings = SettingsReader(sources: sources)
 
         let kafkaDefaults = Kafka()
         let servers = settings.list("kafka.bootstrapServers", default: kafkaDefaults.bootstrapServers)
-        if servers.isEmpty, !settings.wasRefused("kafka.bootstrapServers") {
+        if requireKafka, servers.isEmpty, !settings.wasRefused("kafka.bootstrapServers") {
             settings.problem("configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS) is required, e.g. broker-1:9092,broker-2:9092")
         }
         kafka = Kafka(

@@ -21,11 +21,11 @@ package struct CredentialRouter: NotificationSender {
             self.sender = sender
         }
 
-        func covers(_ topic: String) -> Bool {
+        package func covers(_ topic: String) -> Bool {
             patterns.isEmpty || patterns.contains { Self.matches(topic, $0) }
         }
 
-        static func matches(_ topic: String, _ pattern: String) -> Bool {
+        package static func matches(_ topic: String, _ pattern: String) -> Bool {
             if pattern.hasSuffix(".*") {
                 return topic.hasPrefix(pattern.dropLast())
             }

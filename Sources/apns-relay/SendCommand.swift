@@ -1,0 +1,177 @@
+import APNsClient
+import APNsCore
+import ArgumentParser
+import Foundation
+import Logging
+import Relay
+import RelayApp
+
+/// `apns-relay send`: one push through the relay's own APNs client and configuration, to check a credential,
+/// an endpoint or a device token by hand.
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send one push with the relay's configuration and print APNs' answer.",
+        discussion: """
+            The push is an event file (the same contract as the input topic) or flags. The relay's \
+            configuration (--config, APNS_RELAY_* variables, --set) says which credential and endpoints to use; \
+            Kafka settings are not needed. The credential is the first whose apns topics cover the event's \
+            topic, as in the relay. Prints status, reason, apns-id and the time APNs took.
+            Exit status: 0 accepted (200), 1 refused by APNs, 2 a usage, configuration or event problem, \
+            3 no answer (connection or timeout).
+            """
+    )
+
+    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
+    var configFile: String?
+
+    @Option(name: .customLong("set"), help: "Override one configuration key (repeatable).")
+    var overrides: [String] = []
+
+    @Option(help: "A notification event (JSON) to send; '-' reads standard input.")
+    var event: String?
+
+    @Option(help: "Device token (hex), when no --event is given.")
+    var deviceToken: String?
+
+    @Option(help: "Bundle id (apns-topic without the push type's suffix), when no --event is given.")
+    var topic: String?
+
+    @Option(help: "Push type.")
+    var pushType = "alert"
+
+    @Option(help: "The APNs payload (JSON); default: an alert saying --alert.")
+    var payload: String?
+
+    @Option(help: "Alert text for the default payload.")
+    var alert = "Test notification from apns-relay send"
+
+    @Option(help: "production or development.")
+    var environment = "production"
+
+    @Option(help: "apns-priority (10, 5 or 1).")
+    var priority: Int?
+
+    @Option(help: "apns-expiration (UNIX seconds; 0: deliver now or never).")
+    var expiration: Int?
+
+    @Option(help: "apns-collapse-id.")
+    var collapseId: String?
+
+    @Option(help: "How long to wait for APNs' answer, in milliseconds.")
+    var timeoutMs = 15_000
+
+    func validate() throws {
+        if event == nil && (deviceToken == nil || topic == nil) {
+            throw ValidationError("give --event FILE, or --device-token and --topic")
+        }
+        if event != nil && (deviceToken != nil || topic != nil) {
+            throw ValidationError("--event and --device-token/--topic are alternatives")
+        }
+    }
+
+    func run() async throws {
+        var settings: [String: String] = [:]
+        for item in overrides {
+            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                throw ValidationError("--set takes key=value, got '\(item)'")
+            }
+            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
+        }
+        let reader = try await RelayAppConfiguration.reader(file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings)
+        let configuration: RelayAppConfiguration
+        do {
+            configuration = try RelayAppConfiguration(reader: reader, requireKafka: false)
+        } catch {
+            print("error: \(error)")
+            throw ExitCode(2)
+        }
+        var logger = Logger(label: "apns-relay.send")
+        logger.logLevel = .error
+
+        let bytes: [UInt8]
+        do {
+            bytes = try eventBytes()
+        } catch {
+            print("error: \(error)")
+            throw ExitCode(2)
+        }
+        let decoded: NotificationEvent
+        do {
+            decoded = try EventDecoder(explainer: try? SchemaValidator.notificationEvent()).decode(bytes)
+            try decoded.notification.validate()
+        } catch {
+            print("error: the event is not valid: \(error)")
+            throw ExitCode(2)
+        }
+        let notification = decoded.notification
+        guard let credential = configuration.apns.credentials.first(where: { credential in
+            credential.topics.isEmpty || credential.topics.contains { CredentialRouter.Route.matches(notification.topic, $0) }
+        }) else {
+            print("error: no credential covers topic \(notification.topic) (apns.topics, apns.credential.NAME.topics)")
+            throw ExitCode(2)
+        }
+        let client: APNsClient
+        do {
+            client = try RelayApp.client(configuration.apns, credential: credential, logger: logger)
+        } catch {
+            print("error: \(error)")
+            throw ExitCode(2)
+        }
+        let endpoint = configuration.apns.endpoints[notification.environment].map { "\($0.host):\($0.port)" } ?? "?"
+        print("sending \(notification.pushType.rawValue) push to \(notification.deviceToken) topic \(notification.topic), \(notification.environment.rawValue) (\(endpoint)), credential \(credential.name)")
+        let start = ContinuousClock.now
+        let outcome: Result<APNsResponse, APNsClientError> = await withCheckedContinuation { continuation in
+            client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+        }
+        let took = ContinuousClock.now - start
+        await client.shutdown(deadline: .now + .seconds(2))
+        let milliseconds = Int(took.components.seconds * 1000 + took.components.attoseconds / 1_000_000_000_000_000)
+        switch outcome {
+        case .success(let response):
+            var line = "status \(response.status)"
+            if let reason = response.reason { line += "  reason \(reason.rawValue)" }
+            if let timestamp = response.timestamp { line += "  timestamp \(timestamp)" }
+            line += "  apns-id \(response.apnsID ?? "-")"
+            if let unique = response.apnsUniqueID { line += "  apns-unique-id \(unique)" }
+            line += "  \(milliseconds) ms (connect included)"
+            print(line)
+            if response.status != 200 { throw ExitCode(1) }
+        case .failure(let error):
+            print("no answer: \(error.message) after \(milliseconds) ms")
+            throw ExitCode(3)
+        }
+    }
+
+    /// The event's JSON: the file, or one built from the flags (then checked like any event).
+    private func eventBytes() throws -> [UInt8] {
+        if let event {
+            if event == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
+            guard let data = FileManager.default.contents(atPath: event) else {
+                throw SendError("cannot read the event file '\(event)'")
+            }
+            return Array(data)
+        }
+        var object: [String: Any] = [
+            "id": "apns-relay-send-\(Int(Date().timeIntervalSince1970))",
+            "deviceToken": deviceToken!, "topic": topic!, "pushType": pushType, "environment": environment,
+        ]
+        if let payload {
+            guard let parsed = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) else {
+                throw SendError("--payload is not JSON: \(payload)")
+            }
+            object["payload"] = parsed
+        } else {
+            object["payload"] = ["aps": ["alert": alert]]
+        }
+        if let priority { object["priority"] = priority }
+        if let expiration { object["expiration"] = expiration }
+        if let collapseId { object["collapseId"] = collapseId }
+        return Array(try JSONSerialization.data(withJSONObject: object))
+    }
+}
+
+struct SendError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
