@@ -88,6 +88,8 @@ package struct RelayAppConfiguration: Sendable {
     /// Every key read, with the text of its default (`SettingsReader.defaults`): what README.md and the
     /// chart are checked against.
     package private(set) var defaults: [String: String] = [:]
+    /// Every key this configuration read or declared (for `apns-relay check`'s listing).
+    package private(set) var knownKeys: Set<String> = []
 
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
@@ -195,6 +197,7 @@ package struct RelayAppConfiguration: Sendable {
         logFormat = settings.oneOf("log.format", default: logFormat, ["json": .json, "text": .text])
         defaults = settings.defaults
         settings.checkUnknownKeys(credentials: named)
+        knownKeys = settings.known
         try settings.checkNoProblems()
     }
 

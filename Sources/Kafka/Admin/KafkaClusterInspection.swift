@@ -1,0 +1,79 @@
+import CRdKafka
+import Logging
+
+/// What a cluster says about some topics and a consumer group, read without joining the group (joining
+/// would make every running member rebalance): for `apns-relay check`.
+public struct KafkaClusterInspection: Sendable {
+    /// Brokers in the cluster's metadata, as `host:port`.
+    public var brokers: [String]
+    /// Partition count of each asked-for topic that exists.
+    public var partitions: [String: Int]
+    /// Asked-for topics the cluster does not have (or reported an error for), with the error.
+    public var missingTopics: [String: String]
+    /// The group's state as its coordinator reports it (`Stable`, `Empty`, …; `Dead` when it never existed),
+    /// its member count, or why the coordinator could not be asked.
+    public var groupState: String?
+    public var groupMembers: Int
+    public var groupError: String?
+
+    /// Asks the cluster. Blocks up to about twice `timeout` (metadata, then the group): call it off the
+    /// cooperative pool.
+    /// - Parameter properties: librdkafka properties for the connection (security settings).
+    /// - Throws: ``KafkaError`` when no broker answered the metadata request within `timeout` (its message
+    ///   says why, e.g. every broker down), or when `properties` are refused.
+    public static func inspect(
+        bootstrapServers: [String], topics: [String], groupID: String, properties: [String: String] = [:],
+        timeout: Duration = .seconds(10), logger: Logger
+    ) throws(KafkaError) -> KafkaClusterInspection {
+        let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
+        var settings = properties
+        settings["bootstrap.servers"] = bootstrapServers.joined(separator: ",")
+        let client = try KafkaClient(kind: .producer(deliveryReport: false), properties: settings, context: context)
+        let milliseconds = Int32(clamping: timeout.kafkaMilliseconds)
+        return try client.withHandle { handle throws(KafkaError) -> KafkaClusterInspection in
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            let code = rd_kafka_metadata(handle, 1, nil, &metadata, milliseconds)
+            guard code == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
+                throw KafkaError(code: .broker, rawResponse: code, message: "no metadata from \(bootstrapServers.joined(separator: ",")) within \(timeout)")
+            }
+            defer { rd_kafka_metadata_destroy(metadata) }
+            var inspection = KafkaClusterInspection(brokers: [], partitions: [:], missingTopics: [:], groupState: nil, groupMembers: 0, groupError: nil)
+            for index in 0..<Int(metadata.pointee.broker_cnt) {
+                let broker = metadata.pointee.brokers[index]
+                inspection.brokers.append("\(String(cString: broker.host)):\(broker.port)")
+            }
+            var found: [String: (partitions: Int, error: rd_kafka_resp_err_t)] = [:]
+            for index in 0..<Int(metadata.pointee.topic_cnt) {
+                let topic = metadata.pointee.topics[index]
+                found[String(cString: topic.topic)] = (Int(topic.partition_cnt), topic.err)
+            }
+            for topic in topics {
+                if let entry = found[topic], entry.error == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    inspection.partitions[topic] = entry.partitions
+                } else {
+                    let error = found[topic]?.error ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
+                    inspection.missingTopics[topic] = String(cString: rd_kafka_err2str(error))
+                }
+            }
+            var groups: UnsafePointer<rd_kafka_group_list>?
+            let groupCode = rd_kafka_list_groups(handle, groupID, &groups, milliseconds)
+            if groupCode == RD_KAFKA_RESP_ERR_NO_ERROR, let groups {
+                defer { rd_kafka_group_list_destroy(groups) }
+                if groups.pointee.group_cnt > 0 {
+                    let group = groups.pointee.groups[0]
+                    if group.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                        inspection.groupState = group.state.map { String(cString: $0) } ?? "?"
+                        inspection.groupMembers = Int(group.member_cnt)
+                    } else {
+                        inspection.groupError = String(cString: rd_kafka_err2str(group.err))
+                    }
+                } else {
+                    inspection.groupState = "Dead"
+                }
+            } else {
+                inspection.groupError = String(cString: rd_kafka_err2str(groupCode))
+            }
+            return inspection
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import APNsClient
+import APNsCore
+import ArgumentParser
+import Foundation
+import Kafka
+import Logging
+import Relay
+import RelayApp
+
+/// `apns-relay check`: everything `run` needs, tried without running — the configuration, Kafka (metadata,
+/// the topics, the group) and one APNs request per credential and environment that APNs refuses for a
+/// harmless reason (an all-zero device token), proving TLS and the provider token or certificate.
+struct CheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Check the configuration, Kafka and APNs without running the relay or notifying anyone.",
+        discussion: """
+            Prints the effective configuration (secrets redacted) with where each value came from, then one \
+            line per check. APNs is sent a background push to an all-zero device token, which it refuses with \
+            BadDeviceToken once TLS and the credential are accepted; nothing reaches a device. The consumer \
+            group is only described, never joined (joining would rebalance the running relays).
+            Exit status: 0 every check passed, 1 a problem was found (one line each, starting with ✗).
+            """
+    )
+
+    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
+    var configFile: String?
+
+    @Option(name: .customLong("set"), help: "Override one configuration key (repeatable).")
+    var overrides: [String] = []
+
+    @Option(help: "Bundle id to send the APNs check with, for credentials whose topics are empty or wildcards.")
+    var topic: String?
+
+    @Option(help: "Which APNs environments to check: production, development or both.")
+    var environment = "both"
+
+    @Flag(help: "Skip the Kafka checks.")
+    var skipKafka = false
+
+    @Flag(help: "Skip the APNs checks.")
+    var skipApns = false
+
+    @Option(help: "Deadline of each network check, in milliseconds.")
+    var timeoutMs = 10_000
+
+    func run() async throws {
+        var settings: [String: String] = [:]
+        for item in overrides {
+            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                throw ValidationError("--set takes key=value, got '\(item)'")
+            }
+            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
+        }
+        let environments: [APNsEnvironment]
+        switch environment {
+        case "both": environments = [.production, .development]
+        default:
+            guard let one = APNsEnvironment(rawValue: environment) else { throw ValidationError("--environment must be production, development or both") }
+            environments = [one]
+        }
+        var problems: [String] = []
+        var passed = 0
+        func fail(_ line: String) { problems.append(line); print("✗ " + line) }
+        func pass(_ line: String) { passed += 1; print("✓ " + line) }
+
+        // 1. The configuration.
+        let sources: ConfigurationSources
+        let configuration: RelayAppConfiguration
+        do {
+            sources = try await RelayAppConfiguration.reader(file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings)
+            configuration = try RelayAppConfiguration(reader: sources)
+        } catch let error as ConfigurationError {
+            for problem in error.problems { fail("configuration: \(problem)") }
+            throw ExitCode(1)
+        } catch {
+            fail("configuration: \(error)")
+            throw ExitCode(1)
+        }
+        print("configuration (effective values, secrets redacted):")
+        let listing = configuration.effectiveSettings(from: sources)
+        let width = min(44, listing.map(\.key.count).max() ?? 0)
+        for setting in listing {
+            print("  " + setting.key.padding(toLength: width, withPad: " ", startingAt: 0) + " = " + setting.value + "   (" + setting.source + ")")
+        }
+        pass("configuration: \(listing.count) keys read, no problem")
+
+        var quiet = Logger(label: "apns-relay.check")
+        quiet.logLevel = .critical
+        let logger = quiet
+
+        // 2. Kafka.
+        if !skipKafka {
+            let kafka = configuration.kafka
+            let topics = configuration.relay.topics
+            let wanted = topics.input + [topics.results, topics.removedTokens, topics.deadLetters]
+            let properties = kafka.properties.merging(kafka.consumerProperties) { $1 }
+            let timeout = Duration.milliseconds(timeoutMs)
+            let inspected: Result<KafkaClusterInspection, KafkaError> = await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    continuation.resume(returning: Result { () throws(KafkaError) in
+                        try KafkaClusterInspection.inspect(
+                            bootstrapServers: kafka.bootstrapServers, topics: wanted, groupID: kafka.groupID,
+                            properties: properties, timeout: timeout, logger: logger)
+                    })
+                }
+            }
+            switch inspected {
+            case .failure(let error):
+                fail("Kafka: \(error) (kafka.bootstrapServers: \(kafka.bootstrapServers.joined(separator: ",")))")
+            case .success(let cluster):
+                pass("Kafka: \(cluster.brokers.count) broker(s) answered: \(cluster.brokers.joined(separator: ", "))")
+                for topic in wanted {
+                    let key = topics.input.contains(topic) ? "kafka.topics.input"
+                        : topic == topics.results ? "kafka.topics.results"
+                        : topic == topics.removedTokens ? "kafka.topics.removedTokens" : "kafka.topics.deadLetters"
+                    if let partitions = cluster.partitions[topic] {
+                        pass("Kafka topic \(topic) (\(key)): \(partitions) partition(s)")
+                    } else {
+                        fail("Kafka topic \(topic) (\(key)) is missing: \(cluster.missingTopics[topic] ?? "not in the metadata")")
+                    }
+                }
+                // The group's coordinator is asked for its committed offsets (as a starting member would be),
+                // without joining: that proves the group can be coordinated and says where the relay starts.
+                let inputPartitions = topics.input.flatMap { topic in
+                    (0..<(cluster.partitions[topic] ?? 0)).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) }
+                }
+                var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: kafka.bootstrapServers, groupID: kafka.groupID)
+                consumerConfiguration.additionalProperties = properties
+                do {
+                    let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
+                    let committed = try await consumer.committedOffsets(for: inputPartitions, timeout: timeout)
+                    let withOffset = committed.values.filter { $0 != nil }.count
+                    var line = "Kafka consumer group \(kafka.groupID) (kafka.groupId): coordinator answers; \(withOffset) of \(inputPartitions.count) input partition(s) have a committed offset"
+                    if let state = cluster.groupState {
+                        line += "; state \(state)" + (state == "Dead" ? "" : ", \(cluster.groupMembers) member(s)")
+                    }
+                    pass(line)
+                } catch {
+                    fail("Kafka consumer group \(kafka.groupID) (kafka.groupId): its coordinator did not answer: \(error)")
+                }
+            }
+        }
+
+        // 3. APNs: one refused request per credential and environment.
+        if !skipApns {
+            for credential in configuration.apns.credentials {
+                let concrete = credential.topics.first { !$0.hasSuffix(".*") }
+                guard let bundle = topic ?? concrete else {
+                    fail("APNs credential \(credential.name): no bundle id to check it with (its topics are empty or wildcards); give --topic")
+                    continue
+                }
+                let client: APNsClient
+                do {
+                    client = try RelayApp.client(configuration.apns, credential: credential, logger: logger)
+                } catch {
+                    fail("APNs credential \(credential.name): \(error)")
+                    continue
+                }
+                for environment in environments {
+                    let endpoint = configuration.apns.endpoints[environment].map { "\($0.host):\($0.port)" } ?? "?"
+                    let label = "APNs \(environment.rawValue) \(endpoint), credential \(credential.name), topic \(bundle)"
+                    let outcome = await probe(client, bundle: bundle, environment: environment)
+                    switch outcome {
+                    case .success(let response):
+                        switch (response.status, response.reason) {
+                        case (200, _):
+                            pass("\(label): accepted (status 200; a real APNs refuses the all-zero token, this endpoint did not)")
+                        case (400, .badDeviceToken?), (400, .deviceTokenNotForTopic?), (410, _):
+                            pass("\(label): TLS and credential accepted (APNs refused the all-zero device token: \(response.reason?.rawValue ?? String(response.status)))")
+                        case (403, let reason):
+                            fail("\(label): the credential was refused: 403 \(reason?.rawValue ?? "") — check the key id, team id and key (or certificate) and that the topic belongs to the team")
+                        case (let status, let reason):
+                            fail("\(label): unexpected answer \(status) \(reason?.rawValue ?? "")")
+                        }
+                    case .failure(let error):
+                        fail("\(label): no answer: \(error.message)")
+                    }
+                }
+                await client.shutdown(deadline: .now + .seconds(2))
+            }
+        }
+
+        print(problems.isEmpty ? "OK: \(passed) checks passed" : "\(problems.count) problem(s), \(passed) checks passed")
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// A background push to the all-zero device token: APNs checks TLS and the credential, then refuses the token.
+    private func probe(_ client: APNsClient, bundle: String, environment: APNsEnvironment) async -> Result<APNsResponse, APNsClientError> {
+        let notification = APNsNotification(
+            deviceToken: try! DeviceToken(hex: String(repeating: "0", count: 64)), topic: bundle, pushType: .background,
+            priority: .powerConsiderate, expiration: 0, environment: environment,
+            payload: Array(#"{"aps":{"content-available":1}}"#.utf8)
+        )
+        return await withCheckedContinuation { continuation in
+            client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import RelaySandbox
+import TestSupport
+import Testing
+
+/// `apns-relay check`, run as a user runs it, against the sandbox's mock Kafka and mock APNs.
+@Suite struct CheckCommandTests {
+    private func check(_ arguments: [String], _ environment: [String: String]) async throws -> (status: Int32, output: String) {
+        let result = try await runProcess(try RelayProcess.binary().path, ["check"] + arguments, environment: environment, timeout: .seconds(90))
+        return (result.status, result.stdout + result.stderr)
+    }
+
+    @Test func aGoodSetupPassesEveryCheck() async throws {
+        try await withSandbox { sandbox in
+            let (status, output) = try await check(["--topic", "com.example.app"], sandbox.relayEnvironment())
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("kafka.bootstrapServers"), "the effective configuration is listed: \(output)")
+            #expect(output.contains("(env APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS)"), "with its source: \(output)")
+            #expect(output.contains("relay.maxInFlightEvents") && output.contains("(default)"), "\(output)")
+            #expect(output.contains("✓ Kafka topic \(sandbox.options.topics.results)"), "\(output)")
+            #expect(output.contains("✓ Kafka consumer group"), "\(output)")
+            #expect(output.contains("✓ APNs production") && output.contains("✓ APNs development"), "\(output)")
+            #expect(!output.contains("✗"), "\(output)")
+            #expect(output.contains("OK: "), "\(output)")
+            #expect(!output.contains("BEGIN PRIVATE KEY"), "no key material: \(output)")
+        }
+    }
+
+    @Test func eachProblemGetsOneLineAndAFailingStatus() async throws {
+        try await withSandbox { sandbox in
+            var environment = sandbox.relayEnvironment()
+            environment["APNS_RELAY_KAFKA_TOPICS_RESULTS"] = "no-such-topic"
+            environment["APNS_RELAY_APNS_TOKEN_KEY_ID"] = "WRONGKEY01"
+            environment["APNS_RELAY_KAFKA_PROPERTIES"] = "sasl.password=hunter2,socket.keepalive.enable=true"
+            let (status, output) = try await check(["--topic", "com.example.app", "--environment", "development"], environment)
+            #expect(status == 1, "\(output)")
+            #expect(output.contains("✗ Kafka topic no-such-topic (kafka.topics.results) is missing"), "\(output)")
+            #expect(output.contains("✗ APNs development") && output.contains("403 InvalidProviderToken"), "\(output)")
+            #expect(output.contains("sasl.password=<redacted>") && !output.contains("hunter2"), "secrets are redacted: \(output)")
+            #expect(output.contains("2 problem(s)"), "\(output)")
+        }
+    }
+
+    @Test func anUnreachableKafkaIsOneProblem() async throws {
+        try await withSandbox { sandbox in
+            var environment = sandbox.relayEnvironment()
+            environment["APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS"] = "127.0.0.1:1"
+            let (status, output) = try await check(["--skip-apns", "--timeout-ms", "3000"], environment)
+            #expect(status == 1, "\(output)")
+            #expect(output.contains("✗ Kafka: ") && output.contains("127.0.0.1:1"), "\(output)")
+        }
+    }
+
+    @Test func aBrokenConfigurationListsEveryProblem() async throws {
+        let (status, output) = try await check([], ["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS": "lots"])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("✗ configuration: ") && output.contains("relay.maxInFlightEvents"), "\(output)")
+        #expect(output.contains("kafka.bootstrapServers"), "the missing required key too: \(output)")
+    }
+}
