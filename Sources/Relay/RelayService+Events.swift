@@ -82,7 +82,9 @@ extension RelayService {
         let result = DeliveryResult(
             eventID: event.id, metadata: event.metadata, outcome: report.outcome,
             status: report.response?.status, reason: Self.reason(of: report),
-            message: report.failure.map { "no response from APNs: \($0)" },
+            message: report.failure.map { failure in
+                "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
+            },
             apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
             attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: source, receivedAt: receivedAt,
             completedAt: clock.nowMilliseconds()

@@ -8,7 +8,10 @@ import Testing
 /// (End-to-end behaviour against the real mock APNs is covered by the relay's end-to-end tests.)
 private final class ScriptedSender: NotificationSender {
     enum Answer: Sendable { case response(APNsResponse), failure(TransportFailure) }
-    struct Failure: TransportFailureError { let transportFailure: TransportFailure? }
+    struct Failure: TransportFailureError {
+        let transportFailure: TransportFailure?
+        var message: String { "scripted \(transportFailure.map { "\($0)" } ?? "failure")" }
+    }
     private let script: Mutex<[Answer]>
     let calls = Atomic<Int>(0)
 

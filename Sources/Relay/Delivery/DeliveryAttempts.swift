@@ -8,6 +8,8 @@ package struct DeliveryReport: Sendable, Hashable {
     package var response: APNsResponse?
     /// Why the last attempt got no response, when it did not.
     package var failure: TransportFailure?
+    /// The transport's own account of that failure (which name did not resolve, which TLS error, …).
+    package var failureMessage: String? = nil
     package var attempts: Int
     /// The decision behind the outcome (e.g. whether a rejection also removes the token).
     package var decision: DeliveryDecision?
@@ -78,6 +80,7 @@ package struct DeliveryAttempts: Sendable {
             let decision: DeliveryDecision
             var response: APNsResponse?
             var failure: TransportFailure?
+            var failureMessage: String?
             switch result {
             case .success(let answer):
                 response = answer
@@ -85,6 +88,7 @@ package struct DeliveryAttempts: Sendable {
             case .failure(let error):
                 let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
                 failure = cause
+                failureMessage = (error as? any TransportFailureError)?.message ?? "\(error)"
                 decision = DeliveryDecision(failure: cause)
                 // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
                 if cause == .notSent { progress.attempt -= 1 }
@@ -96,8 +100,8 @@ package struct DeliveryAttempts: Sendable {
             )
             func report(_ outcome: DeliveryOutcome) -> DeliveryReport {
                 DeliveryReport(
-                    outcome: outcome, response: response, failure: failure, attempts: progress.attempt,
-                    decision: decision, possibleDuplicates: progress.possibleDuplicates)
+                    outcome: outcome, response: response, failure: failure, failureMessage: failureMessage,
+                    attempts: progress.attempt, decision: decision, possibleDuplicates: progress.possibleDuplicates)
             }
             switch step {
             case .finish(let outcome):

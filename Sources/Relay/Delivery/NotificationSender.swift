@@ -31,4 +31,6 @@ extension NotificationSender {
 /// failure, are treated as `.connectionLost` (retriable; whether APNs delivered is unknown).
 package protocol TransportFailureError: Error {
     var transportFailure: TransportFailure? { get }
+    /// What happened, for the operator (e.g. "cannot resolve api.push.apple.com: …", "TLS handshake with … failed").
+    var message: String { get }
 }

@@ -222,6 +222,9 @@ extension EndToEndTests {
             #expect(result["outcome"] as? String == "failed", "\(result)")
             #expect(result["attempts"] as? Int == 2)
             #expect(result["reason"] as? String == "connectFailed", "\(result)")
+            // The transport's cause, not just its category: which address refused.
+            let message = result["message"] as? String ?? ""
+            #expect(message.contains("cannot connect to 127.0.0.1:\(deadPort)") && message.contains("refused"), "\(result)")
             #expect(readiness == nil, "\(readiness ?? "ready")")
         }
     }
