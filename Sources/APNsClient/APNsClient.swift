@@ -11,8 +11,6 @@ import Synchronization
 public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
     private let pools: [APNsEnvironment: ConnectionPool]
-    private let metrics = ClientMetrics()
-    private let inFlight = Atomic<Int>(0)
     private let logger: Logger
 
     /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
@@ -35,6 +33,7 @@ public final class APNsClient: Sendable {
             let endpoint = configuration.endpoints[env] ?? .init(host: env.host)
             var poolLogger = logger
             poolLogger[metadataKey: "apns.environment"] = "\(env.rawValue)"
+            let metrics = ClientMetrics(credential: configuration.name, environment: env.rawValue)
             pools[env] = ConnectionPool(endpoint: endpoint, configuration: configuration, tls: tls, token: token, logger: poolLogger, metrics: metrics)
         }
         self.pools = pools
@@ -65,12 +64,13 @@ public final class APNsClient: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
         let pool = pools[notification.environment]!
+        let metrics = pool.metrics
         let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host)
         let start = ContinuousClock.now
         metrics.requests.increment()
-        metrics.streamsInUse.record(inFlight.add(1, ordering: .relaxed).newValue)
-        pool.send(prepared, deadline: deadline, ticket: ticket) { [self] result in
-            metrics.streamsInUse.record(inFlight.subtract(1, ordering: .relaxed).newValue)
+        metrics.streamsInUse.record(pool.outstanding.add(1, ordering: .relaxed).newValue)
+        pool.send(prepared, deadline: deadline, ticket: ticket) { [pool] result in
+            metrics.streamsInUse.record(pool.outstanding.subtract(1, ordering: .relaxed).newValue)
             switch result {
             case .success(let response):
                 metrics.latency.recordNanoseconds((ContinuousClock.now - start).nanoseconds)

@@ -67,6 +67,9 @@ public struct APNsClientConfiguration: Sendable {
     }
 
     public var credential: Credential
+    /// The credential's name in metrics (`credential` dimension) and logs; configuration names, never
+    /// topics or tokens, so the series stay few.
+    public var name = "default"
     /// Where each environment's requests go; default: Apple's push hosts on 443.
     public var endpoints: [APNsEnvironment: Endpoint]
     /// Server certificate verification; use `.caFile(path)` for the mock.

@@ -1,28 +1,52 @@
 import Metrics
 
-/// swift-metrics instruments of one client; labels start with `apns_client_`.
+/// swift-metrics instruments of one connection pool (one credential in one environment); labels start
+/// with `apns_client_` and carry the dimensions `credential` and `environment` — bounded: credential names
+/// come from the configuration, environments are two; never topics or tokens.
 struct ClientMetrics: Sendable {
-    let requests = Counter(label: "apns_client_requests_total")
-    let latency = Metrics.Timer(label: "apns_client_request_duration_seconds")
-    let transportFailures = Counter(label: "apns_client_transport_failures_total")
-    let transparentResends = Counter(label: "apns_client_transparent_resends_total")
-    let connectionsOpening = Counter(label: "apns_client_connections_opening_total")
-    let connectionsOpened = Counter(label: "apns_client_connections_opened_total")
-    let connectionsClosed = Counter(label: "apns_client_connections_closed_total")
-    let connectFailures = Counter(label: "apns_client_connect_failures_total")
-    let goaways = Counter(label: "apns_client_goaway_total")
-    let tokenRotations = Counter(label: "apns_client_token_rotations_total")
-    let connectionsConnecting = Gauge(label: "apns_client_connections", dimensions: [("state", "connecting")])
-    let connectionsReady = Gauge(label: "apns_client_connections", dimensions: [("state", "ready")])
-    let connectionsDraining = Gauge(label: "apns_client_connections", dimensions: [("state", "draining")])
-    let streamsInUse = Gauge(label: "apns_client_streams_in_use")
-    /// The adaptive limit on requests in flight (per pool; the last pool to change it reports).
-    let concurrencyLimit = Gauge(label: "apns_client_concurrency_limit")
+    let requests: Counter
+    let latency: Metrics.Timer
+    let transportFailures: Counter
+    let transparentResends: Counter
+    let connectionsOpening: Counter
+    let connectionsOpened: Counter
+    let connectionsClosed: Counter
+    let connectFailures: Counter
+    let goaways: Counter
+    let tokenRotations: Counter
+    let connectionsConnecting: Gauge
+    let connectionsReady: Gauge
+    let connectionsDraining: Gauge
+    let streamsInUse: Gauge
+    /// The adaptive limit on requests in flight.
+    let concurrencyLimit: Gauge
     /// Requests that waited for the limit or a stream.
-    let queuedForLimit = Counter(label: "apns_client_requests_queued_total")
+    let queuedForLimit: Counter
+    private let dimensions: [(String, String)]
+
+    init(credential: String, environment: String) {
+        let d = [("credential", credential), ("environment", environment)]
+        dimensions = d
+        requests = Counter(label: "apns_client_requests_total", dimensions: d)
+        latency = Metrics.Timer(label: "apns_client_request_duration_seconds", dimensions: d)
+        transportFailures = Counter(label: "apns_client_transport_failures_total", dimensions: d)
+        transparentResends = Counter(label: "apns_client_transparent_resends_total", dimensions: d)
+        connectionsOpening = Counter(label: "apns_client_connections_opening_total", dimensions: d)
+        connectionsOpened = Counter(label: "apns_client_connections_opened_total", dimensions: d)
+        connectionsClosed = Counter(label: "apns_client_connections_closed_total", dimensions: d)
+        connectFailures = Counter(label: "apns_client_connect_failures_total", dimensions: d)
+        goaways = Counter(label: "apns_client_goaway_total", dimensions: d)
+        tokenRotations = Counter(label: "apns_client_token_rotations_total", dimensions: d)
+        connectionsConnecting = Gauge(label: "apns_client_connections", dimensions: d + [("state", "connecting")])
+        connectionsReady = Gauge(label: "apns_client_connections", dimensions: d + [("state", "ready")])
+        connectionsDraining = Gauge(label: "apns_client_connections", dimensions: d + [("state", "draining")])
+        streamsInUse = Gauge(label: "apns_client_streams_in_use", dimensions: d)
+        concurrencyLimit = Gauge(label: "apns_client_concurrency_limit", dimensions: d)
+        queuedForLimit = Counter(label: "apns_client_requests_queued_total", dimensions: d)
+    }
 
     func response(_ response: APNsResponseSummary) {
-        Counter(label: "apns_client_responses_total", dimensions: [("status", response.status), ("reason", response.reason)]).increment()
+        Counter(label: "apns_client_responses_total", dimensions: dimensions + [("status", response.status), ("reason", response.reason)]).increment()
     }
 }
 

@@ -75,6 +75,7 @@ extension RelayApp {
             trust = .systemTrustStore
         }
         var client = APNsClientConfiguration(credential: credential, trust: trust)
+        client.name = configured.name
         client.endpoints = apns.endpoints
         client.pool.minConnections = apns.minConnections
         client.pool.maxConnections = apns.maxConnections

@@ -32,6 +32,8 @@ final class ConnectionPool: Sendable {
     /// Ids of waiters and connections: an atomic, so taking one costs no turn on the pool's lock (which
     /// every request and every answer takes once).
     private let nextID = Atomic<Int>(0)
+    /// Requests sent through this pool and not finished (waiting or on a stream): `apns_client_streams_in_use`.
+    let outstanding = Atomic<Int>(0)
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, logger: Logger, metrics: ClientMetrics) {

@@ -125,6 +125,14 @@ struct RelayProcessTests {
             #expect(metric(metrics, delivered) == Double(count))
             #expect(metrics.contains("apns_relay_event_latency_seconds_bucket"), "latency histogram")
             #expect(metrics.contains("apns_relay_events_in_flight"))
+            // The client's series carry the credential and the environment (bounded: configuration names).
+            let requests = metrics.split(separator: "\n").filter { $0.hasPrefix("apns_client_requests_total{") }
+            #expect(requests.contains { $0.contains(#"credential="default""#) && $0.contains(#"environment=""#) }, "\(requests)")
+            var requestCount = 0.0
+            for line in requests {
+                if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { requestCount += value }
+            }
+            #expect(requestCount == Double(count), "\(requests)")
 
             // Hold APNs' answers so the stop has something to drain; /readyz must say so meanwhile.
             sandbox.apns.faults.withholdAllReplies = true
