@@ -45,6 +45,9 @@ public struct APNsClientConfiguration: Sendable {
         /// Connections kept open (opened lazily on first use).
         public var minConnections = 1
         public var maxConnections = 64
+        /// A pool nobody sent through for this long closes its connections and keeps none open (it opens
+        /// again on the next request) instead of holding and reconnecting them forever; `nil`: never.
+        public var idleTimeout: Duration? = .seconds(600)
         /// Transparent resends of requests APNs never processed (GOAWAY above last-stream-id, REFUSED_STREAM).
         public var maxTransparentResends = 3
         /// Connections opening at the same time (Apple treats connection storms as abuse).

@@ -79,6 +79,7 @@ extension RelayApp {
         client.endpoints = apns.endpoints
         client.pool.minConnections = apns.minConnections
         client.pool.maxConnections = apns.maxConnections
+        client.pool.idleTimeout = apns.idleTimeout
         client.connection.connectTimeout = apns.connectTimeout
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency

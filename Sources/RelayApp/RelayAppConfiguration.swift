@@ -62,6 +62,8 @@ package struct RelayAppConfiguration: Sendable {
         package var insecureSkipVerify = false
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections
+        /// `apns.pool.idleTimeoutMs`; `nil` (0): a pool keeps its connections however long it is idle.
+        package var idleTimeout: Duration? = APNsClientConfiguration.Pool().idleTimeout
         package var connectTimeout = APNsClientConfiguration.Connection().connectTimeout
         /// `apns.pool.adaptiveConcurrency`: bound requests in flight by a limit learned from APNs' latency.
         package var adaptiveConcurrency = APNsClientConfiguration.Pool().adaptiveConcurrency
@@ -169,6 +171,8 @@ package struct RelayAppConfiguration: Sendable {
             connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000),
             adaptiveConcurrency: settings.bool("apns.pool.adaptiveConcurrency", default: apnsDefaults.adaptiveConcurrency)
         )
+        let idle = settings.milliseconds("apns.pool.idleTimeoutMs", default: apnsDefaults.idleTimeout ?? .zero, range: 0...86_400_000)
+        apns.idleTimeout = idle > .zero ? idle : nil
 
         var relay = RelayConfiguration(topics: topics)
         // Each key's default is the value RelayConfiguration starts with.

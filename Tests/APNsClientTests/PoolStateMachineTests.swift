@@ -214,4 +214,30 @@ import Testing
         #expect(m.connectFailed(APNsClientError(transport: .connectFailed, "refused")).reconnectAfter == nil, "no reconnect while shutting down")
         #expect(m.isDrained)
     }
+
+    /// A pool nobody sends through lets its connections go and does not reconnect when they close; the next
+    /// request opens one again.
+    @Test func anIdlePoolClosesItsConnectionsAndDoesNotReconnect() {
+        var m = machine { $0.idleTimeout = .seconds(60) }
+        connect(&m, 1...1, load: ready())
+        _ = m.request(id: 1, deadline: at(1000), payload: "", now: at(0))
+        _ = m.finished(on: 1, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(5), now: at(10))
+        #expect(m.closeIfIdle(now: at(30_000)).isEmpty, "used 30 s ago: not idle")
+        #expect(m.closeIfIdle(now: at(60_001)) == [1], "idle for the timeout: its connection goes")
+        #expect(m.closeIfIdle(now: at(60_002)).isEmpty, "once")
+        let closed = m.connectionChanged(id: 1, load: ConnectionLoad(phase: .closed), event: .closed, now: at(60_010))
+        #expect(closed.open == 0, "an idle pool does not reconnect to its minimum")
+        let (pick, next) = m.request(id: 2, deadline: at(70_000), payload: "again", now: at(61_000))
+        guard case .wait = pick else { Issue.record("no connection now: \(pick)"); return }
+        #expect(next.open == 1, "a request opens one again")
+    }
+
+    @Test func aBusyPoolReconnectsToItsMinimum() {
+        var m = machine { $0.idleTimeout = .seconds(60) }
+        connect(&m, 1...1, load: ready())
+        _ = m.request(id: 1, deadline: at(1000), payload: "", now: at(0))
+        let closed = m.connectionChanged(id: 1, load: ConnectionLoad(phase: .closed), event: .closed, now: at(10))
+        #expect(closed.open == 1, "in use: the closed connection is replaced")
+        #expect(m.closeIfIdle(now: at(120_000)).isEmpty, "a request is still in flight: not idle")
+    }
 }

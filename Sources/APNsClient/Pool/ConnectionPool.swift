@@ -47,6 +47,7 @@ final class ConnectionPool: Sendable {
         var machineConfiguration = Machine.Configuration()
         machineConfiguration.minConnections = pool.minConnections
         machineConfiguration.maxConnections = pool.maxConnections
+        machineConfiguration.idleTimeout = pool.idleTimeout
         machineConfiguration.maxConcurrentConnects = pool.maxConcurrentConnects
         machineConfiguration.maxTimeoutsPerConnection = pool.maxTimeoutsPerConnection
         machineConfiguration.latencyOutlierFactor = pool.latencyOutlierFactor
@@ -60,6 +61,23 @@ final class ConnectionPool: Sendable {
             metrics.concurrencyLimit.record(limit.initial)
         }
         self.state = BlockingMutex(State(machine: Machine(configuration: machineConfiguration)))
+        if let idle = pool.idleTimeout { startIdleWatch(every: max(.milliseconds(50), idle / 4)) }
+    }
+
+    /// Lets an idle pool's connections go (checked every quarter of the idle timeout, while the pool lives).
+    private func startIdleWatch(every interval: Duration) {
+        Task { [weak self] in
+            while true {
+                try? await Task.sleep(for: interval)
+                guard let self else { return }
+                let (closing, stop) = state.withLock { s in (s.machine.closeIfIdle(now: .now), s.machine.isShuttingDown) }
+                if stop { return }
+                if !closing.isEmpty {
+                    logger.info("closing idle connections: no request for the idle timeout", metadata: ["count": "\(closing.count)"])
+                }
+                for connection in closing { connection.drain() }
+            }
+        }
     }
 
     /// Sends on the best connection, resending never-processed requests on another one; `completion` runs

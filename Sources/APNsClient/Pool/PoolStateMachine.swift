@@ -11,6 +11,8 @@ struct PoolStateMachine<Connection, Payload> {
     struct Configuration {
         var minConnections = 1
         var maxConnections = 64
+        /// Idle this long (no request): connections close, none are kept or reopened; `nil`: never.
+        var idleTimeout: Duration? = nil
         var maxConcurrentConnects = 2
         var maxTimeoutsPerConnection = 3
         var latencyOutlierFactor = 4.0
@@ -111,6 +113,8 @@ struct PoolStateMachine<Connection, Payload> {
     private var lastOpenCheck: ContinuousClock.Instant
     /// Requests holding a stream now, over every connection.
     private(set) var inFlight = 0
+    /// When the last request came (idle pools let their connections go).
+    private var lastRequest: ContinuousClock.Instant
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
     private(set) var limit: ConcurrencyLimit?
 
@@ -120,6 +124,24 @@ struct PoolStateMachine<Connection, Payload> {
         lastMaintenance = now
         loadsRefreshedAt = now
         lastOpenCheck = now
+        lastRequest = now
+    }
+
+    /// Whether nobody sent through this pool for `idleTimeout`.
+    func isIdle(now: ContinuousClock.Instant) -> Bool {
+        guard let idle = configuration.idleTimeout else { return false }
+        return waiters.isEmpty && inFlight == 0 && now - lastRequest >= idle
+    }
+
+    /// The connections an idle pool lets go (retired: they finish nothing, they close), or none.
+    mutating func closeIfIdle(now: ContinuousClock.Instant) -> [Connection] {
+        guard isIdle(now: now) else { return [] }
+        var closing: [Connection] = []
+        for (id, entry) in entries where !entry.load.retired && entry.load.phase != .closed {
+            entries[id]!.load.retired = true
+            closing.append(entry.connection)
+        }
+        return closing
     }
 
     var waiterCount: Int { waiters.count }
@@ -133,6 +155,7 @@ struct PoolStateMachine<Connection, Payload> {
     mutating func request(id: Int, deadline: ContinuousClock.Instant, payload: Payload, now: ContinuousClock.Instant) -> (Pick, Actions) {
         var actions = Actions()
         guard !isShuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), actions) }
+        lastRequest = now
         let choice = choose()
         actions.open = connectionsToOpen()
         if let choice { return (.connection(choice), actions) }
@@ -254,20 +277,21 @@ struct PoolStateMachine<Connection, Payload> {
     }
 
     /// The backoff after failed connects ended.
-    mutating func reconnectTimerFired() -> Actions {
+    mutating func reconnectTimerFired(now: ContinuousClock.Instant = .now) -> Actions {
         var actions = Actions()
         reconnectScheduled = false
-        if !waiters.isEmpty || entries.count < configuration.minConnections { actions.open = connectionsToOpen() }
+        if !waiters.isEmpty || (entries.count < configuration.minConnections && !isIdle(now: now)) { actions.open = connectionsToOpen() }
         return actions
     }
 
     /// A connection's state changed (ready, GOAWAY, closed, token rotated); `load` was read just now.
-    mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent) -> Actions {
+    mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent, now: ContinuousClock.Instant = .now) -> Actions {
         var actions = Actions()
         switch event {
         case .closed:
             entries[id] = nil
-            if !isShuttingDown && (!waiters.isEmpty || entries.count < configuration.minConnections) {
+            // An idle pool keeps nothing open: APNs closing an unused connection is not a reason to reconnect.
+            if !isShuttingDown && (!waiters.isEmpty || (entries.count < configuration.minConnections && !isIdle(now: now))) {
                 actions.open = connectionsToOpen()
             }
         case .goaway:
