@@ -23,11 +23,7 @@ struct CheckCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
-    var configFile: String?
-
-    @Option(name: .customLong("set"), help: "Override one configuration key (repeatable).")
-    var overrides: [String] = []
+    @OptionGroup var options: ConfigurationOptions
 
     @Option(help: "Bundle id to send the APNs check with, for credentials whose topics are empty or wildcards.")
     var topic: String?
@@ -45,13 +41,6 @@ struct CheckCommand: AsyncParsableCommand {
     var timeoutMs = 10_000
 
     func run() async throws {
-        var settings: [String: String] = [:]
-        for item in overrides {
-            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                throw ValidationError("--set takes key=value, got '\(item)'")
-            }
-            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
-        }
         let environments: [APNsEnvironment]
         switch environment {
         case "both": environments = [.production, .development]
@@ -68,7 +57,7 @@ struct CheckCommand: AsyncParsableCommand {
         let sources: ConfigurationSources
         let configuration: RelayAppConfiguration
         do {
-            sources = try await RelayAppConfiguration.reader(file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings)
+            sources = try await options.sources()
             configuration = try RelayAppConfiguration(reader: sources)
         } catch let error as ConfigurationError {
             for problem in error.problems { fail("configuration: \(problem)") }

@@ -18,11 +18,7 @@ struct RunCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
-    var configFile: String?
-
-    @Option(name: .customLong("set"), help: "Override one key, e.g. --set kafka.groupId=relay-b (repeatable).")
-    var overrides: [String] = []
+    @OptionGroup var options: ConfigurationOptions
 
     @Option(help: "Shortcut for --set kafka.bootstrapServers=…")
     var bootstrapServers: String?
@@ -35,12 +31,6 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         var settings: [String: String] = [:]
-        for item in overrides {
-            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                throw ValidationError("--set takes key=value, got '\(item)'")
-            }
-            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
-        }
         if let bootstrapServers { settings["kafka.bootstrapServers"] = bootstrapServers }
         if let logLevel { settings["log.level"] = logLevel }
         if let adminPort { settings["admin.port"] = String(adminPort) }
@@ -48,9 +38,7 @@ struct RunCommand: AsyncParsableCommand {
         // Start-up in the order that keeps a failure quiet and early: everything that needs no network is
         // checked before a Kafka client exists (librdkafka starts connecting, and logging, at once).
         // 1. The configuration: every problem at once.
-        let reader = try await RelayAppConfiguration.reader(
-            file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings
-        )
+        let reader = try await options.sources(adding: settings)
         let configuration = try RelayAppConfiguration(reader: reader)
 
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info

@@ -22,11 +22,7 @@ struct SendCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("config"), help: "Configuration file (.yaml, .yml or .json).")
-    var configFile: String?
-
-    @Option(name: .customLong("set"), help: "Override one configuration key (repeatable).")
-    var overrides: [String] = []
+    @OptionGroup var options: ConfigurationOptions
 
     @Option(help: "A notification event (JSON) to send; '-' reads standard input.")
     var event: String?
@@ -71,14 +67,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var settings: [String: String] = [:]
-        for item in overrides {
-            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                throw ValidationError("--set takes key=value, got '\(item)'")
-            }
-            settings[String(item[..<equals])] = String(item[item.index(after: equals)...])
-        }
-        let reader = try await RelayAppConfiguration.reader(file: configFile, environment: ProcessInfo.processInfo.environment, overrides: settings)
+        let reader = try await options.sources()
         let configuration: RelayAppConfiguration
         do {
             configuration = try RelayAppConfiguration(reader: reader, requireKafka: false)

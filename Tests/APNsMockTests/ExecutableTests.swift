@@ -35,36 +35,11 @@ import Testing
 
     @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
     func printsPortAndCAThenServesAndExitsOnSIGTERM() async throws {
-        let process = Process()
-        process.executableURL = Self.executable
-        process.arguments = ["--port", "0", "--max-streams", "10", "--control-port", "0", "--history", "5"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
         let exited = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
-        try startProcess(process)
-        defer { if process.isRunning { process.terminate() } }
-        let line = try await withDeadline("the first line of apns-mock") {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    var bytes: [UInt8] = []
-                    while true {
-                        let chunk = out.fileHandleForReading.readData(ofLength: 1)
-                        if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
-                        bytes.append(contentsOf: chunk)
-                    }
-                    continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-                }
-            }
+        let (process, fields, line) = try await start(["--port", "0", "--max-streams", "10", "--control-port", "0", "--history", "5"]) { process in
+            process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
         }
-        let fields = Dictionary(
-            line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
-                let parts = field.split(separator: "=", maxSplits: 1)
-                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
-            },
-            uniquingKeysWith: { first, _ in first }
-        )
+        defer { if process.isRunning { process.terminate() } }
         #expect(line.hasPrefix("listening "), "first line: \(line)")
         let port = try #require(fields["port"].flatMap(Int.init), "no port in: \(line)")
         let ca = try #require(fields["ca"], "no ca in: \(line)")
@@ -85,10 +60,13 @@ import Testing
     }
 
     /// Starts apns-mock with `arguments`; returns it with the fields of its first line (`port`, `ca`, …).
-    private func start(_ arguments: [String]) async throws -> (process: Process, fields: [String: String]) {
+    private func start(
+        _ arguments: [String], configure: (Process) -> Void = { _ in }
+    ) async throws -> (process: Process, fields: [String: String], line: String) {
         let process = Process()
         process.executableURL = Self.executable
         process.arguments = arguments
+        configure(process)
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -113,7 +91,7 @@ import Testing
             },
             uniquingKeysWith: { first, _ in first }
         )
-        return (process, fields)
+        return (process, fields, line)
     }
 
     /// `--tls-dir`: a restarted mock presents the same certificate, so a client trusting its ca.pem (a relay
@@ -124,7 +102,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var certificates: [String] = []
         for round in 0..<2 {
-            let (process, fields) = try await start(["--port", "0", "--tls-dir", directory])
+            let (process, fields, _) = try await start(["--port", "0", "--tls-dir", directory])
             defer { process.terminate() }
             let ca = try #require(fields["ca"], "round \(round): \(fields)")
             #expect(ca == directory + "/ca.pem")
