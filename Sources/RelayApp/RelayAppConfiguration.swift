@@ -96,9 +96,12 @@ package struct RelayAppConfiguration: Sendable {
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
     ///   type or range, missing or contradictory settings, and keys no part of the relay reads.
-    /// - Parameter requireKafka: `false` for tools that only talk to APNs (`apns-relay send`): Kafka's
-    ///   settings are still checked when given, but need not be.
-    package init(reader sources: ConfigurationSources, requireKafka: Bool = true) throws {
+    /// - Parameters:
+    ///   - requireKafka: `false` for tools that only talk to APNs (`apns-relay send`): Kafka's settings are
+    ///     still checked when given, but need not be.
+    ///   - requireCredential: `false` for tools that only talk to Kafka (`apns-relay replay`): an APNs
+    ///     credential is checked when given, but need not be.
+    package init(reader sources: ConfigurationSources, requireKafka: Bool = true, requireCredential: Bool = true) throws {
         let settings = SettingsReader(sources: sources)
 
         let kafkaDefaults = Kafka()
@@ -139,7 +142,7 @@ package struct RelayAppConfiguration: Sendable {
         var credentials: [APNs.Credential] = []
         let named = settings.list("apns.credentials", default: [])
         // The unnamed credential (apns.auth, apns.token.*, apns.certificate.*) is required unless named ones exist.
-        if let fallback = Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty) {
+        if let fallback = Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty && requireCredential) {
             credentials.append(fallback)
         }
         for name in named {

@@ -76,4 +76,44 @@ public struct KafkaClusterInspection: Sendable {
             return inspection
         }
     }
+
+    /// Each partition's low and high watermark (the first offset and the offset after the last record) of
+    /// `topic`, as the partition leaders say now. Blocks: call it off the cooperative pool.
+    /// - Throws: ``KafkaError`` when the metadata or a leader does not answer within `timeout`.
+    public static func watermarks(
+        bootstrapServers: [String], topic: String, properties: [String: String] = [:],
+        timeout: Duration = .seconds(10), logger: Logger
+    ) throws(KafkaError) -> [Int32: (low: Int64, high: Int64)] {
+        let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
+        var settings = properties
+        settings["bootstrap.servers"] = bootstrapServers.joined(separator: ",")
+        let client = try KafkaClient(kind: .producer(deliveryReport: false), properties: settings, context: context)
+        let milliseconds = Int32(clamping: timeout.kafkaMilliseconds)
+        return try client.withHandle { handle throws(KafkaError) -> [Int32: (low: Int64, high: Int64)] in
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            let topicHandle = rd_kafka_topic_new(handle, topic, nil)
+            defer { if let topicHandle { rd_kafka_topic_destroy(topicHandle) } }
+            let code = rd_kafka_metadata(handle, 0, topicHandle, &metadata, milliseconds)
+            guard code == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
+                throw KafkaError(code: .broker, rawResponse: code, message: "no metadata for \(topic) within \(timeout)")
+            }
+            defer { rd_kafka_metadata_destroy(metadata) }
+            guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                let error = metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
+                throw KafkaError(code: .broker, rawResponse: error, message: "topic \(topic)")
+            }
+            var result: [Int32: (low: Int64, high: Int64)] = [:]
+            for index in 0..<Int(metadata.pointee.topics[0].partition_cnt) {
+                let partition = metadata.pointee.topics[0].partitions[index].id
+                var low: Int64 = 0
+                var high: Int64 = 0
+                let error = rd_kafka_query_watermark_offsets(handle, topic, partition, &low, &high, milliseconds)
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                    throw KafkaError(code: .broker, rawResponse: error, message: "watermarks of \(topic)[\(partition)]")
+                }
+                result[partition] = (low, high)
+            }
+            return result
+        }
+    }
 }
