@@ -13,6 +13,7 @@ import Darwin
 /// spinning thread mostly waits for a holder that is not running. A profile at full speed put a third of the
 /// relay's CPU in `Mutex._lockSlow`'s spin loop (Benchmarks/README.md). `Mutex` stays the choice for locks
 /// taken rarely.
+// @unchecked Sendable: `value` is read and written only inside `withLock`, between lock and unlock of `mutex`.
 public final class BlockingMutex<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline var value: Value

@@ -8,18 +8,8 @@ import Testing
 /// README.md's example event is what new users copy: it must be an event the relay sends, not one it
 /// answers `invalid` or `expired` (its `expiration` once passed on 1 Jan 2026).
 @Suite struct ReadmeExampleTests {
-    /// The first ```json block of README.md's "The event contract" section.
-    private func readmeExample() throws -> String {
-        let readme = try String(contentsOf: Checkout.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "## The event contract"))
-        let rest = readme[section.upperBound...]
-        let open = try #require(rest.range(of: "```json\n"))
-        let close = try #require(rest[open.upperBound...].range(of: "```"))
-        return String(rest[open.upperBound..<close.lowerBound])
-    }
-
     @Test func theExampleEventIsSentAndStaysValidForYears() throws {
-        let example = try readmeExample()
+        let example = try Checkout.readmeBlock(after: "## The event contract", language: "json")
         let triage = EventTriage(configuration: RelayConfiguration(topics: .init(input: ["notifications"], results: "results", removedTokens: "removed", deadLetters: "dead")), decoder: try EventDecoder()) { _ in .token }
         let message = KafkaConsumerMessage(topic: "notifications", partition: 0, offset: 0, key: nil, value: Array(example.utf8))
         let inTenYears = Int64(Date().timeIntervalSince1970) + 10 * 365 * 86_400

@@ -1,9 +1,21 @@
 import Foundation
+import TestSupport
 
 /// Paths in the source checkout (tests only; the relay itself embeds the schemas).
 enum Checkout {
     static let root: URL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The first fenced block of `language` after `heading` in README.md (what a reader copies).
+    static func readmeBlock(after heading: String, language: String) throws -> String {
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let section = readme.range(of: heading) else { throw TestFailure("README.md has no '\(heading)'") }
+        let rest = readme[section.upperBound...]
+        guard let open = rest.range(of: "```\(language)\n"), let close = rest[open.upperBound...].range(of: "\n```") else {
+            throw TestFailure("no ```\(language) block after '\(heading)' in README.md")
+        }
+        return String(rest[open.upperBound..<close.lowerBound])
+    }
 
     static func schemaFile(_ name: String) -> URL {
         root.appendingPathComponent("Schemas").appendingPathComponent(name)

@@ -6,19 +6,9 @@ import Testing
 /// user following it gets a checked configuration, a push sent by hand, a result per event, a dead letter and
 /// its replay.
 @Suite struct ReadmeWalkthroughTests {
-    /// The walkthrough's shell block.
-    private func walkthrough() throws -> String {
-        let readme = try String(contentsOf: Checkout.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "### Walkthrough: the relay by hand"))
-        let rest = readme[section.upperBound...]
-        let open = try #require(rest.range(of: "```sh\n"))
-        let close = try #require(rest[open.upperBound...].range(of: "\n```"))
-        return String(rest[open.upperBound..<close.lowerBound])
-    }
-
     @Test(.timeLimit(.minutes(4)))
     func theWalkthroughRunsAsWritten() async throws {
-        var script = try walkthrough()
+        var script = try Checkout.readmeBlock(after: "### Walkthrough: the relay by hand", language: "sh")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("walkthrough-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(script.contains("/tmp/relay-walkthrough"))
