@@ -85,14 +85,13 @@ struct CheckCommand: AsyncParsableCommand {
             let wanted = topics.input + [topics.results, topics.removedTokens, topics.deadLetters]
             let properties = kafka.properties.merging(kafka.consumerProperties) { $1 }
             let timeout = Duration.milliseconds(timeoutMs)
-            let inspected: Result<KafkaClusterInspection, KafkaError> = await withCheckedContinuation { continuation in
-                Thread.detachNewThread {
-                    continuation.resume(returning: Result { () throws(KafkaError) in
-                        try KafkaClusterInspection.inspect(
-                            bootstrapServers: kafka.bootstrapServers, topics: wanted, groupID: kafka.groupID,
-                            properties: properties, timeout: timeout, logger: logger)
-                    })
-                }
+            let inspected: Result<KafkaClusterInspection, KafkaError>
+            do {
+                inspected = .success(try await KafkaClusterInspection.inspect(
+                    bootstrapServers: kafka.bootstrapServers, topics: wanted, groupID: kafka.groupID,
+                    properties: properties, timeout: timeout, logger: logger))
+            } catch {
+                inspected = .failure(error)
             }
             switch inspected {
             case .failure(let error):

@@ -63,17 +63,10 @@ struct ReplayCommand: AsyncParsableCommand {
 
         // Where the topic ends now: reading stops there, so a relay writing new dead letters meanwhile does
         // not keep this running.
-        let marks: Result<[Int32: (low: Int64, high: Int64)], KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: Result { () throws(KafkaError) in
-                    try KafkaClusterInspection.watermarks(bootstrapServers: kafka.bootstrapServers, topic: topic, properties: properties, logger: logger)
-                })
-            }
-        }
         let watermarks: [Int32: (low: Int64, high: Int64)]
-        switch marks {
-        case .success(let value): watermarks = value
-        case .failure(let error):
+        do {
+            watermarks = try await KafkaClusterInspection.watermarks(bootstrapServers: kafka.bootstrapServers, topic: topic, properties: properties, logger: logger)
+        } catch {
             print("error: cannot read the dead-letter topic \(topic) (kafka.topics.deadLetters): \(error)")
             throw ExitCode(2)
         }

@@ -16,14 +16,25 @@ public struct KafkaClusterInspection: Sendable {
     public var groupMembers: Int
     public var groupError: String?
 
-    /// Asks the cluster. Blocks up to about twice `timeout` (metadata, then the group): call it off the
-    /// cooperative pool.
+    /// Asks the cluster, on a dedicated thread (the librdkafka calls block up to about twice `timeout`).
     /// - Parameter properties: librdkafka properties for the connection (security settings).
     /// - Throws: ``KafkaError`` when no broker answered the metadata request within `timeout` (its message
     ///   says why, e.g. every broker down), or when `properties` are refused.
     public static func inspect(
         bootstrapServers: [String], topics: [String], groupID: String, properties: [String: String] = [:],
         timeout: Duration = .seconds(10), logger: Logger
+    ) async throws(KafkaError) -> KafkaClusterInspection {
+        try await DedicatedThread.run(name: "kafka-inspect") {
+            Result { () throws(KafkaError) in
+                try inspectBlocking(bootstrapServers: bootstrapServers, topics: topics, groupID: groupID,
+                                    properties: properties, timeout: timeout, logger: logger)
+            }
+        }.get()
+    }
+
+    private static func inspectBlocking(
+        bootstrapServers: [String], topics: [String], groupID: String, properties: [String: String],
+        timeout: Duration, logger: Logger
     ) throws(KafkaError) -> KafkaClusterInspection {
         let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
         var settings = properties
@@ -78,11 +89,22 @@ public struct KafkaClusterInspection: Sendable {
     }
 
     /// Each partition's low and high watermark (the first offset and the offset after the last record) of
-    /// `topic`, as the partition leaders say now. Blocks: call it off the cooperative pool.
+    /// `topic`, as the partition leaders say now; asked on a dedicated thread.
     /// - Throws: ``KafkaError`` when the metadata or a leader does not answer within `timeout`.
     public static func watermarks(
         bootstrapServers: [String], topic: String, properties: [String: String] = [:],
         timeout: Duration = .seconds(10), logger: Logger
+    ) async throws(KafkaError) -> [Int32: (low: Int64, high: Int64)] {
+        try await DedicatedThread.run(name: "kafka-inspect") {
+            Result { () throws(KafkaError) in
+                try watermarksBlocking(bootstrapServers: bootstrapServers, topic: topic, properties: properties,
+                                       timeout: timeout, logger: logger)
+            }
+        }.get()
+    }
+
+    private static func watermarksBlocking(
+        bootstrapServers: [String], topic: String, properties: [String: String], timeout: Duration, logger: Logger
     ) throws(KafkaError) -> [Int32: (low: Int64, high: Int64)] {
         let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
         var settings = properties
