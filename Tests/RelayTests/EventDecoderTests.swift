@@ -1,7 +1,7 @@
 import APNsCore
-import Testing
-
 @testable import Relay
+import TestSupport
+import Testing
 
 private let token = String(repeating: "ab", count: 32)
 

@@ -1,3 +1,5 @@
+import TestSupport
+
 /// A deterministic corpus of mutated notification events for the differential test.
 ///
 /// Each case starts from a valid event (random optional members, random whitespace) and applies one or

@@ -1,5 +1,6 @@
-import Testing
 @testable import Relay
+import TestSupport
+import Testing
 
 @Suite struct OffsetLedgerTests {
     @Test func storesOffsetOnlyAfterEarlierOffsetsComplete() {

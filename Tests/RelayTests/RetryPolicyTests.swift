@@ -1,6 +1,7 @@
 import APNsCore
-import Testing
 @testable import Relay
+import TestSupport
+import Testing
 
 @Suite struct RetryPolicyTests {
     let policy = RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(100), maxBackoff: .seconds(1))

@@ -34,19 +34,6 @@ enum Checkout {
     }
 }
 
-/// SplitMix64: a small deterministic generator, so every run builds the same corpus.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension Array where Element == UInt8 {
     /// Printable form for failure messages: ASCII as is, other bytes as \xNN, cut to `limit` bytes.
     func escapedForMessage(limit: Int = 300) -> String {

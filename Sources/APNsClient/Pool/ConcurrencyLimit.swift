@@ -67,7 +67,12 @@ struct ConcurrencyLimit: Sendable, Hashable {
     /// An answer arrived after `latency`, with `inFlight` requests outstanding when it was sent.
     mutating func answered(after latency: Duration, inFlight: Int) {
         let seconds = Self.seconds(latency)
-        let average = smoothed.map { $0 + (seconds - $0) / 8 } ?? seconds
+        samples += 1
+        // The first answers are averaged plainly (the first alone would weigh 2/3 of the average four
+        // answers later, and one fast outlier would become a baseline too low for any later answer to
+        // meet); after that, an exponential average over about the last 8.
+        let weight = 1 / Double(min(samples, Self.smoothingSpan))
+        let average = smoothed.map { $0 + (seconds - $0) * weight } ?? seconds
         smoothed = average
         observe(average)
         let slow = average > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
@@ -98,9 +103,8 @@ struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     private mutating func observe(_ seconds: Double) {
-        samples += 1
         // The first answers of a fresh pool are its handshake's and warm-up's: the average settles first.
-        if samples >= 4 { best = min(best, seconds) }
+        if samples >= Self.smoothingSpan { best = min(best, seconds) }
         windowBest = min(windowBest, seconds)
         windowSamples += 1
         guard windowSamples >= configuration.baselineWindow else { return }
@@ -110,6 +114,9 @@ struct ConcurrencyLimit: Sendable, Hashable {
         windowBest = .infinity
         windowSamples = 0
     }
+
+    /// Answers the smoothed latency averages over.
+    private static let smoothingSpan = 8
 
     private static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18

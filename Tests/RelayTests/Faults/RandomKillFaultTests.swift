@@ -1,5 +1,6 @@
 import Foundation
 import RelaySandbox
+import TestSupport
 import Testing
 
 extension FaultTests {
