@@ -108,6 +108,10 @@ public final class APNsClient: Sendable {
         for pool in pools.values { await pool.shutdown(deadline: deadline) }
     }
 
+    /// Connection threads not yet done with OpenSSL: zero once `shutdown` returned (then the process may
+    /// exit without racing OpenSSL's exit-time clean-up).
+    var liveConnectionThreads: Int { pools.values.reduce(0) { $0 + $1.liveThreads.current } }
+
     /// Open connections per environment (for tests, benchmarks and readiness).
     public func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }
 

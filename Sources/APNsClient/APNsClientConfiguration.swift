@@ -77,6 +77,8 @@ public struct APNsClientConfiguration: Sendable {
     public var endpoints: [APNsEnvironment: Endpoint]
     /// Server certificate verification; use `.caFile(path)` for the mock.
     public var trust: ServerTrust = .systemTrustStore
+    /// Reach APNs through an HTTP proxy (`CONNECT` tunnels; TLS stays end to end); `nil`: directly.
+    public var proxy: HTTPProxy?
     public var connection = Connection()
     public var pool = Pool()
     /// Wall clock for provider-token epochs (injectable for tests).

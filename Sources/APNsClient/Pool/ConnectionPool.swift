@@ -25,6 +25,9 @@ final class ConnectionPool: Sendable {
     let endpoint: APNsClientConfiguration.Endpoint
     let configuration: APNsClientConfiguration
     let tls: TLSContext
+    /// Connection threads of this pool that have not finished with OpenSSL yet; zero once `shutdown`
+    /// returns (a process may exit then).
+    let liveThreads = ThreadCount()
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
@@ -198,6 +201,7 @@ final class ConnectionPool: Sendable {
     private func openConnection() {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         var connectionConfiguration = APNsConnectionConfiguration(host: endpoint.host, port: endpoint.port, trust: configuration.trust)
+        connectionConfiguration.proxy = configuration.proxy
         connectionConfiguration.connectTimeout = configuration.connection.connectTimeout
         connectionConfiguration.pingInterval = configuration.connection.pingInterval
         connectionConfiguration.pingTimeout = configuration.connection.pingTimeout
@@ -207,7 +211,7 @@ final class ConnectionPool: Sendable {
         Task {
             do {
                 let connection = try await APNsConnection.connect(
-                    id: id, configuration: connectionConfiguration, tls: tls, token: token, logger: logger,
+                    id: id, configuration: connectionConfiguration, tls: tls, token: token, liveThreads: liveThreads, logger: logger,
                     onEvent: { [weak self] event in self?.handle(event, connectionID: id) }
                 )
                 let load = connection.load

@@ -11,6 +11,8 @@ public struct APNsConnectionConfiguration: Sendable {
     public var host: String
     public var port: Int
     public var trust: ServerTrust
+    /// Reach `host` through this HTTP proxy (a `CONNECT` tunnel); `nil`: directly.
+    public var proxy: HTTPProxy?
     /// TCP connect, TLS handshake and the server's first SETTINGS, together.
     public var connectTimeout: Duration = .seconds(10)
     /// Send a PING when nothing was received for this long.
@@ -94,15 +96,17 @@ final class APNsConnection: Sendable {
     /// - Throws: `APNsClientError` with `TransportFailure.connectFailed`.
     static func connect(
         id: Int, configuration: APNsConnectionConfiguration, tls: TLSContext, token: TokenSource?,
-        logger: Logger, onEvent: @escaping @Sendable (ConnectionEvent) -> Void
+        liveThreads: ThreadCount, logger: Logger, onEvent: @escaping @Sendable (ConnectionEvent) -> Void
     ) async throws -> APNsConnection {
         let connection = try APNsConnection(id: id, configuration: configuration, logger: logger)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
             let io = ConnectionIO(connection: connection, tls: tls, token: token, onEvent: onEvent, ready: ready)
+            liveThreads.value.add(1, ordering: .relaxed)
             do {
-                try IOThread.start(name: "apns-conn-\(id)") { io.run() }
+                try IOThread.start(name: "apns-conn-\(id)") { io.run(liveThreads: liveThreads) }
             } catch {
                 // The I/O thread never ran, so nothing else resumes `ready`.
+                liveThreads.value.subtract(1, ordering: .relaxed)
                 ready.resume(throwing: error)
             }
         }
@@ -162,6 +166,12 @@ struct TokenSource: Sendable {
     let signer: ProviderTokenSigner
     let clock: WallClock
     let policy: TokenRotationPolicy
+}
+
+/// How many threads of a kind are running (an `Atomic` that closures can share).
+final class ThreadCount: Sendable {
+    let value = Atomic<Int>(0)
+    var current: Int { value.load(ordering: .acquiring) }
 }
 
 /// Starts detached POSIX threads for blocking I/O loops (never the cooperative pool).

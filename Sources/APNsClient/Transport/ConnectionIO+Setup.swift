@@ -2,18 +2,21 @@ import CNGHTTP2
 import COpenSSL
 import Glibc
 
-/// Connection set-up on the I/O thread: DNS, TCP, TLS handshake, HTTP/2 session.
+/// Connection set-up on the I/O thread: DNS, TCP, the proxy's tunnel if there is one, TLS handshake, HTTP/2
+/// session.
 extension ConnectionIO {
-    func openSocket(deadline: ContinuousClock.Instant) throws(APNsClientError) {
-        let host = connection.configuration.host
+    /// Resolves `host` afresh and connects to the first address that answers.
+    /// - Parameter what: `"proxy"` when `host` is the proxy, for the error messages.
+    func openSocket(host: String, port: Int, deadline: ContinuousClock.Instant, what: String?) throws(APNsClientError) {
+        let named = what.map { "\($0) " } ?? ""
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
         // A fresh lookup per connection, as Apple asks (no cached addresses).
-        let rc = getaddrinfo(host, String(connection.configuration.port), &hints, &result)
+        let rc = getaddrinfo(host, String(port), &hints, &result)
         guard rc == 0, let first = result else {
-            throw APNsClientError(transport: .connectFailed, "cannot resolve \(host): \(String(cString: gai_strerror(rc)))", underlyingCode: Int(rc))
+            throw APNsClientError(transport: .connectFailed, "cannot resolve \(named)\(host): \(String(cString: gai_strerror(rc)))", underlyingCode: Int(rc))
         }
         defer { freeaddrinfo(first) }
         var lastError: Int32 = 0
@@ -42,7 +45,48 @@ extension ConnectionIO {
             }
             close(s)
         }
-        throw APNsClientError(transport: .connectFailed, "cannot connect to \(host):\(connection.configuration.port): \(String(cString: strerror(lastError)))", underlyingCode: Int(lastError))
+        throw APNsClientError(transport: .connectFailed, "cannot connect to \(named)\(host):\(port): \(String(cString: strerror(lastError)))", underlyingCode: Int(lastError))
+    }
+
+    /// Asks the proxy for a tunnel to APNs (`CONNECT host:port`) on the connected socket and reads its answer.
+    /// The answer is read byte by byte: whatever follows it belongs to the TLS session.
+    func openTunnel(through proxy: HTTPProxy, deadline: ContinuousClock.Instant) throws(APNsClientError) {
+        let tunnel = ProxyTunnel(proxy: proxy, targetHost: connection.configuration.host, targetPort: connection.configuration.port)
+        let request = tunnel.request
+        var sent = 0
+        while sent < request.count {
+            let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, request.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { sent += n; continue }
+            guard n < 0, errno == EAGAIN || errno == EINTR else {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy): sending CONNECT failed: \(String(cString: strerror(errno)))", underlyingCode: Int(errno))
+            }
+            guard Self.wait(fd: fd, events: Int16(POLLOUT), until: deadline) else {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) did not take the CONNECT request before the connect timeout")
+            }
+        }
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, 0)
+            if n == 1 {
+                received.append(byte)
+                guard byte == UInt8(ascii: "\n") || received.count > ProxyTunnel.maximumResponseBytes else { continue }
+                switch tunnel.answer(received) {
+                case .incomplete: continue
+                case .established: return
+                case .refused(let message): throw APNsClientError(transport: .connectFailed, message)
+                }
+            }
+            if n == 0 {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) closed the connection before answering CONNECT to \(connection.configuration.host):\(connection.configuration.port)")
+            }
+            guard errno == EAGAIN || errno == EINTR else {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy): reading its answer failed: \(String(cString: strerror(errno)))", underlyingCode: Int(errno))
+            }
+            guard Self.wait(fd: fd, events: Int16(POLLIN), until: deadline) else {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) did not answer CONNECT to \(connection.configuration.host):\(connection.configuration.port) before the connect timeout")
+            }
+        }
     }
 
     func handshake(deadline: ContinuousClock.Instant) throws(APNsClientError) {

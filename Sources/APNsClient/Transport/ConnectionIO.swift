@@ -65,20 +65,36 @@ final class ConnectionIO {
 
     // MARK: - Thread body
 
-    func run() {
+    /// The thread's body. Whoever waits for it (a connect, the pool's shutdown) hears of its end only after
+    /// the thread is done with OpenSSL, its own per-thread state included: a process exits once the pool
+    /// says every connection is closed, and OpenSSL's exit-time clean-up racing a thread that still freed its
+    /// SSL objects crashed a test tool with "double free or corruption".
+    func run(liveThreads: ThreadCount) {
         let connectDeadline = ContinuousClock.now.advanced(by: connection.configuration.connectTimeout)
+        var connectError: (any Error)?
         do {
-            try openSocket(deadline: connectDeadline)
+            if let proxy = connection.configuration.proxy {
+                try openSocket(host: proxy.host, port: proxy.port, deadline: connectDeadline, what: "proxy")
+                try openTunnel(through: proxy, deadline: connectDeadline)
+            } else {
+                try openSocket(host: connection.configuration.host, port: connection.configuration.port, deadline: connectDeadline, what: nil)
+            }
             try handshake(deadline: connectDeadline)
             try startSession()
+            loop(connectDeadline: connectDeadline)
         } catch {
-            ready?.resume(throwing: error)
-            ready = nil
-            teardown()
-            return
+            connectError = error
         }
-        loop(connectDeadline: connectDeadline)
-        teardown()
+        let (notify, message) = teardown()
+        OPENSSL_thread_stop()
+        liveThreads.value.subtract(1, ordering: .releasing)
+        if let ready {
+            self.ready = nil
+            ready.resume(throwing: connectError ?? APNsClientError(transport: .connectFailed, message))
+        }
+        // Only connections that became ready were handed to the owner; a failed connect reports through
+        // `connect` throwing, and a `.closed` as well would make the pool reconnect twice (without backoff).
+        if notify { onEvent(.closed) }
     }
 
     private func loop(connectDeadline: ContinuousClock.Instant) {
@@ -282,7 +298,9 @@ final class ConnectionIO {
         }
     }
 
-    private func teardown() {
+    /// Fails what is left, frees the sessions and the socket.
+    /// - Returns: whether the owner must hear `.closed`, and why the connection ended.
+    private func teardown() -> (notifyClosed: Bool, message: String) {
         let leftovers = connection.shared.withLock { s -> [StreamRequest] in
             s.load.phase = .closed
             let taken = s.inbox
@@ -291,10 +309,6 @@ final class ConnectionIO {
             return taken
         }
         let (failure, message) = fatal ?? (.connectionLost, "connection closed")
-        if let ready {
-            ready.resume(throwing: APNsClientError(transport: .connectFailed, message))
-            self.ready = nil
-        }
         for r in leftovers { r.fail(.notProcessed, "connection closed before the request was sent") }
         failQueued(.notProcessed, "connection closed before the request was sent")
         let inFlight = streams
@@ -316,9 +330,7 @@ final class ConnectionIO {
         if fd >= 0 { close(fd) }
         fd = -1
         if fatal != nil { logger.notice("connection closed: \(message)") }
-        // Only connections that became ready were handed to the owner; a failed connect reports through
-        // `connect` throwing, and a `.closed` as well would make the pool reconnect twice (without backoff).
-        if settingsReceived { onEvent(.closed) }
+        return (settingsReceived, message)
     }
 
 }
