@@ -6,9 +6,9 @@ SWIFT ?= swift
 VENV := .venv
 PY := $(VENV)/bin/python
 
-# Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools).
+# Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools, tinyproxy).
 APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
-APT_TEST := kcat nghttp2-client nghttp2-server python3-venv
+APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy
 
 .PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults clean help
 

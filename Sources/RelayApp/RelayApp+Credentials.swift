@@ -75,6 +75,7 @@ extension RelayApp {
             trust = .systemTrustStore
         }
         var client = APNsClientConfiguration(credential: credential, trust: trust)
+        client.proxy = try proxy(apns)
         client.name = configured.name
         client.endpoints = apns.endpoints
         client.pool.minConnections = apns.minConnections
@@ -84,5 +85,24 @@ extension RelayApp {
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency
         return client
+    }
+
+    /// The proxy with its credentials read from their file.
+    /// - Throws: `RelayError` naming the file and its key.
+    private static func proxy(_ apns: RelayAppConfiguration.APNs) throws -> HTTPProxy? {
+        guard var proxy = apns.proxy else { return nil }
+        guard let file = apns.proxyCredentialsFile else { return proxy }
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw RelayError("cannot read the proxy credentials file '\(file)' (apns.proxy.credentialsFile): \(error.localizedDescription)")
+        }
+        do {
+            proxy.credentials = try HTTPProxy.Credentials(parsing: text)
+        } catch {
+            throw RelayError("the proxy credentials file '\(file)' (apns.proxy.credentialsFile): \(error.message)")
+        }
+        return proxy
     }
 }

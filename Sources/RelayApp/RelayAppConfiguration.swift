@@ -60,6 +60,10 @@ package struct RelayAppConfiguration: Sendable {
         /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
         package var caFile: String?
         package var insecureSkipVerify = false
+        /// `apns.proxy.url`: reach APNs through this HTTP proxy (CONNECT), already checked.
+        package var proxy: HTTPProxy?
+        /// `apns.proxy.credentialsFile`: `user:password` for the proxy, read when the client is built.
+        package var proxyCredentialsFile: String?
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections
         /// `apns.pool.idleTimeoutMs`; `nil` (0): a pool keeps its connections however long it is idle.
@@ -174,6 +178,17 @@ package struct RelayAppConfiguration: Sendable {
             connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000),
             adaptiveConcurrency: settings.bool("apns.pool.adaptiveConcurrency", default: apnsDefaults.adaptiveConcurrency)
         )
+        if let url = settings.string("apns.proxy.url") {
+            do {
+                apns.proxy = try HTTPProxy(url: url)
+            } catch {
+                settings.problem("apns.proxy.url: \(error.message)")
+            }
+        }
+        apns.proxyCredentialsFile = settings.string("apns.proxy.credentialsFile")
+        if apns.proxyCredentialsFile != nil, apns.proxy == nil, !settings.wasRefused("apns.proxy.url") {
+            settings.problem("apns.proxy.credentialsFile is set but apns.proxy.url is not")
+        }
         let idle = settings.milliseconds("apns.pool.idleTimeoutMs", default: apnsDefaults.idleTimeout ?? .zero, range: 0...86_400_000)
         apns.idleTimeout = idle > .zero ? idle : nil
 

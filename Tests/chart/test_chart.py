@@ -115,6 +115,7 @@ EVERY_KEY = {
                        "existingSecretKey": "key.p8", "rotationMinutes": 25}},
         ],
         "ca": {"existingConfigMap": "apns-ca", "key": "bundle.pem"},
+        "proxy": {"url": "http://proxy.internal:3128", "existingSecret": "apns-proxy", "credentialsKey": "auth"},
         "pool": {"adaptiveConcurrency": False},
     },
     "relay": {"maxDeadLetterBytes": 500000, "tokenRemoval": {"badDeviceTokenPercent": 40, "minimumSample": 100,
@@ -466,6 +467,9 @@ def test_named_credentials_and_ca():
     assert volumes["apns-credential-gamma"]["secret"]["secretName"] == "gamma-key"
     assert volumes["apns-credential-gamma"]["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
     assert volumes["apns-ca"]["configMap"] == {"name": "apns-ca", "items": [{"key": "bundle.pem", "path": "ca.pem"}]}
+    assert apns["proxy"] == {"url": "http://proxy.internal:3128", "credentialsFile": "/etc/apns-relay/proxy/credentials"}
+    assert volumes["apns-proxy"]["secret"]["secretName"] == "apns-proxy"
+    assert volumes["apns-proxy"]["secret"]["items"] == [{"key": "auth", "path": "credentials"}]
     # Only named credentials: the unnamed token credential is left out, with its volume.
     only_named = merge(EVERY_KEY, {"apns": {"token": {"keyId": "", "teamId": "", "existingSecret": ""}}})
     objs = objects(only_named)
@@ -479,6 +483,7 @@ def test_named_credentials_and_ca():
     for values, message in (
         (twice, "names 'beta' twice"),
         (merge(EVERY_KEY, {"apns": {"ca": {"existingSecret": "ca"}}}), "not both"),
+        (merge(EVERY_KEY, {"apns": {"proxy": {"url": ""}}}), "apns.proxy.url is not"),
     ):
         try:
             render(values)
@@ -732,6 +737,8 @@ WRONG = {
     "KEDA maxReplicaCount 0": {"keda": {"enabled": True, "maxReplicaCount": 0}},
     "pullPolicy unknown": {"image": {"pullPolicy": "Sometimes"}},
     "grace period 0": {"terminationGracePeriodSeconds": 0},
+    "proxy URL with credentials": {"apns": {"proxy": {"url": "http://relay:secret@proxy:3128"}}},
+    "proxy URL over https": {"apns": {"proxy": {"url": "https://proxy:3128"}}},
 }
 WRONG_BOOTSTRAP = {
     "missing bootstrap servers": {},

@@ -56,6 +56,37 @@ import Testing
         }
     }
 
+    /// `apns.proxy.url` and `apns.proxy.credentialsFile`, as an operator sets them, through Debian's tinyproxy.
+    @Test func sendsThroughAnHTTPProxy() async throws {
+        let proxy = try await TinyProxy.start(basicAuth: (user: "relay", password: "pr0xy-pass"))
+        defer { proxy.stop() }
+        try await withSandbox { sandbox in
+            let directory = try makeTemporaryDirectory("send-proxy")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let credentials = directory.appendingPathComponent("proxy-credentials").path
+            try "relay:pr0xy-pass\n".write(toFile: credentials, atomically: true, encoding: .utf8)
+            var env = environment(sandbox)
+            env["APNS_RELAY_APNS_PROXY_URL"] = proxy.url
+            env["APNS_RELAY_APNS_PROXY_CREDENTIALS_FILE"] = credentials
+            let sent = try await send(["--device-token", token, "--topic", "com.example.app", "--environment", "development"], env)
+            #expect(sent.status == 0, "\(sent.output)")
+            #expect(sandbox.apns.statistics.accepted == 1)
+            #expect(proxy.log.contains("CONNECT 127.0.0.1:"), "through the proxy: \(proxy.log)")
+
+            try "relay:wrong\n".write(toFile: credentials, atomically: true, encoding: .utf8)
+            let refused = try await send(["--device-token", token, "--topic", "com.example.app", "--environment", "development", "--timeout-ms", "3000"], env)
+            #expect(refused.status == 3, "\(refused.output)")
+            #expect(refused.output.contains("proxy http://127.0.0.1:\(proxy.port) (user relay) rejected the credentials"), "\(refused.output)")
+            #expect(!refused.output.contains("wrong") && !refused.output.contains("pr0xy-pass"), "never prints the password: \(refused.output)")
+
+            env["APNS_RELAY_APNS_PROXY_URL"] = "http://relay:pr0xy-pass@127.0.0.1:\(proxy.port)"
+            let misconfigured = try await send(["--device-token", token, "--topic", "com.example.app"], env)
+            #expect(misconfigured.status == 2, "\(misconfigured.output)")
+            #expect(misconfigured.output.contains("apns.proxy.url: proxy URL <a URL with credentials> must not contain credentials"), "\(misconfigured.output)")
+            #expect(!misconfigured.output.contains("pr0xy-pass"), "\(misconfigured.output)")
+        }
+    }
+
     @Test func noAnswerExitsThree() async throws {
         try await withSandbox { sandbox in
             var env = environment(sandbox)

@@ -62,6 +62,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "apns-relay.certificateDir" -}}/etc/apns-relay/apns-certificate{{- end }}
 {{- define "apns-relay.credentialsDir" -}}/etc/apns-relay/credentials{{- end }}
 {{- define "apns-relay.caDir" -}}/etc/apns-relay/apns-ca{{- end }}
+{{- define "apns-relay.proxyDir" -}}/etc/apns-relay/proxy{{- end }}
 
 {{/* "true" when the unnamed credential (apns.auth, apns.token, apns.certificate) is rendered and mounted: always,
 unless named credentials are listed and the unnamed one is a token credential without a key id. */}}
@@ -159,6 +160,15 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- if or $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}
 {{- if and $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}{{ fail "set apns.ca.existingSecret or apns.ca.existingConfigMap, not both" }}{{ end }}
 {{- $_ := set $apns "caFile" (printf "%s/ca.pem" (include "apns-relay.caDir" .)) -}}
+{{- end -}}
+{{- with $v.apns.proxy }}
+{{- if .url }}
+{{- $proxy := dict "url" .url -}}
+{{- if .existingSecret }}{{ $_ := set $proxy "credentialsFile" (printf "%s/credentials" (include "apns-relay.proxyDir" $)) }}{{ end -}}
+{{- $_ := set $apns "proxy" $proxy -}}
+{{- else if .existingSecret }}
+{{- fail "apns.proxy.existingSecret is set but apns.proxy.url is not" }}
+{{- end }}
 {{- end -}}
 {{- if $v.apns.credentials -}}
 {{- $names := list -}}
