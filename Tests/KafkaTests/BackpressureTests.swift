@@ -39,7 +39,7 @@ struct BackpressureTests {
 
         let assignment = try consumer.assignment()
         #expect(assignment.count == 2)
-        try consumer.pause(assignment)
+        consumer.pause(assignment)
         try await produceKeyed(producer, topic: topic, count: 20, keyPrefix: "while-paused")
 
         // Nothing may happen for twice max.poll.interval.ms: no record (paused), no revocation or loss.
@@ -52,7 +52,7 @@ struct BackpressureTests {
         #expect(!maxPollExceeded.isRaised, "librdkafka reported max.poll.interval.ms exceeded")
         #expect(try consumer.assignment() == assignment, "still a member with the same partitions")
 
-        try consumer.resume(assignment)
+        consumer.resume(assignment)
         var afterResume: Set<String> = []
         while afterResume.count < 20 {
             switch try await nextEvent(&iterator, within: .seconds(10), expecting: "the records produced while paused") {

@@ -23,11 +23,11 @@ struct ConsumerStateMachineTests {
         #expect(room1)
         for offset in 0..<4 {
             let action = machine.received(message(p0, Int64(offset)))
-            #expect(action.pause.isEmpty && !action.wakePoller, "backpressure never pauses partitions")
+            #expect(action.unforward.isEmpty && !action.wakePoller, "backpressure never pauses partitions")
         }
         let room2 = machine.hasRoom()
         #expect(!room2, "full: the poll thread leaves records in librdkafka")
-        #expect(machine.received(message(p1, 0)).pause.isEmpty, "a batch already polled is kept, never dropped")
+        #expect(machine.received(message(p1, 0)).unforward.isEmpty, "a batch already polled is kept, never dropped")
         #expect(machine.bufferedMessageCount == 5)
         for _ in 0..<2 {
             guard case .event(_, let wake) = machine.next() else { Issue.record("expected a message"); return }
@@ -68,48 +68,42 @@ struct ConsumerStateMachineTests {
         var machine = KafkaConsumerStateMachine(capacity: 2)
         _ = machine.partitionsAssigned([p0, p1])
         _ = machine.next()
-        #expect(machine.pauseByApplication([p1]) == [p1])
+        #expect(machine.pauseByApplication([p1]).unforward == [p1])
+        #expect(machine.forwardedPartitions == [p0])
         _ = machine.received([message(p0, 0), message(p0, 1), message(p0, 2)])
         let room6 = machine.hasRoom()
         #expect(!room6)
-        #expect(machine.resumeByApplication([p1]) == [p1], "a full buffer does not hold an application's resume")
+        let resumed = machine.resumeByApplication([p1])
+        #expect(resumed.forward == [p1], "a full buffer does not hold an application's resume")
+        #expect(resumed.wakePoller, "the poll thread may sleep with nothing to read")
+        #expect(machine.forwardedPartitions == [p0, p1])
     }
 
-    /// librdkafka ≤ 2.3 restarts fetching from an earlier offset when a partition that is not paused is
-    /// resumed (confluentinc/librdkafka#4686): the machine must never ask for such a resume. Every new
-    /// assignment used to be resumed, which redelivered records (duplicate results after a restart).
-    @Test func neverResumesAPartitionThatIsNotPaused() {
+    /// A pause is a change of forwarding, made once: pausing twice or resuming what is not paused does nothing.
+    @Test func pausesAndResumesChangeForwardingOnce() {
         var machine = KafkaConsumerStateMachine(capacity: 4)
         let assigned = machine.partitionsAssigned([p0, p1])
-        #expect(assigned.resume.isEmpty && assigned.pause.isEmpty, "a fresh assignment is left alone")
-        #expect(machine.resumeByApplication([p0]).isEmpty, "resuming what nobody paused does nothing")
-        #expect(machine.pauseByApplication([p0]) == [p0])
-        #expect(machine.pauseByApplication([p0]).isEmpty, "paused once")
-        #expect(machine.resumeByApplication([p0]) == [p0])
-        #expect(machine.resumeByApplication([p0]).isEmpty, "resumed once")
+        #expect(assigned.forward.isEmpty && assigned.unforward.isEmpty, "the assignment itself forwards them")
+        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "resuming what nobody paused does nothing")
+        #expect(machine.pauseByApplication([p0, p0]).unforward == [p0])
+        #expect(machine.pauseByApplication([p0]).unforward.isEmpty, "paused once")
+        #expect(machine.resumeByApplication([p0]).forward == [p0])
+        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "resumed once")
         let unassigned = KafkaTopicPartition(topic: "t", partition: 9)
-        #expect(machine.pauseByApplication([unassigned]).isEmpty, "not assigned: nothing to pause")
+        #expect(machine.pauseByApplication([unassigned]).unforward.isEmpty, "not assigned: nothing to pause")
     }
 
-    /// librdkafka keeps a partition's pause across a revocation: one revoked while paused is resumed when it
-    /// comes back (else nobody would), unless the application paused it again.
-    @Test func aPartitionRevokedWhilePausedIsResumedWhenReassigned() {
+    /// A pause ends with the assignment: a partition revoked while paused comes back forwarded, and a pause
+    /// of a partition not assigned is ignored.
+    @Test func aPauseEndsWithTheAssignment() {
         var machine = KafkaConsumerStateMachine(capacity: 100)
         _ = machine.partitionsAssigned([p0, p1])
-        #expect(machine.pauseByApplication([p0, p1]) == [p0, p1])
+        #expect(machine.pauseByApplication([p0, p1]).unforward == [p0, p1])
         _ = machine.partitionsRemoved([p0], event: .partitionsRevoked(KafkaPartitionRevocation(partitions: [p0])))
-        #expect(machine.resumeByApplication([p0]).isEmpty, "not assigned any more")
-        #expect(machine.partitionsAssigned([p0]).resume == [p0], "back, still paused in librdkafka, resumed")
-        #expect(machine.partitionsAssigned([p0]).resume.isEmpty, "only once")
-
-        var again = KafkaConsumerStateMachine(capacity: 100)
-        _ = again.partitionsAssigned([p0, p1])
-        #expect(again.pauseByApplication([p0]) == [p0])
-        _ = again.partitionsRemoved([p0], event: .partitionsLost([p0]))
-        _ = again.pauseByApplication([p0])  // not assigned: ignored
-        let back = again.partitionsAssigned([p0])
-        #expect(back.resume == [p0], "the application's pause ended with the assignment")
-        #expect(back.pause.isEmpty)
+        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "not assigned any more")
+        _ = machine.pauseByApplication([p0])  // not assigned: ignored
+        _ = machine.partitionsAssigned([p0])
+        #expect(machine.forwardedPartitions == [p0], "back and forwarded; p1 is still paused")
     }
 
     @Test func revocationOvertakesBufferedRecordsAndDropsThoseOfRevokedPartitions() {

@@ -1,4 +1,4 @@
-import Kafka
+@testable import Kafka
 import TestSupport
 import Testing
 
@@ -145,8 +145,40 @@ struct ConsumerHealthTests {
         events.cancel()
     }
 
-    /// librdkafka keeps an application pause across a revocation: a partition paused, revoked and assigned
-    /// again must come back unpaused (nobody else would resume it).
+    /// librdkafka drops a partition's forward when it stops the partition's fetcher, asynchronously: after a
+    /// quick revoke-and-assign the stop can land after the new assignment forwarded the partition, and its
+    /// records then waited in librdkafka, unread, for good. The poll thread forwards every assigned partition
+    /// again every half second. Here the forward is dropped the way librdkafka drops it.
+    @Test(.timeLimit(.minutes(1)))
+    func aPartitionWhoseForwardLibrdkafkaDroppedIsReadAgain() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        let topic = "unforwarded"
+        try cluster.createTopic(topic, partitions: 1)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: uniqueGroupID()),
+                                         logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: [topic])
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        guard case .partitionsAssigned(let partitions) = try await nextEvent(&iterator, within: .seconds(30), expecting: "the assignment") else {
+            Issue.record("first event was not an assignment")
+            return
+        }
+        consumer.client.withHandle { consumer.shared.setForwarding(false, partitions, handle: $0) }
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: topic, count: 10)
+        try await producer.close()
+        var keys: Set<String> = []
+        while keys.count < 10 {
+            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(10), expecting: "record \(keys.count + 1) of 10 (the partition's records stayed in librdkafka)") {
+                keys.insert(message.keyString ?? "")
+            }
+        }
+        try await consumer.close()
+    }
+
+    /// A pause ends with the assignment: a partition paused, revoked and assigned again comes back delivering.
+    /// (When pauses were librdkafka's, the resume on re-assignment could be queued behind librdkafka's own
+    /// fetch start and dropped as outdated, leaving the partition paused for good: 2 of 16 loaded runs.)
     @Test(.timeLimit(.minutes(2)))
     func aPartitionPausedBeforeARevocationComesBackUnpaused() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
@@ -163,7 +195,7 @@ struct ConsumerHealthTests {
             return
         }
         #expect(all.count == 2)
-        try first.pause(all)
+        first.pause(all)
 
         // A second member joins and leaves: every partition of the first is revoked and assigned again.
         let second = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: .range),

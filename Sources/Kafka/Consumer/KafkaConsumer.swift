@@ -21,8 +21,8 @@ public final class KafkaConsumer: Sendable {
     /// The consumer's events (messages and rebalances). Iterate it from one task at a time.
     public let events: KafkaConsumerEvents
 
-    private let client: KafkaClient
-    private let shared: KafkaConsumerShared
+    let client: KafkaClient
+    let shared: KafkaConsumerShared
     private let logger: Logger
     private let lifecycle = Mutex<Lifecycle>(.created)
 
@@ -141,24 +141,17 @@ public final class KafkaConsumer: Sendable {
         try storeOffset(topic: message.topic, partition: message.partition, offset: message.offset)
     }
 
-    /// Stops fetching `partitions` until ``resume(_:)``. Polling continues, so the member stays in the group.
-    public func pause(_ partitions: [KafkaTopicPartition]) throws {
-        let error = client.withHandle { handle in
-            shared.state.withLock { shared.setPaused(true, $0.pauseByApplication(partitions), handle: handle) }
-        }
-        if let error { throw error }
+    /// Stops delivering `partitions`' records until ``resume(_:)``: records fetched from now on wait in
+    /// librdkafka (its prefetch limits bound them, and fetching stops there); records already taken into the
+    /// event buffer are still delivered. Polling continues, so the member stays in the group. Partitions not
+    /// assigned are ignored, and a pause ends with the partition's assignment.
+    public func pause(_ partitions: [KafkaTopicPartition]) {
+        client.withHandle { handle in shared.update(handle: handle) { $0.pauseByApplication(partitions) } }
     }
 
-    /// Resumes partitions paused with ``pause(_:)``; they stay paused while the event buffer is full.
-    public func resume(_ partitions: [KafkaTopicPartition]) throws {
-        // Under the lock, like the buffer's own pauses, so librdkafka sees them in decision order.
-        let error = client.withHandle { handle in
-            shared.state.withLock { state -> KafkaError? in
-                let toResume = state.resumeByApplication(partitions)
-                return toResume.isEmpty ? nil : shared.setPaused(false, toResume, handle: handle)
-            }
-        }
-        if let error { throw error }
+    /// Delivers paused partitions' records again, those that waited first.
+    public func resume(_ partitions: [KafkaTopicPartition]) {
+        client.withHandle { handle in shared.update(handle: handle) { $0.resumeByApplication(partitions) } }
     }
 
     /// The partitions currently assigned to this member, as librdkafka sees them.

@@ -65,18 +65,17 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         _ = write(wakePipe.write, &byte, 1)
     }
 
-    /// Runs a state machine transition and, still under the lock, the pause/resume it asks for: librdkafka
-    /// must see pauses and resumes in the order the machine decided them (a resume overtaken by an older
-    /// pause would leave partitions paused for good). rd_kafka_pause/resume_partitions only enqueue
-    /// operations and never call back into us, so calling them under the lock cannot deadlock.
-    /// A parked iterator is resolved under the lock (resolving only enqueues its task).
+    /// Runs a state machine transition and, still under the lock, the forwarding changes it asks for, so they
+    /// happen in the order the machine decided them (a stale re-forward must not undo a newer pause).
+    /// rd_kafka_queue_forward only takes queue locks and never calls back into us, so calling it under the
+    /// lock cannot deadlock. A parked iterator is resolved under the lock (resolving only enqueues its task).
     func update(
         handle: OpaquePointer, _ transition: (inout KafkaConsumerStateMachine) -> KafkaConsumerStateMachine.Action
     ) {
         let action = state.withLock { machine in
             let action = transition(&machine)
-            if !action.pause.isEmpty { setPaused(true, action.pause, handle: handle) }
-            if !action.resume.isEmpty { setPaused(false, action.resume, handle: handle) }
+            if !action.unforward.isEmpty { setForwarding(false, action.unforward, handle: handle) }
+            if !action.forward.isEmpty { setForwarding(true, action.forward, handle: handle) }
             return action
         }
         if action.droppedMessages > 0 {
@@ -85,18 +84,29 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         if action.wakePoller { wakePollThread() }
     }
 
-    /// Thread-safe in librdkafka; partitions no longer assigned are reported per entry and ignored here.
-    @discardableResult
-    func setPaused(_ paused: Bool, _ partitions: [KafkaTopicPartition], handle: OpaquePointer) -> KafkaError? {
-        let list = TopicPartitionList(partitions)
-        let error = list.withList { paused ? rd_kafka_pause_partitions(handle, $0) : rd_kafka_resume_partitions(handle, $0) }
-        logger.debug(paused ? "paused partitions" : "resumed partitions", metadata: ["partitions": "\(partitions)"])
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            let failure = KafkaError(code: .partitionControl, rawResponse: error)
-            logger.warning("pause/resume failed", metadata: ["error": "\(failure)"])
-            return failure
+    /// Points the partitions' fetch queues at the record queue (or at nothing: their records then wait in
+    /// librdkafka). Forwarding again moves what waited, in order.
+    func setForwarding(_ forwarded: Bool, _ partitions: [KafkaTopicPartition], handle: OpaquePointer) {
+        guard let records = recordQueue.withLock({ $0 }) else { return }
+        for partition in partitions {
+            guard let queue = rd_kafka_queue_get_partition(handle, partition.topic, partition.partition) else {
+                // Only a producer handle has no partition queues; this would leave the partition unread.
+                report(KafkaError(code: .rebalance, message: "no fetch queue for \(partition); its records would not be read"))
+                continue
+            }
+            rd_kafka_queue_forward(queue, forwarded ? records : nil)
+            rd_kafka_queue_destroy(queue)
         }
-        return nil
+    }
+
+    /// Forwards every assigned, unpaused partition again. librdkafka clears a partition's forward when it
+    /// stops the partition's fetcher, asynchronously: a stop left over from a revocation can land after the
+    /// next assignment forwarded the partition again, and its records would then wait in librdkafka unread.
+    /// Forwarding a forwarded queue changes nothing, so the poll thread simply does this now and then.
+    func refreshForwarding(handle: OpaquePointer) {
+        state.withLock { machine in
+            setForwarding(true, machine.forwardedPartitions, handle: handle)
+        }
     }
 
     /// Every error librdkafka reports for this consumer passes here (from its error callback).
@@ -141,7 +151,9 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             logger.info("partitions assigned", metadata: ["partitions": "\(topicPartitions)"])
-            forwardRecords(of: topicPartitions, handle: handle)
+            // Before they are assigned: librdkafka then keeps the forward when it starts fetching (it
+            // forwards to the consumer queue only where the application set none).
+            setForwarding(true, topicPartitions, handle: handle)
             applyAssignment(handle: handle, partitions: partitions, assign: true)
             update(handle: handle) { $0.partitionsAssigned(topicPartitions) }
             isJoined.store(true, ordering: .releasing)
@@ -202,22 +214,6 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
     }
 
-    /// Forwards the partitions' fetch queues to `recordQueue`, before they are assigned: librdkafka then
-    /// keeps the forward when it starts fetching (it forwards to the consumer queue only where the
-    /// application set none). Its fetch stop clears the forward, so every assignment sets it again.
-    private func forwardRecords(of partitions: [KafkaTopicPartition], handle: OpaquePointer) {
-        guard let records = recordQueue.withLock({ $0 }) else { return }
-        for partition in partitions {
-            guard let queue = rd_kafka_queue_get_partition(handle, partition.topic, partition.partition) else {
-                // Only a producer handle has no partition queues; this would leave the partition unread.
-                report(KafkaError(code: .rebalance, message: "no fetch queue for \(partition); its records would not be read"))
-                continue
-            }
-            rd_kafka_queue_forward(queue, records)
-            rd_kafka_queue_destroy(queue)
-        }
-    }
-
     private func applyAssignment(
         handle: OpaquePointer, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, assign: Bool
     ) {
@@ -237,6 +233,9 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// uncontended and only satisfies Sendable.
     private let polledBatch = BlockingMutex<[KafkaConsumerMessage]>([])
     static let maximumBatch = 512
+    /// How often every assigned partition is forwarded again (``refreshForwarding(handle:)``): the longest a
+    /// partition's records can wait after librdkafka dropped its forward.
+    static let forwardingRefreshInterval: Duration = .milliseconds(500)
 
     /// Hands the polled records to the state machine. Called before a rebalance is applied, so records
     /// polled before a revocation are in the buffer (and dropped with it), never behind it.
@@ -286,6 +285,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             rd_kafka_queue_io_event_enable(consumerQueue, wakePipe.write, &wakeByte, 1)
             rd_kafka_queue_io_event_enable(records, wakePipe.write, &wakeByte, 1)
             var batch = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: Self.maximumBatch)
+            var nextRefresh = ContinuousClock.now + Self.forwardingRefreshInterval
             while !isClosing.load(ordering: .acquiring) {
                 // The consumer queue first (rebalance callbacks run in here), without waiting.
                 var served = 0
@@ -302,6 +302,10 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                     }
                     for index in 0..<max(0, taken) { take(batch[index]!) }
                     flushPolledBatch(handle: handle)
+                }
+                if ContinuousClock.now >= nextRefresh {
+                    refreshForwarding(handle: handle)
+                    nextRefresh = .now + Self.forwardingRefreshInterval
                 }
                 if served == 0 && taken <= 0 { sleepUntilWoken(timeoutMilliseconds: pollTimeoutMilliseconds) }
             }

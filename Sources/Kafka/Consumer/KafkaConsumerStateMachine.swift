@@ -13,11 +13,14 @@ import ServiceSupport
 /// its prefetch and fetching restarted ~0.7 s after the resume, which idled the relay for most of each
 /// cycle at full speed (Benchmarks/README.md).
 ///
-/// Partitions the application pauses are paused in librdkafka. The machine knows which partitions
-/// librdkafka holds paused (`pausedInClient`) and only ever asks to resume one of those: resuming a
-/// partition that is not paused makes librdkafka (up to 2.3, Debian 12 has 2.0.2) restart its fetcher from
-/// an earlier offset and deliver records again (confluentinc/librdkafka#4686), which showed as duplicate
-/// results.
+/// A partition the application pauses is not paused in librdkafka: its fetch queue stops being forwarded to
+/// the record queue (``Action/unforward``), so its records wait there, bounded by the same prefetch limits,
+/// and resuming forwards it again (``Action/forward``), which moves what waited to the record queue in order.
+/// librdkafka 2.0.2's own pause and resume are operations with a version barrier that is taken before the
+/// operation is queued: one issued by the application while librdkafka's main thread starts or stops the
+/// same partition's fetcher (right after an assignment) can be queued behind a newer one and then dropped
+/// as outdated. A dropped resume left the partition paused for good (a flaky test showed it: fetch state
+/// active, never fetched). Forwarding has no such barrier. A pause ends with the partition's assignment.
 struct KafkaConsumerStateMachine {
     enum WaitOutcome: Sendable {
         case event(KafkaConsumerEvent)
@@ -31,8 +34,10 @@ struct KafkaConsumerStateMachine {
 
     /// Side effects for the caller to perform after releasing the lock.
     struct Action {
-        var pause: [KafkaTopicPartition] = []
-        var resume: [KafkaTopicPartition] = []
+        /// Stop forwarding these partitions' records (the application paused them).
+        var unforward: [KafkaTopicPartition] = []
+        /// Forward these partitions' records again (resumed).
+        var forward: [KafkaTopicPartition] = []
         var droppedMessages = 0
         /// The poll thread waits for room in the buffer, and there is room now.
         var wakePoller = false
@@ -50,9 +55,6 @@ struct KafkaConsumerStateMachine {
     private(set) var pollerWaitsForRoom = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
-    /// Partitions whose pause flag is set in librdkafka. It outlives a revocation there (a partition paused
-    /// when revoked comes back paused), so entries stay when partitions are removed.
-    private(set) var pausedInClient: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
     private var messages = MessageQueue()
     private var waiter: Waiter?
@@ -96,12 +98,12 @@ struct KafkaConsumerStateMachine {
 
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
         assigned.formUnion(partitions)
-        var action = pushControl(.partitionsAssigned(partitions))
-        // One that was paused when it was revoked comes back paused in librdkafka and is resumed here (unless
-        // the application paused it again), or nobody would resume it; the others are left alone (see
-        // `pausedInClient`).
-        reconcile(partitions, into: &action)
-        return action
+        return pushControl(.partitionsAssigned(partitions))
+    }
+
+    /// The assigned partitions whose records should be forwarded to the record queue (not paused).
+    var forwardedPartitions: [KafkaTopicPartition] {
+        assigned.subtracting(pausedByApplication).sorted()
     }
 
     /// For both a revocation and a loss: forget the partitions and drop their unprocessed messages.
@@ -188,21 +190,27 @@ struct KafkaConsumerStateMachine {
         return action
     }
 
-    /// - Returns: the partitions to pause in librdkafka: those assigned and not paused already. Others are
-    ///   ignored (a partition's pause ends with its assignment).
-    mutating func pauseByApplication(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
-        pausedByApplication.formUnion(partitions.filter(assigned.contains))
+    /// - Returns: what to stop forwarding: the partitions that are assigned and were not paused already.
+    ///   Others are ignored (a partition's pause ends with its assignment).
+    mutating func pauseByApplication(_ partitions: [KafkaTopicPartition]) -> Action {
         var action = Action()
-        reconcile(partitions, into: &action)
-        return action.pause
+        for partition in Set(partitions) where assigned.contains(partition) && pausedByApplication.insert(partition).inserted {
+            action.unforward.append(partition)
+        }
+        action.unforward.sort()
+        return action
     }
 
-    /// - Returns: the partitions to resume now: assigned ones paused in librdkafka.
-    mutating func resumeByApplication(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
-        pausedByApplication.subtract(partitions)
+    /// - Returns: what to forward again: the assigned partitions among `partitions` that were paused; and a
+    ///   wake-up for the poll thread, which may sleep with nothing to read.
+    mutating func resumeByApplication(_ partitions: [KafkaTopicPartition]) -> Action {
         var action = Action()
-        reconcile(partitions, into: &action)
-        return action.resume
+        for partition in Set(partitions) where pausedByApplication.remove(partition) != nil && assigned.contains(partition) {
+            action.forward.append(partition)
+        }
+        action.forward.sort()
+        action.wakePoller = !action.forward.isEmpty
+        return action
     }
 
     // MARK: private
@@ -233,21 +241,6 @@ struct KafkaConsumerStateMachine {
         guard pollerWaitsForRoom, messages.count <= capacity / 2 else { return false }
         pollerWaitsForRoom = false
         return true
-    }
-
-    /// Adds to `action` the pauses and resumes that make librdkafka's pause flags of the assigned ones among
-    /// `partitions` what the application wants, and records them in `pausedInClient`.
-    private mutating func reconcile(_ partitions: some Sequence<KafkaTopicPartition>, into action: inout Action) {
-        for partition in partitions where assigned.contains(partition) {
-            let wanted = pausedByApplication.contains(partition)
-            if wanted, pausedInClient.insert(partition).inserted {
-                action.pause.append(partition)
-            } else if !wanted, pausedInClient.remove(partition) != nil {
-                action.resume.append(partition)
-            }
-        }
-        action.pause.sort()
-        action.resume.sort()
     }
 }
 

@@ -5,10 +5,10 @@ import Synchronization
 /// The relay's shared bookkeeping: offsets in flight, the in-flight gate, the assignment, and tasks
 /// waiting for partitions to drain. One lock.
 ///
-/// Pauses and resumes are carried out *under* the lock (through `partitionControl`), in the order the gate
-/// decides them: a finishing event's resume must never reach librdkafka after a later pause (or the other
-/// way round), or partitions would stay paused while the gate is open. `partitionControl` only enqueues
-/// operations in librdkafka and never calls back into the relay, so this cannot deadlock.
+/// Pauses and resumes (closing and opening the intake valve; Kafka partitions are not paused) are carried
+/// out *under* the lock (through `partitionControl`), in the order the gate decides them: a finishing
+/// event's resume must never land after a later pause (or the other way round), or intake would stay closed
+/// while the gate is open. `partitionControl` never calls back into the relay, so this cannot deadlock.
 final class RelayState: Sendable {
     /// Pauses (`true`) or resumes (`false`) partitions in the consumer.
     typealias PartitionControl = @Sendable (_ pause: Bool, _ partitions: [KafkaTopicPartition]) -> Void
