@@ -32,13 +32,14 @@ extension RelayApp {
         let prefix = configured.keyPrefix
         let credential: APNsClientConfiguration.Credential
         switch configured.auth {
-        case .token(let keyID, let teamID, let keyFile, let epoch):
+        case .token(let keyIDSource, let teamID, let keyFile, let epoch):
             let pem: String
             do {
                 pem = try String(contentsOfFile: keyFile, encoding: .utf8)
             } catch {
                 throw RelayError("cannot read the APNs signing key file '\(keyFile)' (\(prefix)token.privateKeyFile): \(error.localizedDescription)")
             }
+            let keyID = try Self.keyID(keyIDSource, prefix: prefix)
             do {
                 credential = .token(try ProviderTokenSigner(pem: pem, keyID: keyID, teamID: teamID, rotationEpoch: epoch))
             } catch {
@@ -104,5 +105,20 @@ extension RelayApp {
             throw RelayError("the proxy credentials file '\(file)' (apns.proxy.credentialsFile): \(error.message)")
         }
         return proxy
+    }
+
+    /// The key id, read from its file if it is in one (trimmed).
+    /// - Throws: `RelayError` naming the file and its key.
+    package static func keyID(_ source: RelayAppConfiguration.APNs.KeyID, prefix: String) throws -> String {
+        switch source {
+        case .value(let keyID):
+            return keyID
+        case .file(let file):
+            do {
+                return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                throw RelayError("cannot read the APNs key id file '\(file)' (\(prefix)token.keyIdFile): \(error.localizedDescription)")
+            }
+        }
     }
 }

@@ -34,6 +34,8 @@ package struct RelayApp: Sendable {
     package let clients: [APNsClient]
     package let consumer: KafkaConsumer
     package let producer: KafkaProducer
+    /// Reads token credentials' key files again for a new key (`nil`: none to watch, or turned off).
+    package let keyWatcher: SigningKeyWatcher?
 
     /// Loads the credentials first (key and certificate files, the CA file), then creates the Kafka
     /// clients: a credential problem then fails the start-up before librdkafka starts connecting (and
@@ -51,6 +53,15 @@ package struct RelayApp: Sendable {
             routes.append(CredentialRouter.Route(name: credential.name, patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
         }
         self.clients = clients
+        var watched: [SigningKeyWatcher.Watched] = []
+        for (credential, client) in zip(configuration.apns.credentials, clients) {
+            guard case .token(let signer) = client.configuration.credential,
+                  case .token(let keyID, _, let keyFile, _) = credential.auth else { continue }
+            watched.append(.init(credential: credential.name, prefix: credential.keyPrefix, signer: signer, keyFile: keyFile, keyID: keyID))
+        }
+        keyWatcher = configuration.apns.keyReloadInterval.flatMap { interval in
+            watched.isEmpty ? nil : SigningKeyWatcher(watching: watched, interval: interval, logger: logger)
+        }
 
         var consumerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
@@ -88,10 +99,11 @@ package struct RelayApp: Sendable {
         )
     }
 
-    /// The services in start order: the APNs clients, `extra` (e.g. the admin server), then the relay. A
-    /// `ServiceGroup` stops them in reverse: the relay drains first, the APNs connections close last.
+    /// The services in start order: the APNs clients, the key watcher, `extra` (e.g. the admin server), then
+    /// the relay. A `ServiceGroup` stops them in reverse: the relay drains first, the APNs connections close
+    /// last.
     package func services(adding extra: [any Service] = []) -> [any Service] {
-        [APNsClientService(clients: clients)] + extra + [relay]
+        [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + extra + [relay]
     }
 
     /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a

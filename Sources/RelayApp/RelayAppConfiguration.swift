@@ -33,8 +33,15 @@ package struct RelayAppConfiguration: Sendable {
 
     package struct APNs: Sendable {
         package enum Auth: Sendable {
-            case token(keyID: String, teamID: String, privateKeyFile: String, rotationEpoch: Duration)
+            case token(keyID: KeyID, teamID: String, privateKeyFile: String, rotationEpoch: Duration)
             case certificate(ClientCertificateSource)
+        }
+
+        /// The key id, as a value (`token.keyId`) or in a file beside the key (`token.keyIdFile`), which a key
+        /// rotation replaces together with the key.
+        package enum KeyID: Sendable, Equatable {
+            case value(String)
+            case file(String)
         }
 
         package struct Credential: Sendable {
@@ -75,6 +82,9 @@ package struct RelayAppConfiguration: Sendable {
         package var congestionLatency = APNsClientConfiguration.Pool().congestionLatency
         /// `apns.token.rotationMinutes`.
         package static let tokenRotationMinutes = 30
+        /// `apns.keyReloadIntervalMs`: how often token credentials' key files are read again for a new key;
+        /// `nil` (0): never.
+        package var keyReloadInterval: Duration? = .seconds(10)
     }
 
     package struct Admin: Sendable {
@@ -189,6 +199,8 @@ package struct RelayAppConfiguration: Sendable {
         if apns.proxyCredentialsFile != nil, apns.proxy == nil, !settings.wasRefused("apns.proxy.url") {
             settings.problem("apns.proxy.credentialsFile is set but apns.proxy.url is not")
         }
+        let reload = settings.milliseconds("apns.keyReloadIntervalMs", default: apnsDefaults.keyReloadInterval ?? .zero, range: 0...3_600_000)
+        apns.keyReloadInterval = reload > .zero ? reload : nil
         let idle = settings.milliseconds("apns.pool.idleTimeoutMs", default: apnsDefaults.idleTimeout ?? .zero, range: 0...86_400_000)
         apns.idleTimeout = idle > .zero ? idle : nil
 
@@ -243,13 +255,18 @@ package struct RelayAppConfiguration: Sendable {
         let topics = settings.list(prefix + "topics", default: [])
         switch kind {
         case .token:
-            let keyID = settings.string(prefix + "token.keyId")
+            let keyIDValue = settings.string(prefix + "token.keyId")
+            let keyIDFile = settings.string(prefix + "token.keyIdFile")
             let teamID = settings.string(prefix + "token.teamId")
             let keyFile = settings.string(prefix + "token.privateKeyFile")
-            if keyID == nil, teamID == nil, keyFile == nil, !required { return nil }
-            guard let keyID, let teamID, let keyFile else {
+            if keyIDValue == nil, keyIDFile == nil, teamID == nil, keyFile == nil, !required { return nil }
+            if keyIDValue != nil, keyIDFile != nil {
+                settings.problem("set \(prefix)token.keyId or \(prefix)token.keyIdFile, not both")
+                return nil
+            }
+            guard let keyID = keyIDValue.map(APNs.KeyID.value) ?? keyIDFile.map(APNs.KeyID.file), let teamID, let keyFile else {
                 let variable = "APNS_RELAY_" + environmentName(forKey: prefix + "token")
-                settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE)")
+                settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE); \(prefix)token.keyIdFile can stand for the key id")
                 return nil
             }
             let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...35)
@@ -274,7 +291,7 @@ package struct RelayAppConfiguration: Sendable {
     }
 
     static let credentialKeys = [
-        "auth", "topics", "token.keyId", "token.teamId", "token.privateKeyFile", "token.rotationMinutes",
+        "auth", "topics", "token.keyId", "token.keyIdFile", "token.teamId", "token.privateKeyFile", "token.rotationMinutes",
         "certificate.pkcs12File", "certificate.passphraseFile", "certificate.certificateFile", "certificate.privateKeyFile",
     ]
 

@@ -102,6 +102,30 @@ import Testing
         #expect(here.jwt == first)
     }
 
+    /// A new key takes over at the next epoch, not at once: two replicas that learn of it at different
+    /// moments of one epoch present identical tokens before and after the switch.
+    @Test func aRotatedKeyTakesOverAtTheNextEpochOnEveryReplica() throws {
+        let old = TestSigningKey(keyID: "OLDKEY0001", teamID: "DEF123GHIJ")
+        let new = TestSigningKey(keyID: "NEWKEY0002", teamID: "DEF123GHIJ")
+        let a = try ProviderTokenSigner(pem: old.pem, keyID: old.keyID, teamID: "DEF123GHIJ")
+        let b = try ProviderTokenSigner(pem: old.pem, keyID: old.keyID, teamID: "DEF123GHIJ")
+        let epochStart: Int64 = 1_700_001_000 - 1_700_001_000 % 1800
+        let before = try a.token(now: epochStart + 60)
+        #expect(try a.rotate(toPEM: new.pem, keyID: new.keyID, now: epochStart + 100) == epochStart + 1800)
+        #expect(try a.token(now: epochStart + 200).jwt == before.jwt, "the current epoch keeps its token")
+        #expect(try b.token(now: epochStart + 1000).jwt == before.jwt)
+        #expect(try b.rotate(toPEM: new.pem, keyID: new.keyID, now: epochStart + 1700) == epochStart + 1800)
+        let after = try a.token(now: epochStart + 1800)
+        #expect(after.keyID == "NEWKEY0002" && a.keyID == "NEWKEY0002")
+        #expect(try b.token(now: epochStart + 1801).jwt == after.jwt, "both replicas switched together")
+        #expect(after.jwt != before.jwt)
+
+        // A key that cannot be used is refused and the current one stays.
+        #expect(throws: APNsClientError.self) { try a.rotate(toPEM: "-----BEGIN PRIVATE KEY-----\nnot a key\n", keyID: "BADKEY0003", now: epochStart + 1900) }
+        #expect(throws: APNsClientError.self) { try a.rotate(toPEM: old.pem, keyID: "bad id!", now: epochStart + 1900) }
+        #expect(try a.token(now: epochStart + 3600).keyID == "NEWKEY0002")
+    }
+
     @Test func rotationPolicyHoldsTwentyMinutesAndSwitchesBeforeFiftyFive() throws {
         let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
         let signer = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")

@@ -113,7 +113,10 @@ EVERY_KEY = {
             {"name": "gamma", "topics": ["com.gamma.*"],
              "token": {"keyId": "GHI123JKLM", "teamId": "JKL123MNOP", "existingSecret": "gamma-key",
                        "existingSecretKey": "key.p8", "rotationMinutes": 25}},
+            {"name": "delta", "topics": ["com.delta.app"],
+             "token": {"teamId": "JKL123MNOP", "existingSecret": "delta-key", "existingSecretKeyIdKey": "keyId"}},
         ],
+        "keyReloadIntervalMs": 5000,
         "ca": {"existingConfigMap": "apns-ca", "key": "bundle.pem"},
         "proxy": {"url": "http://proxy.internal:3128", "existingSecret": "apns-proxy", "credentialsKey": "auth"},
         "pool": {"adaptiveConcurrency": False},
@@ -123,6 +126,7 @@ EVERY_KEY = {
     "admin": {"host": "0.0.0.0"},
 }
 PEM_CERTIFICATE = {**REQUIRED, "apns": {"auth": "certificate", "certificate": {"existingSecret": "apns-tls"}}}
+KEY_ID_FROM_SECRET = {**REQUIRED, "apns": {"token": {"existingSecret": "apns-key", "existingSecretKeyIdKey": "keyId"}}}
 
 
 def merge(base: dict, extra: dict) -> dict:
@@ -432,7 +436,7 @@ def test_every_documented_key_is_settable_through_the_chart():
     # The other direction: every key of README's table reaches relay.yaml from some chart values, so no team
     # needs extraConfig plus hand-made volumes for a documented setting.
     rendered = set()
-    for values in (EVERY_KEY, ALL_ON, PEM_CERTIFICATE):
+    for values in (EVERY_KEY, ALL_ON, PEM_CERTIFICATE, KEY_ID_FROM_SECRET):
         objs = objects(values)
         validate_against_kubernetes(objs)
         config = relay_config(objs)
@@ -453,7 +457,11 @@ def test_every_documented_key_is_settable_through_the_chart():
 def test_named_credentials_and_ca():
     objs = objects(EVERY_KEY)
     apns = relay_config(objs)["apns"]
-    assert apns["credentials"] == ["beta", "gamma"]
+    assert apns["credentials"] == ["beta", "gamma", "delta"]
+    assert apns["credential"]["delta"]["token"] == {
+        "teamId": "JKL123MNOP", "keyIdFile": "/etc/apns-relay/credentials/delta/keyId",
+        "privateKeyFile": "/etc/apns-relay/credentials/delta/AuthKey.p8"}
+    assert apns["keyReloadIntervalMs"] == 5000
     assert apns["credential"]["beta"] == {
         "auth": "certificate", "topics": ["com.beta.app"],
         "certificate": {"pkcs12File": "/etc/apns-relay/credentials/beta/certificate.p12",
@@ -466,6 +474,8 @@ def test_named_credentials_and_ca():
     volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
     assert volumes["apns-credential-gamma"]["secret"]["secretName"] == "gamma-key"
     assert volumes["apns-credential-gamma"]["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
+    assert volumes["apns-credential-delta"]["secret"]["items"] == [{"key": "AuthKey.p8", "path": "AuthKey.p8"},
+                                                                  {"key": "keyId", "path": "keyId"}]
     assert volumes["apns-ca"]["configMap"] == {"name": "apns-ca", "items": [{"key": "bundle.pem", "path": "ca.pem"}]}
     assert apns["proxy"] == {"url": "http://proxy.internal:3128", "credentialsFile": "/etc/apns-relay/proxy/credentials"}
     assert volumes["apns-proxy"]["secret"]["secretName"] == "apns-proxy"
@@ -515,6 +525,17 @@ def test_chart_created_key_secret():
     assert base64.b64decode(secret["data"]["AuthKey.p8"]).decode() == FAKE_P8
     annotations = kinds["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/secret"])
+    validate_against_kubernetes(objs)
+
+
+def test_key_id_from_the_key_secret():
+    # A Secret holding the key and its id: both mounted, the relay reads the id from its file (and notices a
+    # rotated pair without a restart).
+    objs = objects(KEY_ID_FROM_SECRET)
+    token = relay_config(objs)["apns"]["token"]
+    assert token["keyIdFile"] == "/etc/apns-relay/apns-token/keyId" and "keyId" not in token, token
+    volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert {"key": "keyId", "path": "keyId"} in volumes["apns-token"]["secret"]["items"]
     validate_against_kubernetes(objs)
 
 

@@ -5,18 +5,24 @@ import Synchronization
 /// Every replica with the same key derives the *same* token without coordination: `iat` is aligned to the
 /// rotation epoch (`floor(now / epoch) * epoch`) and the ES256 signature uses the RFC 6979 nonce, so the JWT
 /// is byte-identical on every pod for a given epoch. Thread-safe; signs at most once per epoch.
+///
+/// A new key (``rotate(toPEM:keyID:now:)``) takes over at the start of the next epoch, not at once: replicas
+/// that learn of it at slightly different moments within an epoch still switch together, and tokens stay
+/// identical across the fleet.
 public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     /// Allowed rotation epochs: at least 20 minutes (APNs' minimum between updates) and at most 35 minutes, so a
     /// connection can hold a token 20 minutes and still switch before it is 55 minutes old.
     public static let allowedEpochs: ClosedRange<Int64> = 20 * 60...35 * 60
 
-    public let keyID: String
     public let teamID: String
     /// Rotation epoch in seconds.
     public let epochSeconds: Int64
-    // Invariant for @unchecked: ECPrivateKey is only used under `state`'s lock.
+    // Invariant for @unchecked: the ECPrivateKeys are only used under `state`'s lock.
     private struct State: @unchecked Sendable {
         var key: ECPrivateKey
+        var keyID: String
+        /// A key waiting for its first epoch.
+        var next: (key: ECPrivateKey, keyID: String, from: Int64)?
         var cached: ProviderToken?
     }
     private let state: Mutex<State>
@@ -36,15 +42,34 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
         guard Self.allowedEpochs.contains(epoch) else {
             throw APNsClientError(.invalidConfiguration, "token rotation epoch must be 20–35 minutes, got \(epoch) s")
         }
-        for (name, value) in [("keyID", keyID), ("teamID", teamID)] {
-            guard !value.isEmpty, value.utf8.allSatisfy({ $0 < 0x80 && (($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a)) }) else {
-                throw APNsClientError(.invalidCredential, "\(name) must be non-empty ASCII letters and digits")
-            }
-        }
-        self.keyID = keyID
+        try Self.check("keyID", keyID)
+        try Self.check("teamID", teamID)
         self.teamID = teamID
         self.epochSeconds = epoch
-        self.state = Mutex(State(key: key, cached: nil))
+        self.state = Mutex(State(key: key, keyID: keyID, next: nil, cached: nil))
+    }
+
+    private static func check(_ name: String, _ value: String) throws(APNsClientError) {
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 < 0x80 && (($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a)) }) else {
+            throw APNsClientError(.invalidCredential, "\(name) must be non-empty ASCII letters and digits")
+        }
+    }
+
+    /// The key id tokens are signed under now (until a rotation's epoch begins).
+    public var keyID: String { state.withLock { $0.keyID } }
+
+    /// Signs with another key from the start of the next epoch on (the current epoch's token stays as it is).
+    /// A later call before then replaces the waiting key.
+    /// - Returns: the UNIX time from which tokens carry the new key.
+    /// - Throws: `APNsClientError` (`.invalidCredential`) if the PEM or the key id is not usable; the current
+    ///   key stays.
+    @discardableResult
+    public func rotate(toPEM pem: String, keyID: String, now: Int64) throws(APNsClientError) -> Int64 {
+        let key = try ECPrivateKey(pem: Array(pem.utf8))
+        try Self.check("keyID", keyID)
+        let from = issuedAt(forNow: now) + epochSeconds
+        state.withLock { $0.next = (key, keyID, from) }
+        return from
     }
 
     /// The epoch-aligned `iat` for `now` (UNIX seconds).
@@ -58,8 +83,14 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     public func token(now: Int64) throws(APNsClientError) -> ProviderToken {
         let iat = issuedAt(forNow: now)
         let result: ProviderToken? = state.withLock { state in
+            if let next = state.next, iat >= next.from {
+                state.key = next.key
+                state.keyID = next.keyID
+                state.next = nil
+                state.cached = nil
+            }
             if let cached = state.cached, cached.issuedAt == iat { return cached }
-            guard let token = Self.sign(key: state.key, keyID: keyID, teamID: teamID, iat: iat) else { return nil }
+            guard let token = Self.sign(key: state.key, keyID: state.keyID, teamID: teamID, iat: iat) else { return nil }
             state.cached = token
             return token
         }

@@ -87,6 +87,26 @@ import Testing
         }
     }
 
+    /// `apns.token.keyIdFile`: the key id read from a file beside the key (how a rotating Secret carries it).
+    @Test func readsTheKeyIDFromItsFile() async throws {
+        try await withSandbox { sandbox in
+            let directory = try makeTemporaryDirectory("send-key-id")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let keyIDFile = directory.appendingPathComponent("keyId").path
+            try "\(sandbox.keyID)\n".write(toFile: keyIDFile, atomically: true, encoding: .utf8)
+            var env = environment(sandbox)
+            env.removeValue(forKey: "APNS_RELAY_APNS_TOKEN_KEY_ID")
+            env["APNS_RELAY_APNS_TOKEN_KEY_ID_FILE"] = keyIDFile
+            let sent = try await send(["--device-token", token, "--topic", "com.example.app", "--environment", "development"], env)
+            #expect(sent.status == 0, "\(sent.output)")
+
+            env["APNS_RELAY_APNS_TOKEN_KEY_ID_FILE"] = directory.appendingPathComponent("missing").path
+            let missing = try await send(["--device-token", token, "--topic", "com.example.app"], env)
+            #expect(missing.status == 2, "\(missing.output)")
+            #expect(missing.output.contains("cannot read the APNs key id file") && missing.output.contains("apns.token.keyIdFile"), "\(missing.output)")
+        }
+    }
+
     @Test func noAnswerExitsThree() async throws {
         try await withSandbox { sandbox in
             var env = environment(sandbox)

@@ -68,7 +68,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 unless named credentials are listed and the unnamed one is a token credential without a key id. */}}
 {{- define "apns-relay.defaultCredential" -}}
 {{- $a := .Values.apns -}}
-{{- if or (not $a.credentials) (ne $a.auth "token") $a.token.keyId }}true{{ end -}}
+{{- if or (not $a.credentials) (ne $a.auth "token") $a.token.keyId (and $a.token.existingSecret $a.token.existingSecretKeyIdKey) }}true{{ end -}}
 {{- end }}
 
 {{/* The Secret holding the .p8 key: the user's, or the chart's (created when apns.token.privateKey is set,
@@ -155,7 +155,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
 {{- end -}}
-{{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "insecureSkipVerify" $v.apns.insecureSkipVerify -}}
+{{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "insecureSkipVerify" $v.apns.insecureSkipVerify "keyReloadIntervalMs" $v.apns.keyReloadIntervalMs -}}
 {{- with $v.apns.topics }}{{ $_ := set $apns "topics" . }}{{ end -}}
 {{- if or $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}
 {{- if and $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}{{ fail "set apns.ca.existingSecret or apns.ca.existingConfigMap, not both" }}{{ end }}
@@ -182,7 +182,10 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- if eq $auth "token" -}}
 {{- $t := $c.token | default dict -}}
 {{- if not $t.existingSecret }}{{ fail (printf "apns.credentials '%s': token.existingSecret (and token.keyId, token.teamId) are required" $c.name) }}{{ end -}}
-{{- $token := dict "keyId" $t.keyId "teamId" $t.teamId "privateKeyFile" (printf "%s/AuthKey.p8" $dir) -}}
+{{- $token := dict "teamId" $t.teamId "privateKeyFile" (printf "%s/AuthKey.p8" $dir) -}}
+{{- if $t.existingSecretKeyIdKey }}{{ $_ := set $token "keyIdFile" (printf "%s/keyId" $dir) }}
+{{- else if $t.keyId }}{{ $_ := set $token "keyId" $t.keyId }}
+{{- else }}{{ fail (printf "apns.credentials '%s': token.keyId or token.existingSecretKeyIdKey is required" $c.name) }}{{ end -}}
 {{- with $t.rotationMinutes }}{{ $_ := set $token "rotationMinutes" . }}{{ end -}}
 {{- $_ := set $entry "token" $token -}}
 {{- else -}}
@@ -205,7 +208,8 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- $_ := set $apns "auth" $v.apns.auth -}}
 {{- if eq $v.apns.auth "token" -}}
 {{- $token := dict "rotationMinutes" $v.apns.token.rotationMinutes "privateKeyFile" (printf "%s/AuthKey.p8" (include "apns-relay.tokenDir" .)) -}}
-{{- with $v.apns.token.keyId }}{{ $_ := set $token "keyId" . }}{{ end -}}
+{{- if and $v.apns.token.existingSecret $v.apns.token.existingSecretKeyIdKey }}{{ $_ := set $token "keyIdFile" (printf "%s/keyId" (include "apns-relay.tokenDir" .)) }}
+{{- else }}{{ with $v.apns.token.keyId }}{{ $_ := set $token "keyId" . }}{{ end }}{{ end -}}
 {{- with $v.apns.token.teamId }}{{ $_ := set $token "teamId" . }}{{ end -}}
 {{- $_ := set $apns "token" $token -}}
 {{- else -}}

@@ -1,0 +1,125 @@
+import APNsClient
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import ServiceSupport
+
+/// Notices a new signing key in a token credential's files (Kubernetes updates a mounted Secret in place)
+/// and hands it to the credential's signer, which switches at the start of the next token epoch: replicas
+/// that notice within the same epoch switch at the same instant, so the fleet keeps presenting one token.
+///
+/// The key and its id change together: a rotated key comes with its own key id, so a credential whose key
+/// rotates names its key id in a file beside the key (`token.keyIdFile`). Files are read every
+/// `apns.keyReloadIntervalMs`; a key that cannot be used is logged once, counted, and the current key
+/// stays.
+package struct SigningKeyWatcher: Service {
+    /// One token credential's files and what they held when last read.
+    package struct Watched: Sendable {
+        package let credential: String
+        package let prefix: String
+        package let signer: ProviderTokenSigner
+        package let keyFile: String
+        package let keyID: RelayAppConfiguration.APNs.KeyID
+        /// The contents last read (used or refused): a change is acted on once.
+        var seen: Contents?
+        let rotated: Counter
+        let refused: Counter
+
+        package init(credential: String, prefix: String, signer: ProviderTokenSigner, keyFile: String, keyID: RelayAppConfiguration.APNs.KeyID) {
+            self.credential = credential
+            self.prefix = prefix
+            self.signer = signer
+            self.keyFile = keyFile
+            self.keyID = keyID
+            rotated = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "rotated")])
+            refused = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "refused")])
+            seen = try? Self.read(keyFile: keyFile, keyID: keyID)
+        }
+
+        struct Contents: Equatable {
+            var pem: String
+            var keyID: String
+        }
+
+        /// Reads the key and its id twice and keeps them only when both reads agree, so a read that straddles
+        /// the Secret's update never pairs the old key with the new id.
+        static func read(keyFile: String, keyID: RelayAppConfiguration.APNs.KeyID) throws -> Contents? {
+            func once() throws -> Contents {
+                let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+                switch keyID {
+                case .value(let value): return Contents(pem: pem, keyID: value)
+                case .file(let file):
+                    return Contents(pem: pem, keyID: try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+                }
+            }
+            let first = try once()
+            return try once() == first ? first : nil
+        }
+    }
+
+    package enum Outcome: Equatable, Sendable {
+        case unchanged
+        /// The signer takes the new key at `from` (UNIX seconds).
+        case rotated(fromKeyID: String, toKeyID: String, from: Int64)
+        case refused(String)
+    }
+
+    private let watched: [Watched]
+    private let interval: Duration
+    private let clock: WallClock
+    private let logger: Logger
+
+    package init(watching watched: [Watched], interval: Duration, clock: WallClock = .system, logger: Logger) {
+        self.watched = watched
+        self.interval = interval
+        self.clock = clock
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        var watched = self.watched
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            for index in watched.indices { _ = Self.check(&watched[index], now: clock.nowSeconds(), logger: logger) }
+        }
+    }
+
+    /// Reads one credential's files and acts on a change.
+    package static func check(_ watched: inout Watched, now: Int64, logger: Logger) -> Outcome {
+        let contents: Watched.Contents
+        do {
+            // A read that straddled an update is tried again next time.
+            guard let read = try Watched.read(keyFile: watched.keyFile, keyID: watched.keyID) else { return .unchanged }
+            contents = read
+        } catch {
+            // Kubernetes swaps a Secret's files atomically; a file that is missing is an operator's change in
+            // progress or a mistake: keep the current key, say it once.
+            let message = "cannot read the APNs signing key of credential '\(watched.credential)' ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile): \(error.localizedDescription); still signing with key id \(watched.signer.keyID)"
+            let unreadable = Watched.Contents(pem: "", keyID: "unreadable: \(error.localizedDescription)")
+            guard watched.seen != unreadable else { return .unchanged }
+            watched.seen = unreadable
+            watched.refused.increment()
+            logger.error("\(message)")
+            return .refused(message)
+        }
+        guard contents != watched.seen else { return .unchanged }
+        watched.seen = contents
+        let previous = watched.signer.keyID
+        do {
+            let from = try watched.signer.rotate(toPEM: contents.pem, keyID: contents.keyID, now: now)
+            watched.rotated.increment()
+            logger.notice("APNs signing key of credential '\(watched.credential)' changed; tokens are signed with it from the next token epoch", metadata: [
+                "keyId.from": "\(previous)", "keyId.to": "\(contents.keyID)",
+                "from": "\(Date(timeIntervalSince1970: TimeInterval(from)).formatted(.iso8601))",
+            ])
+            return .rotated(fromKeyID: previous, toKeyID: contents.keyID, from: from)
+        } catch {
+            let message = "the APNs signing key of credential '\(watched.credential)' changed ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile, key id \(contents.keyID)) but cannot be used: \(error.message); still signing with key id \(previous)"
+            watched.refused.increment()
+            logger.error("\(message)")
+            return .refused(message)
+        }
+    }
+}
