@@ -10,14 +10,15 @@ PY := $(VENV)/bin/python
 APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
 APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy
 
-.PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults clean help
+.PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults image-check clean help
 
 all: build
 
 help:
-	@echo "make demo   run the whole pipeline on an embedded mock Kafka cluster + mock APNs"
-	@echo "make test   build and run every test (Swift, schemas, chart)"
-	@echo "make bench  release benchmarks, each beside a floor measured in the same run"
+	@echo "make demo         run the whole pipeline on an embedded mock Kafka cluster + mock APNs"
+	@echo "make test         build and run every test (Swift, schemas, chart)"
+	@echo "make bench        release benchmarks, each beside a floor measured in the same run"
+	@echo "make image-check  the Dockerfile's runtime stage, assembled without Docker, starts and pushes (root)"
 
 # Installs missing Debian packages; explains itself when it cannot.
 define apt_ensure
@@ -96,3 +97,8 @@ faults: deps-test
 
 clean:
 	rm -rf .build .build-* $(VENV)
+
+# The container image's runtime stage, checked without a Docker engine (Tests/image/check.sh says how):
+# needs root, network the first time, and a release build (~15 minutes the first time, ~1 minute after).
+image-check: deps
+	bash Tests/image/check.sh

@@ -104,7 +104,8 @@ import Testing
 
     @Test func aProxyThatIsDownIsNamed() async throws {
         let mock = try await MockFixture.start()
-        let closedPort = try freeLocalPort()
+        let refusing = try RefusingPort()
+        let closedPort = refusing.port
         let client = try mock.client { configuration in
             configuration.proxy = HTTPProxy(host: "127.0.0.1", port: closedPort)
             configuration.pool.reconnectBackoffBase = .seconds(5)
@@ -113,6 +114,7 @@ import Testing
             try await client.send(try MockFixture.notification(), timeout: .seconds(5))
         }
         #expect(error?.message.contains("cannot connect to proxy 127.0.0.1:\(closedPort)") == true, "\(String(describing: error))")
+        withExtendedLifetime(refusing) {}
         await client.shutdown()
         await mock.stop()
     }

@@ -51,8 +51,9 @@ import Testing
     }
 
     @Test func connectFailureEndsByTheDeadline() async throws {
-        let port = try freeLocalPort()  // nothing listens here
-        let client = try Self.client(port: port, trust: .insecureNoVerification)
+        let refusing = try RefusingPort()
+        let client = try Self.client(port: refusing.port, trust: .insecureNoVerification)
+        defer { withExtendedLifetime(refusing) {} }
         let start = ContinuousClock.now
         let error = try await #require(throws: APNsClientError.self) {
             try await client.send(try Self.notification(), timeout: .milliseconds(500))

@@ -35,3 +35,32 @@ public func waitForListener(port: Int, within timeout: Duration = .seconds(30)) 
         }
     }
 }
+
+/// A TCP port on 127.0.0.1 where connections are refused, for as long as this object lives: its socket is
+/// bound (so no other server can take the port) but never listens. A port from ``freeLocalPort()`` is free
+/// only at that moment: a server started by a test running in parallel once took it, and a test expecting a
+/// refused connection had it accepted and closed instead.
+public final class RefusingPort: Sendable {
+    public let port: Int
+    private let descriptor: Int32
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else {
+            close(fd)
+            throw TestFailure("cannot bind 127.0.0.1:0")
+        }
+        descriptor = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+}

@@ -208,10 +208,11 @@ extension EndToEndTests {
     /// and in `apns_relay_apns_connect_failure_streak`.
     @Test func unreachableAPNsFailsEventsAfterBoundedRetriesAndStaysReady() async throws {
         try await withSandbox(logger: logger) { sandbox in
-            let deadPort = try freeLocalPort()
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let overrides = [
-                "apns.development.port": String(deadPort), "relay.retry.maxAttempts": "2", "relay.retry.initialBackoffMs": "10",
+                "apns.development.port": String(refusing.port), "relay.retry.maxAttempts": "2", "relay.retry.initialBackoffMs": "10",
             ]
             let (result, readiness) = try await withRelay(sandbox, overrides: overrides, logger: logger) { app in
                 try await sandbox.produce([(key: "lost-at-sea", value: SampleEvents.event(id: "l", deviceToken: SampleEvents.token(5)))])
@@ -224,7 +225,7 @@ extension EndToEndTests {
             #expect(result["reason"] as? String == "connectFailed", "\(result)")
             // The transport's cause, not just its category: which address refused.
             let message = result["message"] as? String ?? ""
-            #expect(message.contains("cannot connect to 127.0.0.1:\(deadPort)") && message.contains("refused"), "\(result)")
+            #expect(message.contains("cannot connect to 127.0.0.1:\(refusing.port)") && message.contains("refused"), "\(result)")
             #expect(readiness == nil, "\(readiness ?? "ready")")
         }
     }

@@ -57,8 +57,9 @@ struct ReadinessTests {
 
     @Test func neverReadyWithoutKafka() async throws {
         try await withSandbox(logger: logger) { sandbox in
-            let deadPort = try freeLocalPort()
-            try await withRelay(sandbox, overrides: ["kafka.bootstrapServers": "127.0.0.1:\(deadPort)"], logger: logger) { app in
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }
+            try await withRelay(sandbox, overrides: ["kafka.bootstrapServers": "127.0.0.1:\(refusing.port)"], logger: logger) { app in
                 try await eventually("the relay says Kafka is unreachable", within: .seconds(60)) {
                     app.relay.readiness?.contains("Kafka unreachable") == true
                 }
