@@ -74,7 +74,7 @@ let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let channel = try await ServerBootstrap(group: group)
     .serverChannelOption(.backlog, value: 256)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
     .childChannelOption(.maxMessagesPerRead, value: 16)
     .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {

@@ -1,4 +1,5 @@
 import APNsCore
+import Glibc
 import Logging
 import ServiceSupport
 import Synchronization
@@ -15,6 +16,7 @@ public final class APNsClient: Sendable {
 
     /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+        _ = Self.ignoreBrokenPipes
         self.configuration = configuration
         self.logger = logger
         let certificate: ClientCertificate?
@@ -107,6 +109,12 @@ public final class APNsClient: Sendable {
     public func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
         for pool in pools.values { await pool.shutdown(deadline: deadline) }
     }
+
+    /// OpenSSL writes to its sockets with write(2), and a write to a connection the peer has closed raises
+    /// SIGPIPE, whose default action ends the process (a mock APNs that dropped every connection killed
+    /// `apns-relay send` this way in `make image-check`, where nothing had set SIGPIPE to ignored before).
+    /// The error comes back as EPIPE and is handled; the signal is ignored, process-wide, once, as NIO does.
+    private static let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
     /// Connection threads not yet done with OpenSSL: zero once `shutdown` returned (then the process may
     /// exit without racing OpenSSL's exit-time clean-up).

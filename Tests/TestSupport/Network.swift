@@ -4,20 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// A free TCP port on 127.0.0.1 (bound, read, closed), for servers that cannot bind port 0 themselves.
+/// A free TCP port on 127.0.0.1 (bound, read, closed), for servers that cannot bind port 0 themselves. Free
+/// only at this moment: a test that needs a port where connections are refused holds a ``RefusingPort``.
 public func freeLocalPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw TestFailure("cannot bind 127.0.0.1:0") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    try RefusingPort().port
 }
 
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (a server in another process says

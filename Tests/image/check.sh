@@ -67,7 +67,11 @@ cleanup() {
 trap cleanup EXIT
 mount -t proc proc "$ROOTFS/proc"
 mount --bind /dev "$ROOTFS/dev"
+# A container runtime provides these at start (the image has none); so do we.
+cp /etc/hosts /etc/resolv.conf "$ROOTFS/etc/"
 in_image() { chroot --userspec="$USERSPEC" "$ROOTFS" "$@"; }
+# In the background, `exec` makes $! the program's own pid (chroot execs it), so cleanup can stop it.
+in_image_bg() { exec chroot --userspec="$USERSPEC" "$ROOTFS" "$@"; }
 
 say "apns-relay --version, as user $USERSPEC"
 VERSION=$(in_image /usr/local/bin/apns-relay --version)
@@ -82,10 +86,10 @@ mkdir -p "$ROOTFS$SANDBOX"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$ROOTFS$SANDBOX/AuthKey.p8" 2>/dev/null
 chown -R "$USERSPEC" "$ROOTFS$SANDBOX"
 chmod 0700 "$ROOTFS$SANDBOX"
-in_image /usr/local/bin/apns-relay mock-kafka --brokers 1 --topic apns-notifications:3 --topic apns-results:3 \
+in_image_bg /usr/local/bin/apns-relay mock-kafka --brokers 1 --topic apns-notifications:3 --topic apns-results:3 \
   --topic apns-removed-tokens:3 --topic apns-dead-letters:3 > "$WORK/kafka.txt" 2> "$WORK/kafka.log" &
 KAFKA_PID=$!
-in_image /usr/local/bin/apns-mock --port 0 --tls-dir "$SANDBOX/mock-tls" --key-id ABC123DEFG --team-id DEF123GHIJ \
+in_image_bg /usr/local/bin/apns-mock --port 0 --tls-dir "$SANDBOX/mock-tls" --key-id ABC123DEFG --team-id DEF123GHIJ \
   --public-key "$SANDBOX/AuthKey.p8" > "$WORK/apns.txt" 2> "$WORK/apns.log" &
 MOCK_PID=$!
 for _ in $(seq 1 150); do [ -s "$WORK/kafka.txt" ] && [ -s "$WORK/apns.txt" ] && break; sleep 0.2; done

@@ -323,7 +323,9 @@ final class ConnectionIO {
         if let session { nghttp2_session_del(session) }
         session = nil
         if let ssl {
-            if fatal == nil { SSL_shutdown(ssl) }  // best effort close_notify on a clean close
+            // Best effort close_notify, on a clean close of an established session only: after a failed
+            // handshake the peer has usually gone, and the write would only meet a reset socket.
+            if fatal == nil, settingsReceived, SSL_is_init_finished(ssl) == 1 { SSL_shutdown(ssl) }
             SSL_free(ssl)
         }
         ssl = nil
