@@ -13,9 +13,9 @@ import ServiceSupport
 /// rotates names its key id in a file beside the key (`token.keyIdFile`). Files are read every
 /// `apns.keyReloadIntervalMs`; a key that cannot be used is logged once, counted, and the current key
 /// stays.
-package struct SigningKeyWatcher: Service {
+package struct SigningKeyWatcher: Service, CustomStringConvertible {
     /// One token credential's files and what they held when last read.
-    package struct Watched: Sendable {
+    package struct Watched: Sendable, CustomStringConvertible {
         package let credential: String
         package let prefix: String
         package let signer: ProviderTokenSigner
@@ -37,9 +37,16 @@ package struct SigningKeyWatcher: Service {
             seen = try? Self.read(keyFile: keyFile, keyID: keyID)
         }
 
-        struct Contents: Equatable {
+        /// What the files held. Its description never shows the key (ServiceLifecycle logs each service's
+        /// description at start, and a default one printed the PEM this holds).
+        struct Contents: Equatable, CustomStringConvertible {
             var pem: String
             var keyID: String
+            var description: String { "Contents(keyID: \(keyID), pem: <redacted>)" }
+        }
+
+        package var description: String {
+            "Watched(credential: \(credential), keyFile: \(keyFile), keyID: \(keyID), signer: \(signer))"
         }
 
         /// Reads the key and its id twice and keeps them only when both reads agree, so a read that straddles
@@ -69,6 +76,10 @@ package struct SigningKeyWatcher: Service {
     private let interval: Duration
     private let clock: WallClock
     private let logger: Logger
+
+    package var description: String {
+        "SigningKeyWatcher(every \(interval): \(watched.map(\.description).joined(separator: ", ")))"
+    }
 
     package init(watching watched: [Watched], interval: Duration, clock: WallClock = .system, logger: Logger) {
         self.watched = watched

@@ -32,6 +32,9 @@ import Testing
         let now: Int64 = 1_700_000_000
 
         #expect(SigningKeyWatcher.check(&watched, now: now, logger: logger) == .unchanged)
+        // ServiceLifecycle logs a service's description: it must not carry the key it read.
+        let described = "\(SigningKeyWatcher(watching: [watched], interval: .seconds(10), logger: logger)) \(String(reflecting: watched))"
+        #expect(!described.contains("PRIVATE KEY") && !described.contains(first.pem.split(separator: "\n")[1].prefix(30)), "\(described)")
         _ = try files(directory, key: second)
         let next = now - now % 1800 + 1800
         #expect(SigningKeyWatcher.check(&watched, now: now, logger: logger) == .rotated(fromKeyID: "KEY0000001", toKeyID: "KEY0000002", from: next))
