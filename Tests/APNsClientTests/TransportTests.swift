@@ -67,19 +67,8 @@ import Testing
     /// OpenSSL's exit-time clean-up ("double free or corruption" in a test tool). Connects that fail during
     /// the TLS handshake are the case that returned early: they reported before freeing.
     @Test func shutdownReturnsOnceEveryConnectionThreadIsDoneWithOpenSSL() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)  // accepts TCP, never speaks TLS
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 64) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        try #require(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let listener = try SilentListener()  // accepts TCP, never speaks TLS
+        let port = listener.port
         for round in 0..<20 {
             let client = try Self.client(port: port, trust: .insecureNoVerification, connectTimeout: .milliseconds(50 + 5 * round), maxConnections: 4)
             await #expect(throws: APNsClientError.self) {
@@ -88,6 +77,7 @@ import Testing
             await client.shutdown()
             #expect(client.liveConnectionThreads == 0, "round \(round)")
         }
+        withExtendedLifetime(listener) {}
     }
 
     @Test func queuesBeyondThePeersConcurrentStreamLimit() async throws {

@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -35,22 +37,60 @@ public final class RefusingPort: Sendable {
     private let descriptor: Int32
 
     public init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else {
-            close(fd)
-            throw TestFailure("cannot bind 127.0.0.1:0")
-        }
-        descriptor = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (descriptor, port) = try bindLoopback(listening: false)
     }
 
     deinit { close(descriptor) }
+}
+
+/// A TCP socket listening on 127.0.0.1 that nobody serves unless the test does: the kernel completes
+/// connections into its backlog, and ``acceptAndClose()`` closes each at once, unread.
+public final class SilentListener: Sendable {
+    public let port: Int
+    private let descriptor: Int32
+    /// Set once the accept loop runs: then it closes the descriptor when it ends, so the number cannot be
+    /// reused under a pending accept.
+    private let loopOwnsDescriptor = Atomic<Bool>(false)
+
+    public init() throws {
+        (descriptor, port) = try bindLoopback(listening: true)
+    }
+
+    /// Closes every connection as it arrives, on a dispatch thread, until this listener is gone.
+    public func acceptAndClose() {
+        guard !loopOwnsDescriptor.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let descriptor = self.descriptor
+        DispatchQueue.global().async {
+            while true {
+                let connection = accept(descriptor, nil, nil)
+                if connection < 0 { break }
+                close(connection)
+            }
+            close(descriptor)
+        }
+    }
+
+    deinit {
+        shutdown(descriptor, Int32(SHUT_RDWR))  // ends a pending accept
+        if !loopOwnsDescriptor.load(ordering: .acquiring) { close(descriptor) }
+    }
+}
+
+private func bindLoopback(listening: Bool) throws -> (descriptor: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && (!listening || listen(fd, 64) == 0) && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard bound else {
+        close(fd)
+        throw TestFailure("cannot bind 127.0.0.1:0")
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }

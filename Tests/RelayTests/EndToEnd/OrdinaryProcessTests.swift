@@ -42,30 +42,11 @@ import Testing
     /// A server that closes the connection before the handshake: the client's next write met the reset
     /// socket, and SIGPIPE (at its default action) ended `apns-relay send` without a word (status 13).
     @Test func aDroppedHandshakeIsAnErrorNotASignal() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        try #require(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
-        // Accepts and closes every connection at once, unread (as the mock did), until the listener is shut down.
-        DispatchQueue.global().async {
-            while true {
-                let connection = accept(listener, nil, nil)
-                if connection < 0 { return }
-                close(connection)
-            }
-        }
-        defer {
-            shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-        }
+        // Accepts and closes every connection at once, unread (as the mock did).
+        let listener = try SilentListener()
+        listener.acceptAndClose()
+        let port = listener.port
+        defer { withExtendedLifetime(listener) {} }
         let directory = try makeTemporaryDirectory("sigpipe")
         defer { try? FileManager.default.removeItem(at: directory) }
         let key = TestSigningKey(keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
