@@ -21,8 +21,8 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
         package let signer: ProviderTokenSigner
         package let keyFile: String
         package let keyID: RelayAppConfiguration.APNs.KeyID
-        /// The contents last read (used or refused): a change is acted on once.
-        var seen: Contents?
+        /// What the last read found (used or refused): a change is acted on, and a failure said, once.
+        var seen: Seen?
         let rotated: Counter
         let refused: Counter
 
@@ -34,7 +34,13 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
             self.keyID = keyID
             rotated = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "rotated")])
             refused = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "refused")])
-            seen = try? Self.read(keyFile: keyFile, keyID: keyID)
+            seen = (try? Self.read(keyFile: keyFile, keyID: keyID)).flatMap { $0 }.map(Seen.contents)
+        }
+
+        enum Seen: Equatable {
+            case contents(Contents)
+            /// The files could not be read, for this reason.
+            case unreadable(String)
         }
 
         /// What the files held. Its description never shows the key (ServiceLifecycle logs each service's
@@ -108,15 +114,15 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
             // Kubernetes swaps a Secret's files atomically; a file that is missing is an operator's change in
             // progress or a mistake: keep the current key, say it once.
             let message = "cannot read the APNs signing key of credential '\(watched.credential)' ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile): \(error.localizedDescription); still signing with key id \(watched.signer.keyID)"
-            let unreadable = Watched.Contents(pem: "", keyID: "unreadable: \(error.localizedDescription)")
+            let unreadable = Watched.Seen.unreadable(error.localizedDescription)
             guard watched.seen != unreadable else { return .unchanged }
             watched.seen = unreadable
             watched.refused.increment()
             logger.error("\(message)")
             return .refused(message)
         }
-        guard contents != watched.seen else { return .unchanged }
-        watched.seen = contents
+        guard watched.seen != .contents(contents) else { return .unchanged }
+        watched.seen = .contents(contents)
         let previous = watched.signer.keyID
         do {
             let from = try watched.signer.rotate(toPEM: contents.pem, keyID: contents.keyID, now: now)
