@@ -90,8 +90,10 @@ import Testing
                 configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxy.port, credentials: credentials)
                 configuration.pool.reconnectBackoffBase = .seconds(5)
             }
+            // The failed connect ends the wait at once; the long deadline only guards against a hang (a 5 s
+            // one expired before the connect had finished in a single-core run).
             let error = await #expect(throws: APNsClientError.self) {
-                try await client.send(try MockFixture.notification(), timeout: .seconds(5))
+                try await client.send(try MockFixture.notification(), timeout: hangGuard)
             }
             #expect(error?.transportFailure == .connectFailed, "\(String(describing: error))")
             #expect(error?.message.contains(message) == true, "\(String(describing: error))")
@@ -111,7 +113,7 @@ import Testing
             configuration.pool.reconnectBackoffBase = .seconds(5)
         }
         let error = await #expect(throws: APNsClientError.self) {
-            try await client.send(try MockFixture.notification(), timeout: .seconds(5))
+            try await client.send(try MockFixture.notification(), timeout: hangGuard)
         }
         #expect(error?.message.contains("cannot connect to proxy 127.0.0.1:\(closedPort)") == true, "\(String(describing: error))")
         withExtendedLifetime(refusing) {}

@@ -74,7 +74,7 @@ import Testing
             #expect(proxy.log.contains("CONNECT 127.0.0.1:"), "through the proxy: \(proxy.log)")
 
             try "relay:wrong\n".write(toFile: credentials, atomically: true, encoding: .utf8)
-            let refused = try await send(["--device-token", token, "--topic", "com.example.app", "--environment", "development", "--timeout-ms", "3000"], env)
+            let refused = try await send(["--device-token", token, "--topic", "com.example.app", "--environment", "development", "--timeout-ms", "30000"], env)
             #expect(refused.status == 3, "\(refused.output)")
             #expect(refused.output.contains("proxy http://127.0.0.1:\(proxy.port) (user relay) rejected the credentials"), "\(refused.output)")
             #expect(!refused.output.contains("wrong") && !refused.output.contains("pr0xy-pass"), "never prints the password: \(refused.output)")
