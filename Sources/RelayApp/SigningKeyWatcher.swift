@@ -2,6 +2,7 @@ import APNsClient
 import Foundation
 import Logging
 import Metrics
+import Relay
 import ServiceLifecycle
 import ServiceSupport
 
@@ -34,7 +35,7 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
             self.keyID = keyID
             rotated = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "rotated")])
             refused = Counter(label: "apns_relay_signing_key_reloads_total", dimensions: [("credential", credential), ("result", "refused")])
-            seen = (try? Self.read(keyFile: keyFile, keyID: keyID)).flatMap { $0 }.map(Seen.contents)
+            seen = (try? Self.read(keyFile: keyFile, keyID: keyID, prefix: prefix)).flatMap { $0 }.map(Seen.contents)
         }
 
         enum Seen: Equatable {
@@ -57,14 +58,9 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
 
         /// Reads the key and its id twice and keeps them only when both reads agree, so a read that straddles
         /// the Secret's update never pairs the old key with the new id.
-        static func read(keyFile: String, keyID: RelayAppConfiguration.APNs.KeyID) throws -> Contents? {
+        static func read(keyFile: String, keyID: RelayAppConfiguration.APNs.KeyID, prefix: String) throws -> Contents? {
             func once() throws -> Contents {
-                let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
-                switch keyID {
-                case .value(let value): return Contents(pem: pem, keyID: value)
-                case .file(let file):
-                    return Contents(pem: pem, keyID: try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
-                }
+                Contents(pem: try String(contentsOfFile: keyFile, encoding: .utf8), keyID: try RelayApp.keyID(keyID, prefix: prefix))
             }
             let first = try once()
             return try once() == first ? first : nil
@@ -108,13 +104,15 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
         let contents: Watched.Contents
         do {
             // A read that straddled an update is tried again next time.
-            guard let read = try Watched.read(keyFile: watched.keyFile, keyID: watched.keyID) else { return .unchanged }
+            guard let read = try Watched.read(keyFile: watched.keyFile, keyID: watched.keyID, prefix: watched.prefix) else { return .unchanged }
             contents = read
         } catch {
             // Kubernetes swaps a Secret's files atomically; a file that is missing is an operator's change in
             // progress or a mistake: keep the current key, say it once.
-            let message = "cannot read the APNs signing key of credential '\(watched.credential)' ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile): \(error.localizedDescription); still signing with key id \(watched.signer.keyID)"
-            let unreadable = Watched.Seen.unreadable(error.localizedDescription)
+            // A missing key id file comes as a RelayError naming it; a missing key file as Foundation's error.
+            let reason = (error as? RelayError)?.description ?? error.localizedDescription
+            let message = "cannot read the APNs signing key of credential '\(watched.credential)' ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile): \(reason); still signing with key id \(watched.signer.keyID)"
+            let unreadable = Watched.Seen.unreadable(reason)
             guard watched.seen != unreadable else { return .unchanged }
             watched.seen = unreadable
             watched.refused.increment()

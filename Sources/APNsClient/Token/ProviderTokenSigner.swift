@@ -131,28 +131,34 @@ public struct TokenRotationPolicy: Sendable, Hashable {
     }
 }
 
-enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+/// RFC 4648 base64: the URL-safe alphabet without padding (JWTs) and the standard one with padding
+/// (HTTP Basic credentials).
+enum Base64 {
+    private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    static let urlSafe = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    static func encode(_ bytes: [UInt8]) -> String { encode(bytes, alphabet: standard, padded: true) }
+
+    static func encode(_ bytes: [UInt8], alphabet: [UInt8], padded: Bool) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 2 < bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest == 1 {
-            let n = UInt32(bytes[i]) << 16
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
-        } else if rest == 2 {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var n = UInt32(0)
+            for (offset, byte) in chunk.enumerated() { n |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
+            for position in 0...chunk.count { out.append(alphabet[Int(n >> (18 - 6 * UInt32(position)) & 63)]) }
+            if padded { out += Array(repeating: UInt8(ascii: "="), count: 3 - chunk.count) }
+            index += 3
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+enum Base64URL {
+    private static let alphabet = Base64.urlSafe
+
+    static func encode(_ bytes: [UInt8]) -> String { Base64.encode(bytes, alphabet: alphabet, padded: false) }
 
     static func decode(_ string: String) -> [UInt8]? {
         var lookup = [UInt8](repeating: 0xff, count: 256)

@@ -154,27 +154,6 @@ struct ProxyTunnel {
     }
 }
 
-/// Standard base64 (with padding), for the Basic authentication header.
-enum Base64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var n = UInt32(0)
-            for (offset, byte) in chunk.enumerated() { n |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
-            for position in 0..<4 {
-                out.append(position <= chunk.count ? alphabet[Int(n >> (18 - 6 * UInt32(position)) & 63)] : UInt8(ascii: "="))
-            }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-}
-
 extension StringProtocol {
     func trimmingWhitespace() -> Substring {
         let scalars = self[...]
