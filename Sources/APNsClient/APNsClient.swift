@@ -4,7 +4,7 @@ import Logging
 import ServiceSupport
 import Synchronization
 
-/// Sends device pushes to APNs over pooled TLS + HTTP/2 connections (nghttp2 over OpenSSL).
+/// Sends device pushes and broadcasts to APNs over pooled TLS + HTTP/2 connections (nghttp2 over OpenSSL).
 ///
 /// One client per credential (token key or certificate); it keeps one pool per environment. Thread-safe.
 /// The relay owns retries: `send` returns every APNs answer (including errors) and throws only when no
@@ -66,8 +66,14 @@ public final class APNsClient: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
         let pool = pools[notification.environment]!
+        send(PreparedRequest(notification: notification, authority: pool.endpoint.host), on: pool, deadline: deadline, ticket: ticket, completion: completion)
+    }
+
+    private func send(
+        _ prepared: PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
         let metrics = pool.metrics
-        let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host)
         let start = ContinuousClock.now
         metrics.requests.increment()
         metrics.streamsInUse.record(pool.outstanding.add(1, ordering: .relaxed).newValue)
@@ -88,10 +94,31 @@ public final class APNsClient: Sendable {
     /// - Throws: `APNsClientError` (see `send(_:deadline:completion:)`), or `CancellationError` when the
     ///   calling task is cancelled (the request's stream is reset, or its wait ends).
     public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        try await awaitAnswer { ticket, completion in send(notification, deadline: deadline, ticket: ticket, completion: completion) }
+    }
+
+    /// Sends a request that is not a push (channel management, on the management hosts this client's
+    /// `endpoints` name) and returns the answer with its body (at most `maxResponseBody` bytes).
+    /// - Throws: as `send(_:deadline:)`.
+    func request(
+        _ method: String, _ path: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+        environment: APNsEnvironment, deadline: ContinuousClock.Instant, maxResponseBody: Int
+    ) async throws -> APNsResponse {
+        let pool = pools[environment]!
+        let prepared = PreparedRequest(
+            method: method, path: path, authority: pool.endpoint.host, headers: headers, body: body, maxResponseBody: maxResponseBody
+        )
+        return try await awaitAnswer { ticket, completion in send(prepared, on: pool, deadline: deadline, ticket: ticket, completion: completion) }
+    }
+
+    /// Runs `start` with a cancellation ticket and waits for its completion.
+    private func awaitAnswer(
+        _ start: (RequestTicket, @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void) -> Void
+    ) async throws -> APNsResponse {
         let ticket = RequestTicket()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<APNsResponse, APNsClientError>, Never>) in
-                send(notification, deadline: deadline, ticket: ticket) { continuation.resume(returning: $0) }
+                start(ticket) { continuation.resume(returning: $0) }
             }
         } onCancel: {
             ticket.cancel()

@@ -75,6 +75,9 @@ public struct APNsClientConfiguration: Sendable {
     public var name = "default"
     /// Where each environment's requests go; default: Apple's push hosts on 443.
     public var endpoints: [APNsEnvironment: Endpoint]
+    /// Where each environment's channel-management requests go (`ChannelManager`); default: Apple's
+    /// management hosts (port 2196 in production, 2195 in development).
+    public var managementEndpoints: [APNsEnvironment: Endpoint]
     /// Server certificate verification; use `.caFile(path)` for the mock.
     public var trust: ServerTrust = .systemTrustStore
     /// Reach APNs through an HTTP proxy (`CONNECT` tunnels; TLS stays end to end); `nil`: directly.
@@ -89,6 +92,9 @@ public struct APNsClientConfiguration: Sendable {
         self.credential = credential
         self.trust = trust
         self.endpoints = Dictionary(uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, Endpoint(host: $0.host)) })
+        self.managementEndpoints = Dictionary(
+            uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, Endpoint(host: $0.managementHost, port: $0.managementPort)) }
+        )
     }
 
     /// Sends every environment's requests to `endpoint` (the mock).

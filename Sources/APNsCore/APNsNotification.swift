@@ -1,23 +1,50 @@
-/// One device push: the request headers and the exact payload bytes.
+/// One push: where it goes, the request headers and the exact payload bytes.
 ///
 /// The payload is carried as the producer's original bytes and sent untouched; it is not re-encoded.
+/// A device push and a broadcast (apns-reference.md §10) differ only in `target`, which decides the path,
+/// the id headers and a few rules (see `validate`).
 public struct APNsNotification: Sendable, Hashable {
-    public var deviceToken: DeviceToken
-    /// `apns-topic`: bundle id plus the push type's suffix (see `PushType.topic(forBundleID:)`).
+    public var target: PushTarget
+    /// Device pushes: `apns-topic`, the bundle id plus the push type's suffix (see
+    /// `PushType.topic(forBundleID:)`). Broadcasts: the bundle id without any suffix, sent in the path.
     public var topic: String
     public var pushType: PushType
     /// `apns-priority`; `nil` leaves APNs' default (10).
     public var priority: Priority?
     /// `apns-expiration` in UNIX seconds; `0` means one attempt, never stored; `nil` uses APNs' default.
     public var expiration: Int64?
-    /// `apns-collapse-id`, at most 64 bytes.
+    /// `apns-collapse-id`, at most 64 bytes. Device pushes only: broadcasts have no collapse id.
     public var collapseID: String?
-    /// `apns-id`, a canonical UUID; APNs generates one when absent.
+    /// The request's id, a canonical UUID: `apns-id` for device pushes, `apns-request-id` for broadcasts.
+    /// APNs generates one when absent.
     public var apnsID: String?
     public var environment: APNsEnvironment
     /// The JSON body, byte for byte.
     public var payload: [UInt8]
 
+    public init(
+        target: PushTarget,
+        topic: String,
+        pushType: PushType,
+        priority: Priority? = nil,
+        expiration: Int64? = nil,
+        collapseID: String? = nil,
+        apnsID: String? = nil,
+        environment: APNsEnvironment = .production,
+        payload: [UInt8]
+    ) {
+        self.target = target
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.environment = environment
+        self.payload = payload
+    }
+
+    /// A device push.
     public init(
         deviceToken: DeviceToken,
         topic: String,
@@ -29,17 +56,53 @@ public struct APNsNotification: Sendable, Hashable {
         environment: APNsEnvironment = .production,
         payload: [UInt8]
     ) {
-        self.deviceToken = deviceToken
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.apnsID = apnsID
-        self.environment = environment
-        self.payload = payload
+        self.init(
+            target: .device(deviceToken), topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+            collapseID: collapseID, apnsID: apnsID, environment: environment, payload: payload
+        )
     }
 
+    /// A broadcast to a channel of `bundleID` (push type `liveactivity`, the only one broadcasts have).
+    public init(
+        channelID: ChannelID,
+        bundleID: String,
+        priority: Priority? = nil,
+        expiration: Int64? = nil,
+        requestID: String? = nil,
+        environment: APNsEnvironment = .production,
+        payload: [UInt8]
+    ) {
+        self.init(
+            target: .channel(channelID), topic: bundleID, pushType: .liveactivity, priority: priority,
+            expiration: expiration, apnsID: requestID, environment: environment, payload: payload
+        )
+    }
+
+    /// The device token, for a device push.
+    public var deviceToken: DeviceToken? {
+        if case .device(let token) = target { token } else { nil }
+    }
+
+    /// The channel, for a broadcast.
+    public var channelID: ChannelID? {
+        if case .channel(let channel) = target { channel } else { nil }
+    }
+
+    public var isBroadcast: Bool { channelID != nil }
+
     /// `:path` of the request.
-    public var path: String { "/3/device/" + deviceToken.hex }
+    public var path: String {
+        switch target {
+        case .device(let token): "/3/device/" + token.hex
+        case .channel: "/4/broadcasts/apps/" + topic
+        }
+    }
+
+    /// The largest payload APNs accepts for this push, in bytes of the JSON body.
+    public var maxPayloadBytes: Int {
+        isBroadcast ? Self.maxBroadcastPayloadBytes : pushType.maxPayloadBytes
+    }
+
+    /// Broadcasts allow 5120 bytes whatever the push type (apns-reference.md §10).
+    public static let maxBroadcastPayloadBytes = 5120
 }

@@ -22,9 +22,10 @@ public enum DeliveryDecision: Hashable, Sendable {
     /// The token is gone for this topic (410); producers should stop sending to it.
     /// `invalidatedAt` is APNs' timestamp in milliseconds, when it sent one.
     case unregistered(invalidatedAt: Int64?)
-    /// Final refusal. `removesToken` is set when the token itself is bad (BadDeviceToken), which producers
-    /// should also clean up, usually a token from the other environment.
-    case rejected(removesToken: Bool)
+    /// Final refusal. `removesTarget` is set when the target itself is bad, which producers should also
+    /// clean up: BadDeviceToken (usually a token from the other environment) or ChannelNotRegistered (a
+    /// deleted channel; APNs never reissues a channel id).
+    case rejected(removesTarget: Bool)
     /// Try again, as `RetryStrategy` says. Attempts are bounded by the caller.
     case retry(RetryStrategy)
 }
@@ -59,8 +60,8 @@ extension DeliveryDecision {
             self = .delivered
         case (410, _):
             self = .unregistered(invalidatedAt: response.timestamp)
-        case (400, .badDeviceToken?):
-            self = .rejected(removesToken: true)
+        case (400, .badDeviceToken?), (400, .channelNotRegistered?):
+            self = .rejected(removesTarget: true)
         case (400, .idleTimeout?):
             self = .retry(.replaceConnection)
         case (403, .expiredProviderToken?):
@@ -73,7 +74,7 @@ extension DeliveryDecision {
             self = .retry(.backoff)
         default:
             // Any other 4xx (and statuses APNs does not document) is final: resending would get the same.
-            self = .rejected(removesToken: false)
+            self = .rejected(removesTarget: false)
         }
     }
 

@@ -20,7 +20,7 @@ public struct NotificationRuleViolation: Error, Hashable, Sendable, CustomString
 }
 
 extension APNsNotification {
-    /// Checks the rules APNs enforces on a device push (apns-reference.md §2–§5).
+    /// Checks the rules APNs enforces on a device push (apns-reference.md §2–§5) or a broadcast (§10).
     ///
     /// - Parameters:
     ///   - authentication: the credential kind the push will use, or `nil` to skip credential rules.
@@ -39,9 +39,13 @@ extension APNsNotification {
         if pushType == .background, priority != .powerConsiderate {
             throw .init(.badPriority, "background pushes must have priority 5")
         }
-        let suffix = pushType.topicSuffix
-        if !suffix.isEmpty, !topic.hasSuffix(suffix) {
-            throw .init(.badTopic, "apns-topic for push type \(pushType.rawValue) must end with \"\(suffix)\"")
+        if isBroadcast {
+            try validateBroadcastTarget()
+        } else {
+            let suffix = pushType.topicSuffix
+            if !suffix.isEmpty, !topic.hasSuffix(suffix) {
+                throw .init(.badTopic, "apns-topic for push type \(pushType.rawValue) must end with \"\(suffix)\"")
+            }
         }
         if let expiration {
             if expiration < 0 {
@@ -62,11 +66,25 @@ extension APNsNotification {
         if payload.isEmpty {
             throw .init(.payloadEmpty, "payload is empty")
         }
-        if payload.count > pushType.maxPayloadBytes {
-            throw .init(
-                .payloadTooLarge,
-                "payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.maxPayloadBytes)"
-            )
+        if payload.count > maxPayloadBytes {
+            let kind = isBroadcast ? "a broadcast" : pushType.rawValue
+            throw .init(.payloadTooLarge, "payload is \(payload.count) bytes; \(kind) allows \(maxPayloadBytes)")
+        }
+    }
+
+    /// What only broadcasts must satisfy: the Live Activity push type, a bundle id fit for the path (no
+    /// push-type suffix: APNs answers TopicDisallowed), no collapse id (broadcasts have none).
+    private func validateBroadcastTarget() throws(NotificationRuleViolation) {
+        if pushType != .liveactivity {
+            throw .init(.invalidPushType, "broadcasts must have push type liveactivity, not \(pushType.rawValue)")
+        }
+        if PushType.allCases.contains(where: { !$0.topicSuffix.isEmpty && topic.hasSuffix($0.topicSuffix) })
+            || topic.contains("/")
+        {
+            throw .init(.topicDisallowed, "a broadcast names the bundle id alone, without a push-type suffix: \(topic)")
+        }
+        if collapseID != nil {
+            throw .init(.badCollapseId, "broadcasts have no apns-collapse-id")
         }
     }
 

@@ -52,6 +52,14 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
     /// Whether APNs accepts this push type on a certificate connection (unconfirmed cases allowed).
     public var allowedWithCertificate: Bool { self != .location }
 
+    /// The bundle id in `topic`: the topic without this push type's suffix (broadcast paths name the bundle
+    /// id alone).
+    public func bundleID(fromTopic topic: String) -> String {
+        let suffix = topicSuffix
+        guard !suffix.isEmpty, topic.utf8.count > suffix.utf8.count, topic.hasSuffix(suffix) else { return topic }
+        return String(topic.dropLast(suffix.count))
+    }
+
     /// `apns-topic` for `bundleID` and this push type: the bundle id with the suffix appended if missing.
     public func topic(forBundleID bundleID: String) -> String {
         let suffix = topicSuffix
@@ -72,11 +80,27 @@ public enum APNsEnvironment: String, CaseIterable, Hashable, Sendable {
     case production
     case development
 
-    /// The push host for device pushes.
+    /// The push host, for device pushes and broadcasts (port 443).
     public var host: String {
         switch self {
         case .production: "api.push.apple.com"
         case .development: "api.sandbox.push.apple.com"
+        }
+    }
+
+    /// The channel-management host (apns-reference.md §10).
+    public var managementHost: String {
+        switch self {
+        case .production: "api-manage-broadcast.push.apple.com"
+        case .development: "api-manage-broadcast.sandbox.push.apple.com"
+        }
+    }
+
+    /// The channel-management port: 2196 in production, 2195 in development.
+    public var managementPort: Int {
+        switch self {
+        case .production: 2196
+        case .development: 2195
         }
     }
 }

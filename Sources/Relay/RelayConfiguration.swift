@@ -10,21 +10,27 @@ package struct RelayConfiguration: Sendable {
         package var results: String
         /// Removed-token records (410, BadDeviceToken), keyed by device token.
         package var removedTokens: String
+        /// Removed-channel records (ChannelNotRegistered answers to broadcasts), keyed by channel id.
+        package var removedChannels: String
         /// Dead letters: the original bytes of events that could not be read or sent.
         package var deadLetters: String
 
-        package init(input: [String], results: String, removedTokens: String, deadLetters: String) {
+        package init(input: [String], results: String, removedTokens: String, removedChannels: String = Topics.defaults.removedChannels, deadLetters: String) {
             self.input = input
             self.results = results
             self.removedTokens = removedTokens
+            self.removedChannels = removedChannels
             self.deadLetters = deadLetters
         }
 
         /// The topics a relay uses unless configured otherwise.
         package static let defaults = Topics(
             input: ["apns-notifications"], results: "apns-results", removedTokens: "apns-removed-tokens",
-            deadLetters: "apns-dead-letters"
+            removedChannels: "apns-removed-channels", deadLetters: "apns-dead-letters"
         )
+
+        /// The topics the relay writes.
+        package var outputs: [String] { [results, removedTokens, removedChannels, deadLetters] }
     }
 
     package var topics: Topics

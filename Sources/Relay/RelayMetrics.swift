@@ -12,6 +12,7 @@ struct RelayMetrics: Sendable {
     let possibleDuplicatePushes = Counter(label: "apns_relay_possible_duplicate_pushes_total")
     let publishFailures = Counter(label: "apns_relay_producer_delivery_failures_total")
     let removedTokens = Counter(label: "apns_relay_removed_tokens_total")
+    let removedChannels = Counter(label: "apns_relay_removed_channels_total")
     let deadLetters = Counter(label: "apns_relay_dead_letters_total")
     let inFlight = Gauge(label: "apns_relay_events_in_flight")
     let inFlightBytes = Gauge(label: "apns_relay_events_in_flight_bytes")
@@ -26,10 +27,14 @@ struct RelayMetrics: Sendable {
 
     /// Counters per (outcome, reason), made once: asking the metrics factory per event costs a lock and a
     /// lookup by name and labels.
-    private let resultCounters = ResultCounters()
+    private let resultCounters = ResultCounters { Counter(label: "apns_relay_results_total", dimensions: $0) }
+    /// Broadcast events' results again, on their own: a few broadcasts reach millions of devices, so their
+    /// failures must not drown in the device pushes' counts.
+    private let broadcastCounters = ResultCounters { Counter(label: "apns_relay_broadcast_results_total", dimensions: $0) }
 
-    func result(_ outcome: DeliveryOutcome, reason: String?) {
+    func result(_ outcome: DeliveryOutcome, reason: String?, broadcast: Bool) {
         resultCounters.counter(outcome, reason ?? "").increment()
+        if broadcast { broadcastCounters.counter(outcome, reason ?? "").increment() }
     }
 }
 
@@ -57,10 +62,18 @@ final class TokenRemovalGuardMetrics: Sendable {
         all.withLock { series in
             if let existing = series[key] { return existing }
             let dimensions = [("credential", key.credential), ("environment", key.environment.rawValue)]
-            let made = Series(
-                withheld: Counter(label: "apns_relay_removed_tokens_suppressed_total", dimensions: dimensions),
-                tripped: Gauge(label: "apns_relay_token_removal_guard_tripped", dimensions: dimensions)
-            )
+            let made = switch key.targets {
+            case .deviceTokens:
+                Series(
+                    withheld: Counter(label: "apns_relay_removed_tokens_suppressed_total", dimensions: dimensions),
+                    tripped: Gauge(label: "apns_relay_token_removal_guard_tripped", dimensions: dimensions)
+                )
+            case .channels:
+                Series(
+                    withheld: Counter(label: "apns_relay_removed_channels_suppressed_total", dimensions: dimensions),
+                    tripped: Gauge(label: "apns_relay_channel_removal_guard_tripped", dimensions: dimensions)
+                )
+            }
             series[key] = made
             return made
         }
@@ -73,13 +86,18 @@ private final class ResultCounters: Sendable {
         let reason: String
     }
 
+    private let make: @Sendable ([(String, String)]) -> Counter
     private let counters = BlockingMutex<[Key: Counter]>([:])
+
+    init(make: @escaping @Sendable ([(String, String)]) -> Counter) {
+        self.make = make
+    }
 
     func counter(_ outcome: DeliveryOutcome, _ reason: String) -> Counter {
         counters.withLock { counters in
             let key = Key(outcome: outcome, reason: reason)
             if let counter = counters[key] { return counter }
-            let counter = Counter(label: "apns_relay_results_total", dimensions: [("outcome", outcome.rawValue), ("reason", reason)])
+            let counter = make([("outcome", outcome.rawValue), ("reason", reason)])
             counters[key] = counter
             return counter
         }

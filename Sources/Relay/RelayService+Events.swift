@@ -85,23 +85,25 @@ extension RelayService {
             message: report.failure.map { failure in
                 "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
             },
-            apnsID: report.response?.apnsID, apnsUniqueID: report.response?.apnsUniqueID,
+            apnsID: notification.isBroadcast ? nil : report.response?.apnsID,
+            apnsRequestID: notification.isBroadcast ? report.response?.apnsID : nil, apnsUniqueID: report.response?.apnsUniqueID,
             attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: source, receivedAt: receivedAt,
             completedAt: clock.nowMilliseconds()
         )
         var records: [OutgoingRecord] = []
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment
+            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment,
+            targets: notification.isBroadcast ? .channels : .deviceTokens
         )
-        if removalAllowed, let removed = outputs.removedToken(for: event, notification: notification, report: report) {
-            records.append(removed)
-            metrics.removedTokens.increment()
+        if removalAllowed, let removal = outputs.removal(for: event, notification: notification, report: report) {
+            records.append(removal)
+            (notification.isBroadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
         logger.debug("event delivered", metadata: Self.position(message).merging([
             "eventId": "\(event.id)", "outcome": "\(report.outcome.rawValue)",
-            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")",
+            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(notification.target)",
         ]) { $1 })
-        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
+        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt, broadcast: notification.isBroadcast)
     }
 
     /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them —
@@ -109,7 +111,7 @@ extension RelayService {
     /// stores its partition's new frontier.
     func publish(
         _ result: DeliveryResult, with records: [OutgoingRecord], for message: KafkaConsumerMessage,
-        source: SourcePosition, size: Int, receivedAt: Int64
+        source: SourcePosition, size: Int, receivedAt: Int64, broadcast: Bool = false
     ) {
         let all = [outputs.result(result, key: message.key, source: source)] + records
         let partition = message.topicPartition
@@ -121,7 +123,7 @@ extension RelayService {
                 finishAbandoned(size: size)
                 return
             }
-            metrics.result(result.outcome, reason: result.reason)
+            metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
             metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - receivedAt * 1_000_000))
             state.finish(partition, offset: source.offset, bytes: size) { processed in
                 do {

@@ -145,11 +145,11 @@ package struct RelayAppConfiguration: Sendable {
             input: settings.list("kafka.topics.input", default: topicDefaults.input),
             results: settings.string("kafka.topics.results", default: topicDefaults.results),
             removedTokens: settings.string("kafka.topics.removedTokens", default: topicDefaults.removedTokens),
+            removedChannels: settings.string("kafka.topics.removedChannels", default: topicDefaults.removedChannels),
             deadLetters: settings.string("kafka.topics.deadLetters", default: topicDefaults.deadLetters)
         )
         if topics.input.isEmpty { settings.problem("configuration key 'kafka.topics.input' lists no topic") }
-        let outputs = [topics.results, topics.removedTokens, topics.deadLetters]
-        if let loop = outputs.first(where: topics.input.contains) {
+        if let loop = topics.outputs.first(where: topics.input.contains) {
             settings.problem("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
         }
 

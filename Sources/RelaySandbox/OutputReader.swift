@@ -46,7 +46,7 @@ package final class OutputReader: Sendable {
         )
         configuration.sessionTimeout = .seconds(6)
         consumer = try KafkaConsumer(configuration: configuration, logger: logger)
-        try consumer.subscribe(topics: [topics.results, topics.removedTokens, topics.deadLetters] + extra)
+        try consumer.subscribe(topics: topics.outputs + extra)
         try consumer.start()
     }
 

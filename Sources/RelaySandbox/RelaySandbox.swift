@@ -19,10 +19,7 @@ package final class RelaySandbox: Sendable {
         package var brokers = 1
         package var partitions = 6
         package var inputTopic = "apns-notifications"
-        package var topics = RelayConfiguration.Topics(
-            input: ["apns-notifications"], results: "apns-results", removedTokens: "apns-removed-tokens",
-            deadLetters: "apns-dead-letters"
-        )
+        package var topics = RelayConfiguration.Topics.defaults
         /// The environment the mock APNs plays (development adds `apns-unique-id`).
         package var apnsEnvironment: APNsEnvironment = .development
         package var strictFleet = true
@@ -60,7 +57,7 @@ package final class RelaySandbox: Sendable {
 
         cluster = try MockKafkaCluster(brokers: options.brokers, logger: logger)
         let topics = options.topics
-        for topic in Set(topics.input + [topics.results, topics.removedTokens, topics.deadLetters]) {
+        for topic in Set(topics.input + topics.outputs) {
             try cluster.createTopic(topic, partitions: options.partitions)
         }
 
@@ -86,6 +83,7 @@ package final class RelaySandbox: Sendable {
             "kafka.topics.input": options.topics.input.joined(separator: ","),
             "kafka.topics.results": options.topics.results,
             "kafka.topics.removedTokens": options.topics.removedTokens,
+            "kafka.topics.removedChannels": options.topics.removedChannels,
             "kafka.topics.deadLetters": options.topics.deadLetters,
             "apns.token.keyId": keyID,
             "apns.token.teamId": teamID,

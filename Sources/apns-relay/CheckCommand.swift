@@ -82,7 +82,7 @@ struct CheckCommand: AsyncParsableCommand {
         if !skipKafka {
             let kafka = configuration.kafka
             let topics = configuration.relay.topics
-            let wanted = topics.input + [topics.results, topics.removedTokens, topics.deadLetters]
+            let wanted = topics.input + topics.outputs
             let properties = kafka.properties.merging(kafka.consumerProperties) { $1 }
             let timeout = Duration.milliseconds(timeoutMs)
             let inspected: Result<KafkaClusterInspection, KafkaError>
@@ -101,7 +101,8 @@ struct CheckCommand: AsyncParsableCommand {
                 for topic in wanted {
                     let key = topics.input.contains(topic) ? "kafka.topics.input"
                         : topic == topics.results ? "kafka.topics.results"
-                        : topic == topics.removedTokens ? "kafka.topics.removedTokens" : "kafka.topics.deadLetters"
+                        : topic == topics.removedTokens ? "kafka.topics.removedTokens"
+                        : topic == topics.removedChannels ? "kafka.topics.removedChannels" : "kafka.topics.deadLetters"
                     if let partitions = cluster.partitions[topic] {
                         pass("Kafka topic \(topic) (\(key)): \(partitions) partition(s)")
                     } else {

@@ -108,7 +108,7 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let endpoint = configuration.apns.endpoints[notification.environment].map { "\($0.host):\($0.port)" } ?? "?"
-        print("sending \(notification.pushType.rawValue) push to \(notification.deviceToken) topic \(notification.topic), \(notification.environment.rawValue) (\(endpoint)), credential \(credential.name)")
+        print("sending \(notification.pushType.rawValue) push to \(notification.target) topic \(notification.topic), \(notification.environment.rawValue) (\(endpoint)), credential \(credential.name)")
         let start = ContinuousClock.now
         let outcome: Result<APNsResponse, APNsClientError> = await withCheckedContinuation { continuation in
             client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }

@@ -50,7 +50,7 @@ import Testing
             #expect(DeliveryDecision(response: response) == expected, "\(reason)")
         }
         let unregistered = try MockFixture.notification(77)
-        mock.server.registry.unregister(unregistered.deviceToken.hex, sinceMilliseconds: 1_700_000_000_123)
+        mock.server.registry.unregister(unregistered.deviceToken!.hex, sinceMilliseconds: 1_700_000_000_123)
         let gone = try await client.send(unregistered, timeout: hangGuard)
         #expect(gone.status == 410)
         #expect(DeliveryDecision(response: gone) == .unregistered(invalidatedAt: 1_700_000_000_123))

@@ -29,7 +29,7 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
     @Test func decodesMinimalEventWithDefaults() throws {
         let decoded = try EventDecoder().decode(event())
         #expect(decoded.id == "evt-1")
-        #expect(decoded.deviceToken.hex == token)
+        #expect(decoded.deviceToken?.hex == token)
         #expect(decoded.topic == "com.example.app")
         #expect(decoded.pushType == .alert)
         #expect(decoded.priority == nil)
@@ -77,7 +77,7 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
             + #""pushType":"alert","payload":{}}"#).bytes
         let decoded = try EventDecoder().decode(bytes)
         #expect(decoded.id == "événement")
-        #expect(decoded.deviceToken.hex == "ab")
+        #expect(decoded.deviceToken?.hex == "ab")
     }
 
     @Test func appendsThePushTypeSuffixToTheTopic() throws {

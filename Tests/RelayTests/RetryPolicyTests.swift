@@ -10,7 +10,7 @@ import Testing
         var rng = SeededGenerator(seed: 1)
         #expect(policy.nextStep(after: .delivered, attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.delivered))
         #expect(policy.nextStep(after: .unregistered(invalidatedAt: 5), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.unregistered))
-        #expect(policy.nextStep(after: .rejected(removesToken: true), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.rejected))
+        #expect(policy.nextStep(after: .rejected(removesTarget: true), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.rejected))
     }
 
     @Test func backoffGrowsJitteredAndCapped() {

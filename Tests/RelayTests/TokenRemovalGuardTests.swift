@@ -225,7 +225,7 @@ import Testing
 
     static let badDeviceToken = DeliveryReport(
         outcome: .rejected, response: APNsResponse(status: 400, reason: .badDeviceToken), attempts: 1,
-        decision: .rejected(removesToken: true)
+        decision: .rejected(removesTarget: true)
     )
     static let unregistered = DeliveryReport(
         outcome: .unregistered, response: APNsResponse(status: 410, reason: .unregistered, timestamp: 1_700_000_000_000), attempts: 1,

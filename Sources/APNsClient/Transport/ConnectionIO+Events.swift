@@ -28,16 +28,18 @@ extension ConnectionIO {
             var status = 0
             for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
             r.status = status
-        } else if name.elementsEqual("apns-id".utf8) {
+        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
             r.apnsID = String(decoding: value, as: UTF8.self)
         } else if name.elementsEqual("apns-unique-id".utf8) {
             r.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-channel-id".utf8) {
+            r.channelID = String(decoding: value, as: UTF8.self)
         }
     }
 
     func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
         guard let r = streams[streamID] else { return }
-        let room = StreamRequest.maxBody - r.body.count
+        let room = r.prepared.maxResponseBody - r.body.count
         if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
     }
 
@@ -47,7 +49,10 @@ extension ConnectionIO {
             finish(r, .failure(APNsClientError(transport: .notProcessed, "stream above GOAWAY last-stream-id \(last)")))
         } else if let status = r.status {
             let (reason, timestamp) = ResponseBody.parse(r.body)
-            finish(r, .success(APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)))
+            var response = APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)
+            response.channelID = r.channelID
+            if r.prepared.keepsResponseBody { response.body = r.body }
+            finish(r, .success(response))
         } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
             finish(r, .failure(APNsClientError(transport: .streamRefused, "RST_STREAM REFUSED_STREAM", underlyingCode: Int(errorCode))))
         } else {

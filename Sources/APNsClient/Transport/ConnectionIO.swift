@@ -178,6 +178,8 @@ final class ConnectionIO {
             let r = queue.removeFirst()
             if r.isCompleted { continue }
             let streamID = r.prepared.withHeaders(authorization: authorization) { nva -> Int32 in
+                // A request without a body (a channel-management GET or DELETE) ends with its HEADERS.
+                guard r.prepared.hasBody else { return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil) }
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)
                 return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
             }

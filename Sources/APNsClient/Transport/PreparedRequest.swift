@@ -16,10 +16,19 @@ struct PreparedRequest: Sendable {
     var bytes: [UInt8] = []
     var fields: [Field] = []
     var payload: [UInt8]
+    /// How much of the response body to keep: a push's answer is a small JSON object; a channel list can be
+    /// large (10,000 ids). Beyond this the body is cut, to keep memory bounded.
+    var maxResponseBody = 4096
+    /// Whether the response carries the body (channel management); pushes keep only the parsed reason.
+    var keepsResponseBody = false
 
     private mutating func add(_ name: StaticString, _ value: String, neverIndex: Bool = false) {
+        name.withUTF8Buffer { add(name: $0, value, neverIndex: neverIndex) }
+    }
+
+    private mutating func add(name: some Collection<UInt8>, _ value: String, neverIndex: Bool) {
         let nameStart = bytes.count
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: name)
         let valueStart = bytes.count
         bytes.append(contentsOf: value.utf8)
         fields.append(Field(
@@ -28,20 +37,47 @@ struct PreparedRequest: Sendable {
         ))
     }
 
+    /// A device push (`/3/device/<token>`, `apns-topic`, `apns-id`) or a broadcast
+    /// (`/4/broadcasts/apps/<bundle id>`, `apns-channel-id`, `apns-request-id`; apns-reference.md §10).
+    /// A channel id is indexed: broadcasts repeat the few channels of an app.
     init(notification n: APNsNotification, authority: String) {
         payload = n.payload
-        bytes.reserveCapacity(160 + n.deviceToken.hex.utf8.count + n.topic.utf8.count)
+        bytes.reserveCapacity(192 + n.topic.utf8.count)
         add(":method", "POST")
         add(":scheme", "https")
         add(":path", n.path, neverIndex: true)
         add(":authority", authority)
         add("apns-push-type", n.pushType.rawValue)
-        add("apns-topic", n.topic)
+        switch n.target {
+        case .device:
+            add("apns-topic", n.topic)
+        case .channel(let channel):
+            add("apns-channel-id", channel.base64)
+        }
         if let p = n.priority { add("apns-priority", String(p.rawValue)) }
         if let e = n.expiration { add("apns-expiration", String(e), neverIndex: true) }
-        if let c = n.collapseID { add("apns-collapse-id", c, neverIndex: true) }
-        if let id = n.apnsID { add("apns-id", id, neverIndex: true) }
+        if n.isBroadcast {
+            if let id = n.apnsID { add("apns-request-id", id, neverIndex: true) }
+        } else {
+            if let c = n.collapseID { add("apns-collapse-id", c, neverIndex: true) }
+            if let id = n.apnsID { add("apns-id", id, neverIndex: true) }
+        }
     }
+
+    /// Any other request to an APNs host (channel management): its response keeps its body.
+    init(method: String, path: String, authority: String, headers: [(name: String, value: String)], body: [UInt8], maxResponseBody: Int) {
+        payload = body
+        add(":method", method)
+        add(":scheme", "https")
+        add(":path", path, neverIndex: true)
+        add(":authority", authority)
+        for (name, value) in headers { add(name: name.utf8, value, neverIndex: true) }
+        self.maxResponseBody = maxResponseBody
+        keepsResponseBody = true
+    }
+
+    /// Whether the request has a body: a GET or DELETE has none (END_STREAM on its HEADERS).
+    var hasBody: Bool { !payload.isEmpty }
 
     /// Lends an `nghttp2_nv` array over these headers plus `authorization` (never indexed) if given.
     /// The pointers are valid only inside `body`; nghttp2 copies them during `nghttp2_submit_request`.

@@ -18,9 +18,9 @@ final class StreamRequest: @unchecked Sendable {
     var status: Int?
     var apnsID: String?
     var apnsUniqueID: String?
+    var channelID: String?
+    /// At most `prepared.maxResponseBody` bytes.
     var body: [UInt8] = []
-    /// Bodies are a small JSON object; anything longer is cut to keep memory bounded.
-    static let maxBody = 4096
 
     typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
 

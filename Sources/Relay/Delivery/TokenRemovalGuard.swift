@@ -49,17 +49,31 @@ package struct TokenRemovalGuard: Sendable {
         package init() {}
     }
 
-    /// Whose answers are counted together: one credential in one environment.
+    /// Whose answers are counted together: one credential in one environment, device pushes and
+    /// broadcasts apart (a busy device stream must not vouch for a misdirected broadcast one).
     package struct Key: Hashable, Sendable, CustomStringConvertible {
         package var credential: String
         package var environment: APNsEnvironment
+        package var targets: Targets
 
-        package init(credential: String, environment: APNsEnvironment) {
+        package init(credential: String, environment: APNsEnvironment, targets: Targets = .deviceTokens) {
             self.credential = credential
             self.environment = environment
+            self.targets = targets
         }
 
-        package var description: String { "\(credential)/\(environment.rawValue)" }
+        package var description: String { "\(credential)/\(environment.rawValue)" + (targets == .channels ? " broadcasts" : "") }
+    }
+
+    /// What a removal removes, and the answer that asks for it.
+    package enum Targets: Sendable, Hashable {
+        /// BadDeviceToken: a wrong environment turns every token into one.
+        case deviceTokens
+        /// ChannelNotRegistered: channel ids are valid in one environment only, so the same holds.
+        case channels
+
+        /// The APNs reason whose removals the guard screens.
+        package var reason: APNsReason { self == .channels ? .channelNotRegistered : .badDeviceToken }
     }
 
     /// An APNs answer, as far as the guard cares.

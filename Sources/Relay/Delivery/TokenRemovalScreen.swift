@@ -27,11 +27,15 @@ final class TokenRemovalScreen: Sendable {
     ///
     /// - Returns: `false` only for a BadDeviceToken removal the guard withholds; 410 removals (and events
     ///   without a removal) always get `true`.
-    func allowsRemoval(after report: DeliveryReport, credential: String, environment: APNsEnvironment) -> Bool {
+    func allowsRemoval(
+        after report: DeliveryReport, credential: String, environment: APNsEnvironment, targets: TokenRemovalGuard.Targets = .deviceTokens
+    ) -> Bool {
         // No answer from APNs: nothing to count, and no removal to decide on.
         guard report.response != nil else { return true }
-        let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesToken: true) ? .badDeviceToken : .other
-        let key = TokenRemovalGuard.Key(credential: credential, environment: environment)
+        let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesTarget: true) ? .badDeviceToken : .other
+        let key = TokenRemovalGuard.Key(credential: credential, environment: environment, targets: targets)
+        let reason = targets.reason.rawValue
+        let record = targets == .channels ? "removed-channel" : "removed-token"
         let now = clock()
         let verdict = machine.withLock { $0.record(answer, for: key, at: now) }
 
@@ -39,13 +43,13 @@ final class TokenRemovalScreen: Sendable {
         case .tripped(let sample)?:
             metrics.guardTripped(key, true)
             logger.critical(
-                "APNs answered BadDeviceToken for an implausible share of pushes; withholding BadDeviceToken removed-token records until it falls (results still say BadDeviceToken). Check the events' environment and the credential's topics",
+                "APNs answered \(reason) for an implausible share of \(targets == .channels ? "broadcasts" : "pushes"); withholding \(reason) \(record) records until it falls (results still say \(reason)). Check the events' environment and the credential's topics",
                 metadata: Self.metadata(key, sample, window: window)
             )
         case .ended(let sample, let withheld)?:
             metrics.guardTripped(key, false)
             logger.warning(
-                "the BadDeviceToken share fell; publishing BadDeviceToken removed-token records again",
+                "the \(reason) share fell; publishing \(reason) \(record) records again",
                 metadata: Self.metadata(key, sample, window: window).merging(["withheldRemovals": "\(withheld)"]) { $1 }
             )
         case nil:
@@ -53,7 +57,7 @@ final class TokenRemovalScreen: Sendable {
         }
         if verdict.withholdsRemoval {
             metrics.removalWithheld(key)
-            logger.debug("BadDeviceToken removal withheld", metadata: Self.metadata(key, verdict.sample, window: window))
+            logger.debug("\(reason) removal withheld", metadata: Self.metadata(key, verdict.sample, window: window))
         }
         return answer == .other || verdict.publishesRemoval
     }
@@ -61,8 +65,8 @@ final class TokenRemovalScreen: Sendable {
     private static func metadata(_ key: TokenRemovalGuard.Key, _ sample: TokenRemovalGuard.Sample, window: Duration) -> Logger.Metadata {
         [
             "credential": "\(key.credential)", "environment": "\(key.environment.rawValue)",
-            "answers": "\(sample.answers)", "badDeviceTokens": "\(sample.badDeviceTokens)",
-            "badDeviceTokenPercent": "\(Int(sample.percent.rounded()))", "window": "\(window)",
+            "answers": "\(sample.answers)", "\(key.targets.reason.rawValue)": "\(sample.badDeviceTokens)",
+            "percent": "\(Int(sample.percent.rounded()))", "window": "\(window)",
         ]
     }
 }

@@ -3,7 +3,7 @@ import APNsCore
 /// One input event that passed `Schemas/notification-event.schema.json`: the APNs request it asks for, plus
 /// what the relay echoes (`id`, `metadata`) and the topic as the producer wrote it.
 ///
-/// The request's fields read straight through (`event.deviceToken`, `event.payload`, …). `payload` and
+/// The request's fields read straight through (`event.target`, `event.payload`, …). `payload` and
 /// `metadata` are the producer's bytes, untouched (whitespace and escapes included).
 @dynamicMemberLookup
 package struct NotificationEvent: Sendable, Hashable {
@@ -37,6 +37,28 @@ package struct NotificationEvent: Sendable, Hashable {
             deviceToken: deviceToken, topic: pushType.topic(forBundleID: topic), pushType: pushType,
             priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID,
             environment: environment, payload: payload
+        )
+    }
+
+    /// A broadcast event: the bundle id goes in the path, so a push-type suffix the producer wrote is
+    /// dropped (APNs would answer TopicDisallowed).
+    package init(
+        id: String,
+        channelID: ChannelID,
+        topic: String,
+        priority: Priority? = nil,
+        expiration: Int64? = nil,
+        requestID: String? = nil,
+        environment: APNsEnvironment = .production,
+        payload: [UInt8],
+        metadata: [UInt8]? = nil
+    ) {
+        self.id = id
+        self.topic = topic
+        self.metadata = metadata
+        notification = APNsNotification(
+            channelID: channelID, bundleID: PushType.liveactivity.bundleID(fromTopic: topic), priority: priority,
+            expiration: expiration, requestID: requestID, environment: environment, payload: payload
         )
     }
 

@@ -26,7 +26,10 @@ package struct DeliveryResult: Sendable, Hashable {
     package var reason: String?
     /// Human-readable detail (validation message, transport error).
     package var message: String?
+    /// `apns-id` of a device push.
     package var apnsID: String?
+    /// `apns-request-id` of a broadcast.
+    package var apnsRequestID: String?
     package var apnsUniqueID: String?
     package var attempts: Int
     /// Attempts that may have reached APNs without an answer (time-out, connection lost in flight): the
@@ -40,7 +43,7 @@ package struct DeliveryResult: Sendable, Hashable {
 
     package init(
         eventID: String?, metadata: [UInt8]?, outcome: DeliveryOutcome, status: Int? = nil, reason: String? = nil,
-        message: String? = nil, apnsID: String? = nil, apnsUniqueID: String? = nil, attempts: Int,
+        message: String? = nil, apnsID: String? = nil, apnsRequestID: String? = nil, apnsUniqueID: String? = nil, attempts: Int,
         possibleDuplicates: Int = 0, source: SourcePosition, receivedAt: Int64, completedAt: Int64
     ) {
         self.eventID = eventID
@@ -50,6 +53,7 @@ package struct DeliveryResult: Sendable, Hashable {
         self.reason = reason
         self.message = message
         self.apnsID = apnsID
+        self.apnsRequestID = apnsRequestID
         self.apnsUniqueID = apnsUniqueID
         self.attempts = attempts
         self.possibleDuplicates = possibleDuplicates
@@ -69,6 +73,7 @@ package struct DeliveryResult: Sendable, Hashable {
         writer.field("reason", reason)
         if let message { writer.field("message", message) }
         writer.field("apnsId", apnsID)
+        if let apnsRequestID { writer.field("apnsRequestId", apnsRequestID) }
         writer.field("apnsUniqueId", apnsUniqueID)
         writer.field("attempts", attempts)
         if possibleDuplicates > 0 { writer.field("possibleDuplicates", possibleDuplicates) }
@@ -121,6 +126,46 @@ package struct TokenRemoved: Sendable, Hashable {
         writer.field("environment", environment.rawValue)
         writer.field("reason", reason)
         writer.field("invalidatedAt", invalidatedAt)
+        writer.field("id", eventID)
+        if let metadata { writer.rawField("metadata", metadata) }
+        return writer.finish()
+    }
+}
+
+/// Published when APNs says a broadcast channel does not exist (ChannelNotRegistered: deleted, or never
+/// made in that environment), so producers stop broadcasting to it and tell their apps
+/// (`Schemas/channel-removed.schema.json`). Keyed by channel id; APNs never reissues one, so the removal is
+/// final.
+package struct ChannelRemoved: Sendable, Hashable {
+    package var channelID: ChannelID
+    /// The app whose channel it was.
+    package var bundleID: String
+    package var environment: APNsEnvironment
+    package var reason: String
+    /// The `id` of the event whose delivery found the channel gone.
+    package var eventID: String
+    /// The event's `metadata`, verbatim JSON.
+    package var metadata: [UInt8]?
+
+    package init(
+        channelID: ChannelID, bundleID: String, environment: APNsEnvironment, reason: String, eventID: String, metadata: [UInt8]? = nil
+    ) {
+        self.channelID = channelID
+        self.bundleID = bundleID
+        self.environment = environment
+        self.reason = reason
+        self.eventID = eventID
+        self.metadata = metadata
+    }
+
+    package var key: [UInt8] { Array(channelID.base64.utf8) }
+
+    package func jsonBytes() -> [UInt8] {
+        var writer = JSONWriter(capacity: 192)
+        writer.field("channelId", channelID.base64)
+        writer.field("bundleId", bundleID)
+        writer.field("environment", environment.rawValue)
+        writer.field("reason", reason)
         writer.field("id", eventID)
         if let metadata { writer.rawField("metadata", metadata) }
         return writer.finish()

@@ -39,25 +39,40 @@ struct OutputRecords: Sendable {
         )
     }
 
-    /// A removed-token record for 410s and for BadDeviceToken (a token of the other environment, usually);
-    /// `nil` for other answers. BadDeviceToken ones pass `TokenRemovalGuard` first (the caller asks it).
-    func removedToken(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> OutgoingRecord? {
+    /// The record that tells producers a target is gone, or `nil` for other answers: a removed-token record
+    /// for 410s and for BadDeviceToken (a token of the other environment, usually), a removed-channel record
+    /// for ChannelNotRegistered. BadDeviceToken and ChannelNotRegistered ones pass `TokenRemovalGuard`
+    /// first (the caller asks it).
+    func removal(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> OutgoingRecord? {
         let invalidatedAt: Int64?
         switch report.decision {
         case .unregistered(let timestamp)?: invalidatedAt = timestamp
-        case .rejected(removesToken: true)?: invalidatedAt = nil
+        case .rejected(removesTarget: true)?: invalidatedAt = nil
         default: return nil
         }
-        let removed = TokenRemoved(
-            deviceToken: event.deviceToken, topic: notification.topic, environment: event.environment,
-            reason: report.response?.reason?.rawValue ?? "Unregistered", invalidatedAt: invalidatedAt,
-            eventID: event.id, metadata: event.metadata
-        )
-        var small = removed
-        small.metadata = nil
-        return OutgoingRecord(
-            topic: topics.removedTokens, key: removed.key, value: removed.jsonBytes(),
-            fallback: { [topic = topics.removedTokens, small] in OutgoingRecord(topic: topic, key: small.key, value: small.jsonBytes()) }
-        )
+        let reason = report.response?.reason?.rawValue
+        switch notification.target {
+        case .device(let deviceToken):
+            var removed = TokenRemoved(
+                deviceToken: deviceToken, topic: notification.topic, environment: event.environment,
+                reason: reason ?? "Unregistered", invalidatedAt: invalidatedAt, eventID: event.id, metadata: event.metadata
+            )
+            let value = removed.jsonBytes()
+            removed.metadata = nil
+            return Self.record(topic: topics.removedTokens, key: removed.key, value: value, fallback: removed.jsonBytes())
+        case .channel(let channelID):
+            var removed = ChannelRemoved(
+                channelID: channelID, bundleID: notification.topic, environment: event.environment,
+                reason: reason ?? APNsReason.channelNotRegistered.rawValue, eventID: event.id, metadata: event.metadata
+            )
+            let value = removed.jsonBytes()
+            removed.metadata = nil
+            return Self.record(topic: topics.removedChannels, key: removed.key, value: value, fallback: removed.jsonBytes())
+        }
+    }
+
+    /// A record whose smaller form (`fallback`, without metadata) Kafka always accepts.
+    private static func record(topic: String, key: [UInt8], value: [UInt8], fallback: [UInt8]) -> OutgoingRecord {
+        OutgoingRecord(topic: topic, key: key, value: value, fallback: { OutgoingRecord(topic: topic, key: key, value: fallback) })
     }
 }

@@ -27,7 +27,7 @@ extension FaultTests {
             // The group coordinator stays on broker 1 except in the last full-size outage, which takes it down.
             try cluster.setGroupCoordinator(group: group, brokerID: 1)
             let topics = sandbox.options.topics
-            let allTopics = Array(Set(topics.input + [topics.results, topics.removedTokens, topics.deadLetters]))
+            let allTopics = Array(Set(topics.input + topics.outputs))
             let events = faultEvents(0..<count, prefix: "b")
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: topics.results)
