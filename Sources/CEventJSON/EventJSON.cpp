@@ -201,6 +201,8 @@ constexpr KnownKey knownKeys[] = {
     {"environment", CEJ_FIELD_ENVIRONMENT},
     {"payload", CEJ_FIELD_PAYLOAD},
     {"metadata", CEJ_FIELD_METADATA},
+    {"channelId", CEJ_FIELD_CHANNEL_ID},
+    {"apnsRequestId", CEJ_FIELD_APNS_REQUEST_ID},
 };
 
 inline uint32_t fieldFor(std::string_view key) {
@@ -370,6 +372,8 @@ int32_t cej_decoder::decode(const uint8_t *bytes, size_t len, cej_event *out) {
         case CEJ_FIELD_PUSH_TYPE: status = readString(value, which, out->push_type, out); break;
         case CEJ_FIELD_COLLAPSE_ID: status = readString(value, which, out->collapse_id, out); break;
         case CEJ_FIELD_APNS_ID: status = readString(value, which, out->apns_id, out); break;
+        case CEJ_FIELD_CHANNEL_ID: status = readString(value, which, out->channel_id, out); break;
+        case CEJ_FIELD_APNS_REQUEST_ID: status = readString(value, which, out->apns_request_id, out); break;
         case CEJ_FIELD_ENVIRONMENT: status = readString(value, which, out->environment, out); break;
         case CEJ_FIELD_PRIORITY: status = readInteger(value, which, out->priority, out); break;
         case CEJ_FIELD_EXPIRATION: status = readInteger(value, which, out->expiration, out); break;

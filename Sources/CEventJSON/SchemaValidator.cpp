@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -156,9 +157,12 @@ struct cej_schema {
             all.push_back(problem);
         }
         // valijson adds a summary for each parent ("Failed to validate against schema associated with
-        // property name …"); keep only the specific errors when there are any.
+        // property name …", "… child schema #0.", a dependency that failed); keep only the specific errors
+        // when there are any.
         for (const auto &problem : all) {
             if (problem.message.rfind("Failed to validate against schema associated with property", 0) == 0) continue;
+            if (problem.message.rfind("Failed to validate against child schema", 0) == 0) continue;
+            if (problem.message.rfind("breaks a rule the schema sets for events with these members", 0) == 0) continue;
             problems.push_back(problem);
         }
         if (problems.empty()) problems = all;
@@ -296,14 +300,82 @@ struct cej_schema {
         } else if (startsWith("Object should have no more than ")) {
             problem.message = "must have at most " + number("Object should have no more than ") + " members";
         } else if (message == "Failed to match expected value set by 'const' constraint.") {
-            problem.message = node && node->contains("const") ? "must be " + (*node)["const"].dump() : "is not the value the schema requires";
+            if (node && node->contains("const")) {
+                problem.message = "must be " + (*node)["const"].dump();
+            } else if (auto rule = dependentRule(context, instance, [](const std::string &, const json &sub) { return sub.is_object() && sub.contains("const"); })) {
+                problem.message = "must be " + rule->second->at("const").dump() + " when \"" + rule->first + "\" is given";
+            } else {
+                problem.message = "is not the value the schema requires";
+            }
+        } else if (message == "Failed to validate against dependent schema.") {
+            // A member a dependency forbids (`"member": false`) gets no error of its own from valijson: name it.
+            const json *object = value;
+            auto forbidden = dependentRule({}, object ? *object : json(), [object](const std::string &name, const json &sub) {
+                return sub.is_boolean() && !sub.get<bool>() && object && object->is_object() && object->contains(name);
+            });
+            if (forbidden) {
+                problem.pointer += "/" + escapeToken(forbidden->member);
+                problem.message = "is not allowed together with \"" + forbidden->first + "\"";
+                if (forbidden->description) problem.message += " (" + *forbidden->description + ")";
+            } else {
+                problem.message = "breaks a rule the schema sets for events with these members (see the other problems)";
+            }
         } else if (message == "Failed to validate against any schemas allowed by anyOf constraint.") {
             problem.message = "matches none of the forms the schema allows here";
+            std::string titles;
+            if (node && node->contains("anyOf") && (*node)["anyOf"].is_array()) {
+                for (const auto &form : (*node)["anyOf"]) {
+                    if (form.is_object() && form.contains("title") && form["title"].is_string()) {
+                        titles += (titles.empty() ? "" : ", or ") + form["title"].get<std::string>();
+                        if (form.contains("required") && form["required"].is_array() && form["required"].size() == 1)
+                            titles += " (with \"" + form["required"][0].get<std::string>() + "\")";
+                    }
+                }
+            }
+            if (!titles.empty()) problem.message += ": " + titles;
         } else if (message == "Failed to validate against exactly one child schema.") {
             problem.message = "must match exactly one of the forms the schema allows here";
         } else if (message == "Failed to validate against a conditional schema set by if-then-else constraints.") {
             problem.message = "breaks a rule the schema sets for this combination of members (see the other problems)";
         }
+    }
+
+    /// A rule of the root schema's `dependencies` that applies to `instance` (its key is present) and that
+    /// `matches` one of its `properties`: the dependency key, the member, the member's subschema and the
+    /// dependency's description. `context` is where a property error was reported (its last part names
+    /// the member); empty to consider every member.
+    struct DependentRule {
+        std::string first;
+        std::string member;
+        const json *second;
+        const std::string *description;
+    };
+    template <typename Matches>
+    std::optional<DependentRule> dependentRule(const std::vector<std::string> &context, const json &instance, Matches matches) const {
+        auto dependencies = document.find("dependencies");
+        if (dependencies == document.end() || !dependencies->is_object()) return std::nullopt;
+        std::string only;
+        if (!context.empty()) {
+            only = context.back();
+            if (only.size() >= 2 && only.front() == '[' && only.back() == ']') only = only.substr(1, only.size() - 2);
+            if (only.size() >= 2 && only.front() == '"' && only.back() == '"') only = only.substr(1, only.size() - 2);
+        }
+        const json *root = &instance;
+        for (auto dependency = dependencies->begin(); dependency != dependencies->end(); ++dependency) {
+            if (!dependency->is_object()) continue;
+            if (!(root->is_object() && root->contains(dependency.key()))) continue;
+            auto properties = dependency->find("properties");
+            if (properties == dependency->end() || !properties->is_object()) continue;
+            for (auto property = properties->begin(); property != properties->end(); ++property) {
+                if (!only.empty() && property.key() != only) continue;
+                if (!matches(property.key(), *property)) continue;
+                auto description = dependency->find("description");
+                const std::string *text = description != dependency->end() && description->is_string()
+                    ? description->get_ptr<const std::string *>() : nullptr;
+                return DependentRule{dependency.key(), property.key(), &*property, text};
+            }
+        }
+        return std::nullopt;
     }
 
     /// valijson's message, with the pattern named for a pattern failure of a top-level property.

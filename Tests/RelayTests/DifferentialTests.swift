@@ -7,12 +7,13 @@ import APNsCore
 /// The fast path (simdjson + Swift rules) and the reference (valijson) must accept and reject exactly
 /// the same events.
 @Suite struct DifferentialTests {
-    private func disagreements(_ cases: [(label: String, bytes: [UInt8])]) throws -> (accepted: Int, failures: [String]) {
+    private func disagreements(_ cases: [(label: String, bytes: [UInt8])]) throws -> (accepted: Int, broadcasts: Int, failures: [String]) {
         let decoder = try EventDecoder()
         let reference = try SchemaValidator.notificationEvent()
         // The raw payload and metadata slices must be whole JSON objects on their own.
         let anyObject = try SchemaValidator(schemaJSON: #"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}"#)
         var accepted = 0
+        var broadcasts = 0
         var failures: [String] = []
         for item in cases {
             let fast: Result<NotificationEvent, EventDecodingError> = Result { () throws(EventDecodingError) in
@@ -25,6 +26,7 @@ import APNsCore
                 failures.append("\(item.label): valijson's verdict and detailed pass differ")
             }
             if fastAccepts { accepted += 1 }
+            if let decoded = try? fast.get(), decoded.isBroadcast { broadcasts += 1 }
             if let decoded = try? fast.get(), let omission = Self.refusalForOmittedHeader(decoded, item.bytes) {
                 failures.append("\(item.label): accepted by the schema but refused for a header it left out: \(omission)")
             }
@@ -50,7 +52,7 @@ import APNsCore
                 failures.append("\(item.label): fast \(fastSays), reference \(referenceSays): \(item.bytes.escapedForMessage())")
             }
         }
-        return (accepted, failures)
+        return (accepted, broadcasts, failures)
     }
 
     /// An APNs-rule refusal that blames a field the event did not set: the defaults for omitted fields must be
@@ -89,5 +91,7 @@ import APNsCore
         // The corpus must exercise both verdicts.
         #expect(result.accepted > cases.count / 10, "only \(result.accepted) accepted")
         #expect(result.accepted < cases.count * 9 / 10, "\(result.accepted) accepted")
+        // And both forms: device pushes and broadcasts.
+        #expect(result.broadcasts > result.accepted / 5 && result.broadcasts < result.accepted / 2, "\(result.broadcasts) of \(result.accepted) accepted are broadcasts")
     }
 }

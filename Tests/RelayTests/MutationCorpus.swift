@@ -2,8 +2,8 @@ import TestSupport
 
 /// A deterministic corpus of mutated notification events for the differential test.
 ///
-/// Each case starts from a valid event (random optional members, random whitespace) and applies one or
-/// two mutations aimed at the places where two JSON implementations tend to disagree: boundaries of
+/// Each case starts from a valid event, a device push or a broadcast (random optional members, random
+/// whitespace), and applies one or two mutations aimed at the places where two JSON implementations tend to disagree: boundaries of
 /// lengths and ranges, number and string grammar, escapes, surrogates, UTF-8, duplicate and escaped keys,
 /// nesting depth, size, truncation and random byte damage.
 struct MutationCorpus {
@@ -66,18 +66,29 @@ struct MutationCorpus {
         return String(repeating: unit, count: length)
     }
 
+    private static let base64Digits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+    /// Base64 digits with 0 to 2 padding characters, `length` characters in all.
+    private mutating func channelID(_ length: Int) -> String {
+        let padding = length > 1 ? pick([0, 0, 1, 2]) : 0
+        return String((0..<(length - padding)).map { _ in pick(Self.base64Digits) }) + String(repeating: "=", count: padding)
+    }
+
     private mutating func validEvent() -> [Member] {
+        let broadcast = chance(35)
         var members: [Member] = [
             ("id", "\"evt-\(int(0...99999))\""),
-            ("deviceToken", "\"\(hexString(2 * pick([1, 8, 32, 32, 32, 54, 80, 100, 200])))\""),
-            ("topic", "\"\(pick(["com.example.app", "com.example.app.voip", "a", "A-b_c.d"]))\""),
-            ("pushType", "\"\(pick(Self.pushTypes))\""),
+            broadcast
+                ? ("channelId", "\"\(channelID(pick([1, 4, 24, 24, 24, 64, 128])))\"")
+                : ("deviceToken", "\"\(hexString(2 * pick([1, 8, 32, 32, 32, 54, 80, 100, 200])))\""),
+            ("topic", "\"\(pick(["com.example.app", "com.example.app.voip", "a", "A-b_c.d", "com.example.app.push-type.liveactivity"]))\""),
+            ("pushType", "\"\(broadcast ? "liveactivity" : pick(Self.pushTypes))\""),
             ("payload", pick([#"{"aps":{"alert":"hi"}}"#, "{}", #"{"aps":{"content-available":1},"k":[1,2.5,null]}"#])),
         ]
         if chance(50) { members.append(("priority", pick(["10", "5", "1"]))) }
         if chance(50) { members.append(("expiration", pick(["0", "1893456000", "9999999999"]))) }
-        if chance(40) { members.append(("collapseId", "\"\(text(length: int(1...64)))\"")) }
-        if chance(40) { members.append(("apnsId", "\"\(uuid())\"")) }
+        if !broadcast, chance(40) { members.append(("collapseId", "\"\(text(length: int(1...64)))\"")) }
+        if chance(40) { members.append((broadcast ? "apnsRequestId" : "apnsId", "\"\(uuid())\"")) }
         if chance(40) { members.append(("environment", pick(["\"production\"", "\"development\""]))) }
         if chance(40) { members.append(("metadata", pick(["{}", #"{"user":42,"tags":["a","b"],"n":{"x":null}}"#]))) }
         members.shuffle(using: &generator)
@@ -132,7 +143,7 @@ struct MutationCorpus {
         var bytes: [UInt8]? = nil
         for _ in 0..<mutations {
             let key = members.isEmpty ? "id" : pick(members).key
-            switch int(0...21) {
+            switch int(0...24) {
             case 0:
                 labels.append("drop \(key)")
                 members.removeAll { $0.key == key }
@@ -204,6 +215,28 @@ struct MutationCorpus {
                 labels.append("string escapes in \(pick(["id", "topic"]))")
                 let field = pick(["id", "topic", "collapseId"])
                 members = members.filter { $0.key != field } + [(field, "\"\(pick(Self.stringBodies))\"")]
+            case 18, 19:
+                // The channel id's grammar: lengths around the limit, foreign characters, misplaced padding.
+                let length = pick([0, 1, 2, 4, 24, 127, 128, 129, int(0...140)])
+                var id = channelID(length)
+                if chance(40), !id.isEmpty {
+                    var characters: [String] = id.map { String($0) }
+                    characters[int(0...(characters.count - 1))] = pick(["=", "-", "_", " ", "é", "\\n", "A"])
+                    id = characters.joined()
+                }
+                labels.append("channelId \(id.prefix(20))… length \(length)")
+                members = members.filter { $0.key != "channelId" } + [("channelId", "\"\(id)\"")]
+            case 20:
+                // A member of the other form: a device push with a broadcast's member, or the reverse.
+                let field = pick(["channelId", "deviceToken", "apnsRequestId", "apnsId", "collapseId"])
+                let value = switch field {
+                case "channelId": "\"\(channelID(24))\""
+                case "deviceToken": "\"\(hexString(64))\""
+                case "collapseId": "\"score\""
+                default: "\"\(uuid())\""
+                }
+                labels.append("add \(field)")
+                members = members.filter { $0.key != field } + [(field, value)]
             case 17:
                 let size = pick([65_400, 65_536, 65_600, int(60_000...70_000)])
                 labels.append("size about \(size)")

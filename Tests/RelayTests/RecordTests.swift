@@ -63,4 +63,33 @@ import Testing
         #expect(json["invalidatedAt"] as? Int == 1_700_000_000_123)
         #expect(json["environment"] as? String == "development")
     }
+
+    @Test func channelRemovedIsKeyedByChannelAndMatchesItsSchema() throws {
+        let channel = try ChannelID(base64: "dHN0LXNyY2gtY2hubA==")
+        let record = ChannelRemoved(
+            channelID: channel, bundleID: "com.example.app", environment: .production, reason: "ChannelNotRegistered",
+            eventID: "e1", metadata: Array(#"{"match":7}"#.utf8)
+        )
+        #expect(record.key == Array("dHN0LXNyY2gtY2hubA==".utf8))
+        let validator = try SchemaValidator(schemaJSON: JSONSchemas.channelRemoved)
+        #expect(validator.validate(record.jsonBytes()) == [])
+        let json = try object(record.jsonBytes())
+        #expect(json["channelId"] as? String == "dHN0LXNyY2gtY2hubA==")
+        #expect(json["bundleId"] as? String == "com.example.app")
+        #expect((json["metadata"] as? [String: Any])?["match"] as? Int == 7)
+    }
+
+    /// A broadcast's result carries `apns-request-id` as `apnsRequestId` (and `apnsId` null).
+    @Test func broadcastResultCarriesTheRequestID() throws {
+        let result = DeliveryResult(
+            eventID: "b", metadata: nil, outcome: .delivered, status: 200, apnsRequestID: "7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c11",
+            apnsUniqueID: "7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c12", attempts: 1, source: SourcePosition(topic: "t", partition: 0, offset: 1),
+            receivedAt: 1, completedAt: 2
+        )
+        let validator = try SchemaValidator(schemaJSON: JSONSchemas.deliveryResult)
+        #expect(validator.validate(result.jsonBytes()) == [])
+        let json = try object(result.jsonBytes())
+        #expect(json["apnsRequestId"] as? String == "7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c11")
+        #expect(json["apnsId"] is NSNull)
+    }
 }

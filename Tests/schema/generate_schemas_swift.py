@@ -11,6 +11,7 @@ NAMES = {
     "notification-event": "notificationEvent",
     "delivery-result": "deliveryResult",
     "token-removed": "tokenRemoved",
+    "channel-removed": "channelRemoved",
 }
 
 parts = [

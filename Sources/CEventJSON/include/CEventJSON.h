@@ -33,6 +33,8 @@ enum {
     CEJ_FIELD_ENVIRONMENT = 1u << 8,
     CEJ_FIELD_PAYLOAD = 1u << 9,
     CEJ_FIELD_METADATA = 1u << 10,
+    CEJ_FIELD_CHANNEL_ID = 1u << 11,
+    CEJ_FIELD_APNS_REQUEST_ID = 1u << 12,
 };
 
 /// Outcome of `cej_decode_event`.
@@ -80,7 +82,7 @@ typedef struct {
     uint32_t error_field;
     /// With CEJ_UNKNOWN_KEY: the member name.
     cej_string error_key;
-    cej_string id, device_token, topic, push_type, collapse_id, apns_id, environment;
+    cej_string id, device_token, topic, push_type, collapse_id, apns_id, environment, channel_id, apns_request_id;
     int64_t priority, expiration;
     /// The raw JSON text of `payload` and `metadata`, exactly as in the input.
     cej_range payload, metadata;

@@ -7,12 +7,11 @@ import CEventJSON
 enum EventRules {
     static let requiredFields: [(UInt32, String)] = [
         (UInt32(CEJ_FIELD_ID), "id"),
-        (UInt32(CEJ_FIELD_DEVICE_TOKEN), "deviceToken"),
         (UInt32(CEJ_FIELD_TOPIC), "topic"),
         (UInt32(CEJ_FIELD_PUSH_TYPE), "pushType"),
         (UInt32(CEJ_FIELD_PAYLOAD), "payload"),
     ]
-    static let requiredMask = UInt32(CEJ_FIELD_ID | CEJ_FIELD_DEVICE_TOKEN | CEJ_FIELD_TOPIC | CEJ_FIELD_PUSH_TYPE | CEJ_FIELD_PAYLOAD)
+    static let requiredMask = UInt32(CEJ_FIELD_ID | CEJ_FIELD_TOPIC | CEJ_FIELD_PUSH_TYPE | CEJ_FIELD_PAYLOAD)
     static let maxIDCharacters = 256
     static let maxDeviceTokenCharacters = 400
     static let maxTopicCharacters = 255
@@ -35,16 +34,8 @@ enum EventRules {
             throw violation("id", "must not contain control characters (U+0000 to U+001F)")
         }
 
-        // deviceToken: even number of hex digits, at most 400.
-        guard event.device_token.len <= maxDeviceTokenCharacters else {
-            throw violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
-        }
-        let deviceToken: DeviceToken
-        do {
-            deviceToken = try DeviceToken(hex: string(event.device_token))
-        } catch {
-            throw violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
-        }
+        // The target: `deviceToken` (a device push) or `channelId` (a broadcast), and what each excludes.
+        let target = try self.target(event)
 
         // topic: 1...255 of [A-Za-z0-9_.-].
         let topicBytes = bytes(event.topic)
@@ -58,6 +49,9 @@ enum EventRules {
         guard let pushType = PushType(rawValue: string(event.push_type)) else {
             let allowed = PushType.allCases.map(\.rawValue).joined(separator: ", ")
             throw violation("pushType", "must be one of \(allowed)")
+        }
+        if case .channel = target, pushType != .liveactivity {
+            throw violation("pushType", "must be liveactivity for a broadcast (an event with channelId)")
         }
 
         // Omitted: what APNs requires for the push type (5 for background), else APNs' default.
@@ -96,6 +90,12 @@ enum EventRules {
             }
             apnsID = string(event.apns_id)
         }
+        if event.present & UInt32(CEJ_FIELD_APNS_REQUEST_ID) != 0 {
+            guard isCanonicalUUID(bytes(event.apns_request_id)) else {
+                throw violation("apnsRequestId", "must be a canonical UUID (8-4-4-4-12 hex digits)")
+            }
+            apnsID = string(event.apns_request_id)
+        }
 
         var environment = APNsEnvironment.production
         if event.present & UInt32(CEJ_FIELD_ENVIRONMENT) != 0 {
@@ -108,19 +108,52 @@ enum EventRules {
         let payload = slice(input, event.payload)
         let metadata = event.present & UInt32(CEJ_FIELD_METADATA) != 0 ? slice(input, event.metadata) : nil
 
-        return NotificationEvent(
-                id: string(event.id),
-                deviceToken: deviceToken,
-                topic: string(event.topic),
-                pushType: pushType,
-                priority: priority,
-                expiration: expiration,
-                collapseID: collapseID,
-                apnsID: apnsID,
-                environment: environment,
-                payload: payload,
-                metadata: metadata
+        switch target {
+        case .device(let deviceToken):
+            return NotificationEvent(
+                id: string(event.id), deviceToken: deviceToken, topic: string(event.topic), pushType: pushType,
+                priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID,
+                environment: environment, payload: payload, metadata: metadata
             )
+        case .channel(let channelID):
+            return NotificationEvent(
+                id: string(event.id), channelID: channelID, topic: string(event.topic), priority: priority,
+                expiration: expiration, requestID: apnsID, environment: environment, payload: payload, metadata: metadata
+            )
+        }
+    }
+
+    /// `deviceToken` (even number of hex digits, at most 400) or `channelId` (base64, at most 128
+    /// characters), never both; a broadcast has no `collapseId` or `apnsId`, a device push no `apnsRequestId`
+    /// (the schema's `anyOf` and `dependencies`).
+    private static func target(_ event: cej_event) throws(EventDecodingError) -> PushTarget {
+        let has = { (field: Int) in event.present & UInt32(field) != 0 }
+        if has(CEJ_FIELD_CHANNEL_ID) {
+            if has(CEJ_FIELD_DEVICE_TOKEN) {
+                throw violation("deviceToken", "must not be given with channelId: an event is a device push or a broadcast")
+            }
+            if has(CEJ_FIELD_COLLAPSE_ID) { throw violation("collapseId", "is not allowed in a broadcast (an event with channelId)") }
+            if has(CEJ_FIELD_APNS_ID) { throw violation("apnsId", "is not allowed in a broadcast; its id is apnsRequestId") }
+            do {
+                return .channel(try ChannelID(base64: string(event.channel_id)))
+            } catch {
+                throw violation("channelId", "must be 1 to \(ChannelID.maxCharacters) characters matching ^[A-Za-z0-9+/]+={0,2}$ (\(error))")
+            }
+        }
+        guard has(CEJ_FIELD_DEVICE_TOKEN) else {
+            throw violation("deviceToken", "is required (or channelId, for a broadcast)")
+        }
+        if has(CEJ_FIELD_APNS_REQUEST_ID) {
+            throw violation("apnsRequestId", "is not allowed in a device push; its id is apnsId")
+        }
+        guard event.device_token.len <= maxDeviceTokenCharacters else {
+            throw violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
+        }
+        do {
+            return .device(try DeviceToken(hex: string(event.device_token)))
+        } catch {
+            throw violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
+        }
     }
 
     // MARK: Helpers
@@ -205,6 +238,8 @@ enum EventRules {
         case Int(CEJ_FIELD_ENVIRONMENT): "environment"
         case Int(CEJ_FIELD_PAYLOAD): "payload"
         case Int(CEJ_FIELD_METADATA): "metadata"
+        case Int(CEJ_FIELD_CHANNEL_ID): "channelId"
+        case Int(CEJ_FIELD_APNS_REQUEST_ID): "apnsRequestId"
         default: ""
         }
     }

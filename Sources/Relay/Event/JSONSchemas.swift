@@ -8,9 +8,28 @@ public enum JSONSchemas {
   "$schema": "http://json-schema.org/draft-07/schema#",
   "$id": "https://schemas.apns-relay.dev/notification-event.schema.json",
   "title": "Notification event",
-  "description": "One push notification request, written by a producer to the relay's input topic. The relay sends `payload` to APNs byte for byte. Beyond this schema the relay also refuses: events over 65536 bytes, a UTF-8 byte order mark, invalid UTF-8, a member name repeated at the top level of the event, and nesting deeper than 64 levels (the event object is level 1). Integers must be written without a fraction or exponent (`10`, not `10.0` or `1e1`). After this schema the relay applies APNs' own request rules (collapseId at most 64 bytes, background pushes need priority 5, payload size per push type, expiration not already passed) and reports a violation with the APNs reason APNs would have given.",
+  "description": "One push notification request, written by a producer to the relay's input topic: a device push (with `deviceToken`) or a broadcast to a Live Activity channel (with `channelId`, iOS 18 and later). The relay sends `payload` to APNs byte for byte. Beyond this schema the relay also refuses: events over 65536 bytes, a UTF-8 byte order mark, invalid UTF-8, a member name repeated at the top level of the event, and nesting deeper than 64 levels (the event object is level 1). Integers must be written without a fraction or exponent (`10`, not `10.0` or `1e1`). After this schema the relay applies APNs' own request rules (collapseId at most 64 bytes, background pushes need priority 5, payload size per push type and 5120 bytes for broadcasts, expiration not already passed) and reports a violation with the APNs reason APNs would have given.",
   "type": "object",
-  "required": ["id", "deviceToken", "topic", "pushType", "payload"],
+  "required": ["id", "topic", "pushType", "payload"],
+  "anyOf": [
+    { "title": "a device push", "required": ["deviceToken"] },
+    { "title": "a broadcast", "required": ["channelId"] }
+  ],
+  "dependencies": {
+    "channelId": {
+      "description": "A broadcast: push type liveactivity, no device token, no collapse id, and its id header is apnsRequestId.",
+      "properties": {
+        "pushType": { "const": "liveactivity" },
+        "deviceToken": false,
+        "collapseId": false,
+        "apnsId": false
+      }
+    },
+    "deviceToken": {
+      "description": "A device push: its id header is apnsId.",
+      "properties": { "apnsRequestId": false }
+    }
+  },
   "additionalProperties": false,
   "properties": {
     "id": {
@@ -26,15 +45,21 @@ public enum JSONSchemas {
       "maxLength": 400,
       "pattern": "^([0-9a-fA-F]{2})+$"
     },
+    "channelId": {
+      "description": "A broadcast: the channel's id, as APNs returned it when the channel was created (base64). The update goes to every Live Activity subscribed to the channel, in `environment`. Give either `deviceToken` or `channelId`.",
+      "type": "string",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9+/]+={0,2}$"
+    },
     "topic": {
-      "description": "The app's bundle id (for `mdm`, the topic from the MDM certificate). The push type's suffix (for example `.voip` or `.push-type.liveactivity`) may be left off: the relay appends it when missing.",
+      "description": "The app's bundle id (for `mdm`, the topic from the MDM certificate). The push type's suffix (for example `.voip` or `.push-type.liveactivity`) may be left off: the relay appends it when missing. For a broadcast the relay sends the bundle id alone (in the request path), without the suffix.",
       "type": "string",
       "minLength": 1,
       "maxLength": 255,
       "pattern": "^[A-Za-z0-9_.-]+$"
     },
     "pushType": {
-      "description": "The `apns-push-type` header.",
+      "description": "The `apns-push-type` header. Broadcasts are always `liveactivity`.",
       "type": "string",
       "enum": ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk", "widgets", "controls"]
     },
@@ -44,36 +69,42 @@ public enum JSONSchemas {
       "enum": [10, 5, 1]
     },
     "expiration": {
-      "description": "The `apns-expiration` header in UNIX seconds (UTC). 0 means one delivery attempt, never stored. Omitted: APNs' default storage policy. The upper bound (year 2286) catches milliseconds sent by mistake.",
+      "description": "The `apns-expiration` header in UNIX seconds (UTC). 0 means one delivery attempt, never stored. Omitted: APNs' default storage policy. The upper bound (year 2286) catches milliseconds sent by mistake. A broadcast to a No-Message-Stored channel (storage policy 0) must say 0: APNs refuses any other value (BadExpirationDate).",
       "type": "integer",
       "minimum": 0,
       "maximum": 9999999999
     },
     "collapseId": {
-      "description": "The `apns-collapse-id` header: notifications with the same value are merged on the device. APNs allows at most 64 bytes of UTF-8; the schema can only count characters, so the byte limit is checked after the schema (reason BadCollapseId). It becomes an HTTP/2 header value, so control characters (U+0000 to U+001F) are not allowed.",
+      "description": "Device pushes only. The `apns-collapse-id` header: notifications with the same value are merged on the device. APNs allows at most 64 bytes of UTF-8; the schema can only count characters, so the byte limit is checked after the schema (reason BadCollapseId). It becomes an HTTP/2 header value, so control characters (U+0000 to U+001F) are not allowed.",
       "type": "string",
       "minLength": 1,
       "maxLength": 64,
       "not": { "pattern": "[\\x00-\\x1F]" }
     },
     "apnsId": {
-      "description": "The `apns-id` header: a canonical UUID (8-4-4-4-12 hex digits). Omitted: APNs generates one, reported in the delivery result.",
+      "description": "Device pushes only. The `apns-id` header: a canonical UUID (8-4-4-4-12 hex digits). Omitted: APNs generates one, reported in the delivery result.",
+      "type": "string",
+      "maxLength": 36,
+      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    },
+    "apnsRequestId": {
+      "description": "Broadcasts only. The `apns-request-id` header: a canonical UUID (8-4-4-4-12 hex digits). Omitted: APNs generates one, reported in the delivery result.",
       "type": "string",
       "maxLength": 36,
       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     },
     "environment": {
-      "description": "The APNs environment the device token belongs to. Omitted: `production`.",
+      "description": "The APNs environment the device token or channel belongs to. Omitted: `production`.",
       "type": "string",
       "enum": ["production", "development"],
       "default": "production"
     },
     "payload": {
-      "description": "The APNs JSON body (usually with an `aps` dictionary), sent to APNs exactly as written here, including whitespace and escapes. Its size limit depends on the push type (4096 bytes, 5120 for voip) and is checked after the schema (reason PayloadTooLarge).",
+      "description": "The APNs JSON body (usually with an `aps` dictionary), sent to APNs exactly as written here, including whitespace and escapes. Its size limit depends on the push type (4096 bytes, 5120 for voip and for every broadcast) and is checked after the schema (reason PayloadTooLarge).",
       "type": "object"
     },
     "metadata": {
-      "description": "Opaque data for the producer, copied unchanged into the delivery result and the removed-token record.",
+      "description": "Opaque data for the producer, copied unchanged into the delivery result and the removed-token or removed-channel record.",
       "type": "object"
     }
   }
@@ -114,7 +145,7 @@ public enum JSONSchemas {
       "type": ["object", "null"]
     },
     "outcome": {
-      "description": "delivered: APNs accepted it (200). rejected: APNs refused it for good (4xx other than 410). unregistered: the token is no longer valid for the topic (410); a removed-token record is also written. invalid: the event broke the schema or an APNs rule and was not sent (a dead-letter record is also written). expired: its apns-expiration passed before APNs accepted it. failed: retries exhausted without a final answer (5xx, 429, time-outs, connection errors).",
+      "description": "delivered: APNs accepted it (200). rejected: APNs refused it for good (4xx other than 410; for ChannelNotRegistered a removed-channel record is also written). unregistered: the token is no longer valid for the topic (410); a removed-token record is also written. invalid: the event broke the schema or an APNs rule and was not sent (a dead-letter record is also written). expired: its apns-expiration passed before APNs accepted it. failed: retries exhausted without a final answer (5xx, 429, time-outs, connection errors).",
       "type": "string",
       "enum": ["delivered", "rejected", "unregistered", "invalid", "expired", "failed"]
     },
@@ -136,11 +167,15 @@ public enum JSONSchemas {
       "maxLength": 4096
     },
     "apnsId": {
-      "description": "The `apns-id` APNs answered with (or the one the event asked for); null when never sent.",
+      "description": "Device pushes: the `apns-id` APNs answered with (or the one the event asked for); null when never sent, and for broadcasts (see `apnsRequestId`).",
       "oneOf": [{ "$ref": "#/definitions/uuid" }, { "type": "null" }]
     },
+    "apnsRequestId": {
+      "description": "Broadcasts only: the `apns-request-id` APNs answered with (or the one the event asked for); absent for device pushes and when never sent.",
+      "$ref": "#/definitions/uuid"
+    },
     "apnsUniqueId": {
-      "description": "The `apns-unique-id` APNs answered with (development environment only), for the Push Notifications Console; null otherwise.",
+      "description": "The `apns-unique-id` APNs answered with (device pushes: development environment only; broadcasts: always), for the Push Notifications Console; null otherwise.",
       "oneOf": [{ "$ref": "#/definitions/uuid" }, { "type": "null" }]
     },
     "attempts": {
@@ -238,10 +273,70 @@ public enum JSONSchemas {
 
 """##
 
+    /// `Schemas/channel-removed.schema.json`.
+    public static let channelRemoved: String = ##"""
+{
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "$id": "https://schemas.apns-relay.dev/channel-removed.schema.json",
+  "title": "Removed broadcast channel",
+  "description": "A broadcast channel APNs does not know (ChannelNotRegistered: it was deleted, or never existed in that environment), written by the relay to the removed-channels topic keyed by `channelId` (compaction keeps the latest). APNs never issues a channel id twice, so producers should stop broadcasting to it for good and tell the apps subscribed to it (for example start their Live Activities on a new channel).",
+  "type": "object",
+  "required": [
+    "id",
+    "channelId",
+    "bundleId",
+    "environment",
+    "reason"
+  ],
+  "additionalProperties": false,
+  "properties": {
+    "id": {
+      "description": "The `id` of the broadcast event whose delivery found the channel gone.",
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 256
+    },
+    "channelId": {
+      "description": "The channel id, as the event gave it.",
+      "type": "string",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9+/]+={0,2}$"
+    },
+    "bundleId": {
+      "description": "The app the broadcast was for (the bundle id, without a push-type suffix).",
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 255,
+      "pattern": "^[A-Za-z0-9_.-]+$"
+    },
+    "environment": {
+      "description": "The APNs environment that does not know the channel: channel ids are valid in one environment only.",
+      "type": "string",
+      "enum": [
+        "production",
+        "development"
+      ]
+    },
+    "reason": {
+      "description": "APNs' reason: `ChannelNotRegistered`.",
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 128
+    },
+    "metadata": {
+      "description": "The event's `metadata`, echoed unchanged.",
+      "type": "object"
+    }
+  }
+}
+
+"""##
+
     /// Every schema with its file name under `Schemas/`.
     public static let all: [(fileName: String, text: String)] = [
         ("notification-event.schema.json", notificationEvent),
         ("delivery-result.schema.json", deliveryResult),
         ("token-removed.schema.json", tokenRemoved),
+        ("channel-removed.schema.json", channelRemoved),
     ]
 }
