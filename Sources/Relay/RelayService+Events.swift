@@ -23,16 +23,16 @@ extension RelayService {
         let receivedAt = Int64(now * 1000)
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         switch triage.triage(message, receivedAt: receivedAt, nowSeconds: Int64(now)) {
-        case .answer(let answer, let refusal?) where refusal.decodingError != nil && explainer != nil:
+        case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow and runs a thread
             // of its own), then the refusal is published from there.
             explanations.async { [self] in
                 let (result, refusal) = EventTriage.explained(answer, refusal, bytes: message.value ?? [], by: explainer!)
                 refuse(message, result: result, refusal: refusal, source: source, size: size, receivedAt: receivedAt)
             }
-        case .answer(let answer, let refusal):
+        case .answer(let answer, let refusal, let broadcast):
             // Refused or expired: answered here, without a task.
-            refuse(message, result: answer, refusal: refusal, source: source, size: size, receivedAt: receivedAt)
+            refuse(message, result: answer, refusal: refusal, source: source, size: size, receivedAt: receivedAt, broadcast: broadcast)
         case .deliver(let event, let notification):
             let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
             attempts.deliver(notification, with: sender, isAbandoned: { [abandoned] in abandoned.isSet }) { [self] report in
@@ -44,7 +44,7 @@ extension RelayService {
     /// Publishes the answer to an event refused (invalid, expired) before any delivery, with its dead letter.
     func refuse(
         _ message: KafkaConsumerMessage, result answer: DeliveryResult, refusal: Refusal?,
-        source: SourcePosition, size: Int, receivedAt: Int64
+        source: SourcePosition, size: Int, receivedAt: Int64, broadcast: Bool = false
     ) {
         if abandoned.isSet {
             finishAbandoned(size: size)
@@ -58,7 +58,7 @@ extension RelayService {
             records.append(outputs.deadLetter(for: message, source: source, refusal: refusal))
             metrics.deadLetters.increment()
         }
-        publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt)
+        publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt, broadcast: broadcast)
     }
 
     /// A valid event's delivery ended (on an APNs connection's thread, or a retry's task): publishes its

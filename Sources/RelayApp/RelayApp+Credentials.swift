@@ -9,12 +9,31 @@ extension RelayApp {
     /// An APNs client for `credential`, its key or certificate and the CA file loaded (nothing connects yet).
     /// - Throws: `RelayError` naming the file and its key.
     package static func client(_ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger) throws -> APNsClient {
+        try make(apns, credential: credential, logger: logger) { configuration throws(APNsClientError) in
+            try APNsClient(configuration: configuration, logger: logger)
+        }
+    }
+
+    /// A channel manager for `credential` (broadcast channels, on the management hosts).
+    /// - Throws: `RelayError` naming the file and its key.
+    package static func channelManager(
+        _ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, timeout: Duration, logger: Logger
+    ) throws -> ChannelManager {
+        try make(apns, credential: credential, logger: logger) { configuration throws(APNsClientError) in
+            try ChannelManager(configuration: configuration, timeout: timeout, logger: logger)
+        }
+    }
+
+    private static func make<Client>(
+        _ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger,
+        _ build: (APNsClientConfiguration) throws(APNsClientError) -> Client
+    ) throws -> Client {
         let configuration = try clientConfiguration(apns, credential: credential, logger: logger)
         if let caFile = apns.caFile, !apns.insecureSkipVerify, !FileManager.default.isReadableFile(atPath: caFile) {
             throw RelayError("the CA file '\(caFile)' (apns.caFile) does not exist or cannot be read")
         }
         do {
-            return try APNsClient(configuration: configuration, logger: logger)
+            return try build(configuration)
         } catch where error.code == .tls && apns.caFile != nil && !apns.insecureSkipVerify {
             throw RelayError("cannot load the CA file '\(apns.caFile!)' (apns.caFile): \(error)")
         } catch where error.code == .invalidCredential {
@@ -79,6 +98,7 @@ extension RelayApp {
         client.proxy = try proxy(apns)
         client.name = configured.name
         client.endpoints = apns.endpoints
+        client.managementEndpoints = apns.managementEndpoints
         client.pool.minConnections = apns.minConnections
         client.pool.maxConnections = apns.maxConnections
         client.pool.idleTimeout = apns.idleTimeout

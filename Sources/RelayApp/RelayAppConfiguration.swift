@@ -64,6 +64,13 @@ package struct RelayAppConfiguration: Sendable {
         package var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = Dictionary(
             uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, APNsClientConfiguration.Endpoint(host: $0.host, port: 443)) }
         )
+        /// Channel management (`apns-relay channels`): Apple's management hosts unless
+        /// `apns.<environment>.managementHost`/`managementPort` say otherwise.
+        package var managementEndpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = Dictionary(
+            uniqueKeysWithValues: APNsEnvironment.allCases.map {
+                ($0, APNsClientConfiguration.Endpoint(host: $0.managementHost, port: $0.managementPort))
+            }
+        )
         /// A CA bundle to trust instead of the system store (the mock's CA in tests and the demo).
         package var caFile: String?
         package var insecureSkipVerify = false
@@ -169,11 +176,17 @@ package struct RelayAppConfiguration: Sendable {
         }
         let apnsDefaults = APNs()
         var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
+        var managementEndpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
         for environment in APNsEnvironment.allCases {
             let endpoint = apnsDefaults.endpoints[environment]!
             endpoints[environment] = APNsClientConfiguration.Endpoint(
                 host: settings.string("apns.\(environment.rawValue).host", default: endpoint.host),
                 port: settings.int("apns.\(environment.rawValue).port", default: endpoint.port, range: 1...65535)
+            )
+            let management = apnsDefaults.managementEndpoints[environment]!
+            managementEndpoints[environment] = APNsClientConfiguration.Endpoint(
+                host: settings.string("apns.\(environment.rawValue).managementHost", default: management.host),
+                port: settings.int("apns.\(environment.rawValue).managementPort", default: management.port, range: 1...65535)
             )
         }
         let minConnections = settings.int("apns.pool.minConnections", default: apnsDefaults.minConnections, range: 0...1000)
@@ -188,6 +201,7 @@ package struct RelayAppConfiguration: Sendable {
             connectTimeout: settings.milliseconds("apns.connectTimeoutMs", default: apnsDefaults.connectTimeout, range: 100...120_000),
             adaptiveConcurrency: settings.bool("apns.pool.adaptiveConcurrency", default: apnsDefaults.adaptiveConcurrency)
         )
+        apns.managementEndpoints = managementEndpoints
         if let url = settings.string("apns.proxy.url") {
             do {
                 apns.proxy = try HTTPProxy(url: url)

@@ -16,7 +16,7 @@ import Testing
         switch triage.triage(message, receivedAt: 0, nowSeconds: inTenYears) {
         case .deliver(let event, _):
             #expect(event.id == "order-4711-shipped")
-        case .answer(let result, let refusal):
+        case .answer(let result, let refusal, _):
             Issue.record("README's example event is answered \(result.outcome) (\(result.reason ?? "")): \(refusal?.message ?? result.message ?? "")")
         }
     }

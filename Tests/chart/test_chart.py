@@ -409,7 +409,8 @@ def test_defaults_config():
     assert config["kafka"]["bootstrapServers"] == BOOTSTRAP
     assert config["kafka"]["groupId"] == "apns-relay"
     assert config["kafka"]["topics"] == {"input": "apns-notifications", "results": "apns-results",
-                                         "removedTokens": "apns-removed-tokens", "deadLetters": "apns-dead-letters"}
+                                         "removedTokens": "apns-removed-tokens", "removedChannels": "apns-removed-channels",
+                                         "deadLetters": "apns-dead-letters"}
     assert config["apns"]["auth"] == "token"
     assert config["relay"]["drainTimeoutMs"] == 20000
     assert config["admin"]["port"] == 9090

@@ -6,7 +6,8 @@ enum Triage: Sendable {
     /// A valid event, ready for APNs.
     case deliver(NotificationEvent, APNsNotification)
     /// Refused before sending: publish this result (and a dead letter for the refusal, if any) only.
-    case answer(DeliveryResult, Refusal?)
+    /// `broadcast` when the event was readable as one (for the broadcast metrics).
+    case answer(DeliveryResult, Refusal?, broadcast: Bool = false)
 }
 
 /// Why an event was refused, for its dead letter.
@@ -30,13 +31,13 @@ struct EventTriage {
         let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         func invalid(
             _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil,
-            decodingError: EventDecodingError? = nil
+            decodingError: EventDecodingError? = nil, broadcast: Bool = false
         ) -> Triage {
             let result = DeliveryResult(
                 eventID: id, metadata: metadata, outcome: .invalid, reason: code, message: text,
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            return .answer(result, Refusal(stage: stage, code: code, message: text, decodingError: decodingError))
+            return .answer(result, Refusal(stage: stage, code: code, message: text, decodingError: decodingError), broadcast: broadcast)
         }
 
         guard let value = message.value, !value.isEmpty else {
@@ -69,18 +70,21 @@ struct EventTriage {
                 message: "apns-expiration \(expiration) passed before the event could be sent",
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            return .answer(result, nil)
+            return .answer(result, nil, broadcast: notification.isBroadcast)
         }
         guard let authentication = authentication(notification.topic) else {
             return invalid(
                 .apnsRules, code: "NoCredentialForTopic",
-                message: "no configured APNs credential covers topic \(notification.topic)", id: event.id, metadata: event.metadata
+                message: "no configured APNs credential covers topic \(notification.topic)", id: event.id, metadata: event.metadata,
+                broadcast: notification.isBroadcast
             )
         }
         do {
             try notification.validate(authentication: authentication)
         } catch {
-            return invalid(.apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata)
+            return invalid(
+                .apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata,
+                broadcast: notification.isBroadcast)
         }
         return .deliver(event, notification)
     }

@@ -139,7 +139,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end }}
 {{- $inputs := include "apns-relay.inputTopics" . | fromJsonArray -}}
 {{- if not $inputs }}{{ fail "kafka.topics.input lists no topic" }}{{ end -}}
-{{- range $out := list $v.kafka.topics.results $v.kafka.topics.removedTokens $v.kafka.topics.deadLetters }}
+{{- range $out := list $v.kafka.topics.results $v.kafka.topics.removedTokens $v.kafka.topics.removedChannels $v.kafka.topics.deadLetters }}
 {{- if has $out $inputs }}{{ fail (printf "topic '%s' is both an input (kafka.topics.input) and an output topic; the relay would consume its own records" $out) }}{{ end }}
 {{- end }}
 {{- /* The chart derives the probes' port and the grace period from these; a second source would disagree. */ -}}
