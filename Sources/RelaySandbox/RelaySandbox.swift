@@ -35,6 +35,8 @@ package final class RelaySandbox: Sendable {
     package let cluster: MockKafkaCluster
     package let apns: APNsMockServer
     package let apnsPort: Int
+    /// The mock's channel-management port (broadcast channels).
+    package let managementPort: Int
     package let caFile: String
     package let keyID = "DEMOKEY001"
     package let teamID = "DEMOTEAM01"
@@ -66,9 +68,12 @@ package final class RelaySandbox: Sendable {
         configuration.providerKeys = [ProviderKey(keyID: keyID, teamID: teamID, publicKey: key.publicKey)]
         configuration.strictFleet = options.strictFleet
         configuration.maxConcurrentStreams = options.maxConcurrentStreams
+        configuration.managementPort = 0
         configuration.eventLoopThreads = options.apnsEventLoopThreads
         apns = APNsMockServer(configuration: configuration, logger: logger)
         apnsPort = try await apns.start()
+        guard let managementPort = apns.managementPort else { throw RelayError("the mock APNs opened no management port") }
+        self.managementPort = managementPort
         guard let caPath = apns.caCertificatePEMPath else { throw RelayError("the mock APNs wrote no CA file") }
         caFile = caPath
     }
@@ -93,6 +98,10 @@ package final class RelaySandbox: Sendable {
             "apns.production.port": String(apnsPort),
             "apns.development.host": "127.0.0.1",
             "apns.development.port": String(apnsPort),
+            "apns.production.managementHost": "127.0.0.1",
+            "apns.production.managementPort": String(managementPort),
+            "apns.development.managementHost": "127.0.0.1",
+            "apns.development.managementPort": String(managementPort),
             "admin.port": "0",
         ]
     }

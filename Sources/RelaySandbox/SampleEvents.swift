@@ -22,6 +22,27 @@ package enum SampleEvents {
         return Array(("{" + fields.joined(separator: ",") + "}").utf8)
     }
 
+    /// One broadcast event (a Live Activity update to a channel) as JSON bytes.
+    package static func broadcast(
+        id: String, channelID: String, topic: String = "com.example.app", priority: Int? = nil, expiration: Int64? = nil,
+        environment: APNsEnvironment = .development, payload: String = liveActivityUpdate(score: "1-0"), metadata: String? = nil
+    ) -> [UInt8] {
+        var fields = [
+            #""id":\#(quoted(id))"#, #""channelId":\#(quoted(channelID))"#, #""topic":\#(quoted(topic))"#,
+            #""pushType":"liveactivity""#, #""environment":"\#(environment.rawValue)""#,
+        ]
+        if let priority { fields.append(#""priority":\#(priority)"#) }
+        if let expiration { fields.append(#""expiration":\#(expiration)"#) }
+        fields.append(#""payload":\#(payload)"#)
+        if let metadata { fields.append(#""metadata":\#(metadata)"#) }
+        return Array(("{" + fields.joined(separator: ",") + "}").utf8)
+    }
+
+    /// A Live Activity update payload (`content-state` with a score).
+    package static func liveActivityUpdate(score: String, timestamp: Int = 1_763_800_000) -> String {
+        #"{"aps":{"timestamp":\#(timestamp),"event":"update","content-state":{"score":\#(quoted(score))}}}"#
+    }
+
     /// A random-looking but deterministic 32-byte token (64 hex digits) for index `n`.
     package static func token(_ n: Int, salt: UInt64 = 0x5EED) -> String {
         var state = UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15 ^ salt

@@ -16,7 +16,9 @@ struct SendCommand: AsyncParsableCommand {
             The push is an event file (the same contract as the input topic) or flags. The relay's \
             configuration (--config, APNS_RELAY_* variables, --set) says which credential and endpoints to use; \
             Kafka settings are not needed. The credential is the first whose apns topics cover the event's \
-            topic, as in the relay. Prints status, reason, apns-id and the time APNs took.
+            topic, as in the relay. With --channel-id (or an event with channelId) it sends a broadcast to a Live \
+            Activity channel (see 'apns-relay channels'). Prints status, reason, apns-id (apns-request-id for a \
+            broadcast) and the time APNs took.
             Exit status: 0 accepted (200), 1 refused by APNs, 2 a usage, configuration or event problem, \
             3 no answer (connection or timeout).
             """
@@ -30,13 +32,16 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Device token (hex), when no --event is given.")
     var deviceToken: String?
 
+    @Option(help: "A broadcast channel id (base64) instead of a device token: sends a Live Activity broadcast.")
+    var channelId: String?
+
     @Option(help: "Bundle id (apns-topic without the push type's suffix), when no --event is given.")
     var topic: String?
 
-    @Option(help: "Push type.")
-    var pushType = "alert"
+    @Option(help: "Push type (default: alert; liveactivity with --channel-id).")
+    var pushType: String?
 
-    @Option(help: "The APNs payload (JSON); default: an alert saying --alert.")
+    @Option(help: "The APNs payload (JSON); default: an alert saying --alert (a Live Activity update with --channel-id).")
     var payload: String?
 
     @Option(help: "Alert text for the default payload.")
@@ -58,11 +63,11 @@ struct SendCommand: AsyncParsableCommand {
     var timeoutMs = 15_000
 
     func validate() throws {
-        if event == nil && (deviceToken == nil || topic == nil) {
-            throw ValidationError("give --event FILE, or --device-token and --topic")
+        if event == nil && ((deviceToken == nil) == (channelId == nil) || topic == nil) {
+            throw ValidationError("give --event FILE, or --topic with --device-token or --channel-id")
         }
-        if event != nil && (deviceToken != nil || topic != nil) {
-            throw ValidationError("--event and --device-token/--topic are alternatives")
+        if event != nil && (deviceToken != nil || channelId != nil || topic != nil) {
+            throw ValidationError("--event and --device-token/--channel-id/--topic are alternatives")
         }
     }
 
@@ -121,7 +126,7 @@ struct SendCommand: AsyncParsableCommand {
             var line = "status \(response.status)"
             if let reason = response.reason { line += "  reason \(reason.rawValue)" }
             if let timestamp = response.timestamp { line += "  timestamp \(timestamp)" }
-            line += "  apns-id \(response.apnsID ?? "-")"
+            line += (notification.isBroadcast ? "  apns-request-id " : "  apns-id ") + (response.apnsID ?? "-")
             if let unique = response.apnsUniqueID { line += "  apns-unique-id \(unique)" }
             line += "  \(milliseconds) ms (connect included)"
             print(line)
@@ -141,15 +146,19 @@ struct SendCommand: AsyncParsableCommand {
             }
             return Array(data)
         }
+        let now = Int(Date().timeIntervalSince1970)
         var object: [String: Any] = [
-            "id": "apns-relay-send-\(Int(Date().timeIntervalSince1970))",
-            "deviceToken": deviceToken!, "topic": topic!, "pushType": pushType, "environment": environment,
+            "id": "apns-relay-send-\(now)", "topic": topic!, "environment": environment,
+            "pushType": pushType ?? (channelId != nil ? "liveactivity" : "alert"),
         ]
+        if let channelId { object["channelId"] = channelId } else { object["deviceToken"] = deviceToken! }
         if let payload {
             guard let parsed = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) else {
                 throw SendError("--payload is not JSON: \(payload)")
             }
             object["payload"] = parsed
+        } else if channelId != nil {
+            object["payload"] = ["aps": ["timestamp": now, "event": "update", "content-state": ["message": alert]]]
         } else {
             object["payload"] = ["aps": ["alert": alert]]
         }
