@@ -84,6 +84,18 @@ final class TestHTTP2Client: Sendable {
         try await start(request).get()
     }
 
+    /// Sends one request; when it is not answered within `timeout`, closes the connection, so the response
+    /// comes back with `connectionClosed` instead of never (a pending answer cannot be cancelled).
+    func send(_ request: TestRequest, closingAfter timeout: Duration) async throws -> TestResponse {
+        let answer = start(request)
+        let channel = self.channel
+        let close = channel.eventLoop.scheduleTask(in: .milliseconds(Int64(timeout / .milliseconds(1)))) {
+            channel.close(promise: nil)
+        }
+        defer { close.cancel() }
+        return try await answer.get()
+    }
+
     /// Starts all requests at once, then waits for every answer. By default they are written with one flush, and
     /// NIO then sends every HEADERS before the DATA frames (in no particular stream order); `flushEach` flushes
     /// per request so streams complete in stream-id order.
