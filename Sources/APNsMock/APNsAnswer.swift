@@ -57,7 +57,8 @@ enum APNsAnswer {
     /// A success with extra headers and, when `jsonBody` is given, a JSON body (channel management: 201 with
     /// `apns-channel-id`, 200 with the channel or the list, 204). The body may be larger than a DATA frame and
     /// than the client's flow-control window: NIOHTTP2Handler buffers DATA, splits it to the window and
-    /// MAX_FRAME_SIZE, and sends the rest as the client returns credit.
+    /// MAX_FRAME_SIZE, and sends the rest as the client returns credit. (A connection the mock closes meanwhile —
+    /// after GOAWAY, or by fault injection — cuts such a body off.)
     static func succeeded(
         _ streamID: HTTP2StreamID,
         status: Int,
