@@ -6,6 +6,12 @@ import NIOSSL
 /// Serves one APNs connection at the HTTP/2 frame level: it sits after `NIOHTTP2Handler` (no stream
 /// multiplexer), sees every stream's HEADERS and DATA, and writes the response frames itself.
 ///
+/// The same handler serves both listeners (`role`): on the push port device pushes (`/3/device/`) and
+/// broadcast sends (`/4/broadcasts/apps/`), on the management port the channel API (`/1/apps/`). Each request's
+/// headers are read once, routed by path prefix (`RequestRoute`), and checked by that API's rules
+/// (`DeviceRequestRules`, `BroadcastRequestRules`, `ChannelManagementRules`); faults, authentication, stream
+/// limits, answers and observations are common to all of them.
+///
 /// Answers are written as soon as a request is complete (so NIOHTTP2Handler closes the stream at once and
 /// its stream map stays small) and flushed once per read batch (one TLS record per flush); with emulated
 /// latency they are held and written one RTT later instead. The handler also returns connection- and
@@ -18,7 +24,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private static let connectionWindowThreshold = 16_384
     private static let streamWindowThreshold = 32_768
 
+    /// One request being answered: its stream, the API it addressed and the id its answer carries.
+    struct Exchange {
+        var streamID: HTTP2StreamID
+        var kind: RequestKind
+        var id: AnswerID
+    }
+
     let connectionID: Int
+    let role: ListenerRole
     let server: MockServerContext
     private var authentication: ConnectionAuthentication
     var streams: [HTTP2StreamID: OpenStream] = [:]
@@ -60,8 +74,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Certificate connection whose peer certificate has not been read yet.
     private var certificatePending: Bool
 
-    init(connectionID: Int, server: MockServerContext, authentication: ConnectionAuthentication, certificateMode: Bool) {
+    init(
+        connectionID: Int,
+        role: ListenerRole = .push,
+        server: MockServerContext,
+        authentication: ConnectionAuthentication,
+        certificateMode: Bool
+    ) {
         self.connectionID = connectionID
+        self.role = role
         self.certificatePending = certificateMode
         self.server = server
         self.authentication = authentication
@@ -173,27 +194,36 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func complete(_ streamID: HTTP2StreamID, _ stream: OpenStream) {
         answeredSinceFlush += 1
+        // The one pass over the header block; routing and every check read from it.
+        let headers = RequestHeaders(stream.headers)
+        let route = RequestRoute(path: headers.path, role: role)
+        let kind = route.kind
         switch server.faults.nextRequestFault() {
         case .refuse:
             emit(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
-            records.append(.refused)
+            records.append(.refused, kind: kind)
             return
         case .drop:
-            records.append(.dropped)
+            records.append(.dropped, kind: kind)
             commitRecords()
             outbox.removeAll()
             closed = true
             context?.close(promise: nil)
             return
         case .withhold:
-            records.append(.withheld)
+            records.append(.withheld, kind: kind)
             closeIfDrained()
             return
         case .fail(let reason):
-            let headers = DeviceRequestHeaders(stream.headers)
-            reject(streamID, apnsID: responseID(for: headers), reason: reason, timestamp: nil, deviceToken: nil)
+            reject(Exchange(streamID: streamID, kind: kind, id: answerID(for: headers, kind: kind)), reason: reason)
         case .none:
-            process(streamID, stream)
+            let exchange = Exchange(streamID: streamID, kind: kind, id: answerID(for: headers, kind: kind))
+            switch route {
+            case .device: processDevicePush(exchange, headers, stream.body)
+            case .broadcast: processBroadcast(exchange, headers, stream.body)
+            case .management(let channelRoute): processChannelRequest(exchange, headers, channelRoute, stream.body)
+            case .unknown: reject(exchange, reason: .badPath)
+            }
         }
         processedStreams += 1
         if streamID > highestProcessedStreamID { highestProcessedStreamID = streamID }
@@ -203,14 +233,16 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         closeIfDrained()
     }
 
-    private func responseID(for headers: DeviceRequestHeaders) -> String {
-        if let sent = headers.apnsID, APNsNotification.isCanonicalUUID(sent) { return sent }
-        return messageIDs.next()
+    /// The request's own id when it is a canonical UUID (`apns-id` for device pushes, `apns-request-id`
+    /// otherwise), else a generated one.
+    private func answerID(for headers: RequestHeaders, kind: RequestKind) -> AnswerID {
+        let header = kind.answerIDHeader
+        let sent = header == .apnsID ? headers.apnsID : headers.requestID
+        if let sent, APNsNotification.isCanonicalUUID(sent) { return AnswerID(header: header, value: sent) }
+        return AnswerID(header: header, value: messageIDs.next())
     }
 
-    private func process(_ streamID: HTTP2StreamID, _ stream: OpenStream) {
-        let headers = DeviceRequestHeaders(stream.headers)
-        let apnsID = responseID(for: headers)
+    private func processDevicePush(_ exchange: Exchange, _ headers: RequestHeaders, _ body: ByteBuffer?) {
         let now = server.clock.nowMilliseconds()
         let request: CheckedDeviceRequest
         switch DeviceRequestRules.check(
@@ -223,72 +255,92 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .success(let checked):
             request = checked
         case .failure(let rejection):
-            reject(streamID, apnsID: apnsID, reason: rejection.reason, timestamp: rejection.timestampMilliseconds, deviceToken: nil)
+            reject(exchange, reason: rejection.reason, timestamp: rejection.timestampMilliseconds)
             return
         }
+        if let reason = authenticate(request, authorization: headers.authorization, nowMilliseconds: now) {
+            reject(exchange, reason: reason, deviceToken: request.deviceToken)
+            return
+        }
+        let payloadSize = body?.readableBytes ?? 0
+        if let rejection = DeviceRequestRules.checkPayload(size: payloadSize, pushType: request.pushType) {
+            reject(exchange, reason: rejection.reason, deviceToken: request.deviceToken)
+            return
+        }
+        restoreStreamLimitAfterSuccess()
+        let accepted = AcceptedRequest(
+            deviceToken: request.deviceToken,
+            topic: request.topic,
+            pushType: request.pushType,
+            apnsID: exchange.id.value,
+            priority: request.priority,
+            expiration: request.expiration,
+            collapseID: headers.collapseID,
+            payload: records.storePayload(body),
+            connectionID: connectionID,
+            receivedAtMilliseconds: now
+        )
+        records.append(.accepted(accepted), deviceToken: request.deviceToken, kind: .device)
+        emit(APNsAnswer.accepted(exchange.streamID, id: exchange.id, uniqueID: developmentUniqueID()))
+    }
+
+    /// Authenticates `request` with the connection's credential; the first valid one raises
+    /// MAX_CONCURRENT_STREAMS from 1 (apns-reference.md §7). Shared by every route on both listeners.
+    func authenticate(_ request: some AuthenticatedRequest, authorization: String?, nowMilliseconds: Int64) -> APNsReason? {
         if let reason = authentication.authenticate(
-            authorization: headers.authorization,
+            authorization: authorization,
             request: request,
             authority: server.authority,
             environment: server.environment,
-            nowMilliseconds: now,
+            nowMilliseconds: nowMilliseconds,
             lifetimeSeconds: server.tokenLifetimeSeconds,
             updateIntervalMilliseconds: server.tokenUpdateIntervalMilliseconds
         ) {
-            reject(streamID, apnsID: apnsID, reason: reason, timestamp: nil, deviceToken: request.deviceToken)
-            return
+            return reason
         }
         if !streamLimitRaised, authentication.hasValidCredential {
             streamLimitRaised = true
             advertise(maxConcurrentStreams: server.maxConcurrentStreams)
         }
-        let payloadSize = stream.body?.readableBytes ?? 0
-        if let rejection = DeviceRequestRules.checkPayload(size: payloadSize, pushType: request.pushType) {
-            reject(streamID, apnsID: apnsID, reason: rejection.reason, timestamp: nil, deviceToken: request.deviceToken)
-            return
-        }
+        return nil
+    }
+
+    /// A request succeeded: a limit dropped to 1 after a rejection (`dropStreamLimitAfterRejection`) returns.
+    func restoreStreamLimitAfterSuccess() {
         if streamLimitDropped {
             streamLimitDropped = false
             advertise(maxConcurrentStreams: server.maxConcurrentStreams)
         }
-        let accepted = AcceptedRequest(
-            deviceToken: request.deviceToken,
-            topic: request.topic,
-            pushType: request.pushType,
-            apnsID: apnsID,
-            priority: request.priority,
-            expiration: request.expiration,
-            collapseID: headers.collapseID,
-            payload: records.storePayload(stream.body),
-            connectionID: connectionID,
-            receivedAtMilliseconds: now
-        )
-        records.append(.accepted(accepted), deviceToken: request.deviceToken)
-        emit(APNsAnswer.accepted(streamID, apnsID: apnsID, uniqueID: nextUniqueID()))
     }
 
-    /// `apns-unique-id`: only the development environment sends one.
-    private func nextUniqueID() -> String? {
+    /// `apns-unique-id` of device-push answers: only the development environment sends one (§6).
+    private func developmentUniqueID() -> String? {
         server.environment == .development ? messageIDs.next(lowercase: true) : nil
     }
 
-    private func reject(
-        _ streamID: HTTP2StreamID,
-        apnsID: String,
-        reason: APNsReason,
-        timestamp: Int64?,
-        deviceToken: String?
-    ) {
+    /// A new lower-case `apns-unique-id`.
+    func makeUniqueID() -> String { messageIDs.next(lowercase: true) }
+
+    /// Notes a request's outcome for this read batch's observations.
+    func record(_ outcome: ObservationStore.Outcome, kind: RequestKind) {
+        records.append(outcome, kind: kind)
+    }
+
+    /// Answers with `reason` (its status; 400 for unconfirmed reasons) and the JSON body. Device-push errors
+    /// carry `apns-unique-id` in the development environment, as successes do; broadcast and
+    /// channel-management errors carry only `apns-request-id` (§10).
+    func reject(_ exchange: Exchange, reason: APNsReason, timestamp: Int64? = nil, deviceToken: String? = nil) {
         let status = reason.status ?? 400
         if dropLimitAfterRejection, streamLimitRaised, !streamLimitDropped, case .token = authentication.mode {
             streamLimitDropped = true
             advertise(maxConcurrentStreams: 1)
         }
-        records.append(.rejected(status: status, reason: reason), deviceToken: deviceToken)
+        records.append(.rejected(status: status, reason: reason), deviceToken: deviceToken, kind: exchange.kind)
         let answer = APNsAnswer.rejected(
-            streamID, status: status, reason: reason,
+            exchange.streamID, status: status, reason: reason,
             timestampMilliseconds: status == 410 ? timestamp ?? server.clock.nowMilliseconds() : nil,
-            apnsID: apnsID, uniqueID: nextUniqueID(), allocator: context?.channel.allocator ?? ByteBufferAllocator()
+            id: exchange.id, uniqueID: exchange.kind == .device ? developmentUniqueID() : nil,
+            allocator: context?.channel.allocator ?? ByteBufferAllocator()
         )
         emit(answer.headers)
         emit(answer.body)

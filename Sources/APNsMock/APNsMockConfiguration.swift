@@ -8,8 +8,9 @@ public struct APNsMockConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// Port to bind; `0` picks a free one (read it from `start()`).
     public var port: Int = 0
-    /// The environment the mock plays: `development` adds `apns-unique-id` to every response and decides
-    /// which registered tokens are from "the other" environment (400 BadDeviceToken).
+    /// The environment the mock plays: `development` adds `apns-unique-id` to every device-push response and
+    /// decides which registered tokens are from "the other" environment (400 BadDeviceToken); broadcast channels
+    /// are created in it.
     public var environment: APNsEnvironment = .production
     /// Server certificate. `.selfSigned` generates one for `localhost`/`127.0.0.1` at start.
     public var tls: TLS = .selfSigned
@@ -36,6 +37,16 @@ public struct APNsMockConfiguration: Sendable {
     public var clock: WallClock = .system
     /// Port of the HTTP/1.1 JSON control interface (`nil`: none; `0`: pick one).
     public var controlPort: Int? = nil
+    /// Port of the broadcast channel-management API (`/1/apps/…`, like `api-manage-broadcast.push.apple.com`):
+    /// `nil`: none; `0`: pick one (read `APNsMockServer.managementPort`). Same certificate, authentication,
+    /// connection behaviour and faults as the push port.
+    public var managementPort: Int? = nil
+    /// Apps whose broadcast feature is off: their broadcast sends and channel-management requests are answered
+    /// 400 FeatureNotEnabled.
+    public var broadcastDisabledBundles: Set<String> = []
+    /// Channels one app may have in one environment; APNs allows 10,000 (the next create is 400
+    /// CannotCreateChannelConfig).
+    public var maxChannelsPerApp: Int = 10_000
 
     public init() {}
 

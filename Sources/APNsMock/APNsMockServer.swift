@@ -9,7 +9,9 @@ import ServiceSupport
 import Synchronization
 
 /// A mock APNs provider API server: TLS 1.2+, ALPN `h2`, HTTP/2 only, validating `POST /3/device/<token>`
-/// like APNs, verifying ES256 provider tokens, with fault injection and observation for tests.
+/// and broadcast sends `POST /4/broadcasts/apps/<bundleID>` like APNs, verifying ES256 provider tokens or
+/// client certificates, with fault injection and observation for tests. With
+/// `APNsMockConfiguration.managementPort` it also serves the broadcast channel-management API on a second port.
 ///
 /// Plain async lifecycle: `start()` binds and returns the port, `stop()` closes everything.
 ///
@@ -26,6 +28,9 @@ public final class APNsMockServer: Sendable {
     public let configuration: APNsMockConfiguration
     /// Device tokens with special answers (unregistered, expired, other topic, other environment).
     public var registry: DeviceRegistry { context.registry }
+    /// Broadcast channels, shared by broadcast sends and the channel-management port; tests may create and
+    /// delete channels here directly.
+    public var channels: ChannelRegistry { context.channels }
     /// Fault injection, programmable while the server runs.
     public var faults: FaultInjector { context.faults }
     /// The clock the server reads (the configured one).
@@ -38,8 +43,10 @@ public final class APNsMockServer: Sendable {
         var group: MultiThreadedEventLoopGroup?
         var channel: (any Channel)?
         var control: MockControlServer?
+        var management: (any Channel)?
         var port: Int?
         var controlPort: Int?
+        var managementPort: Int?
         var caPEM: String?
         var caPEMPath: String?
         var temporaryDirectory: URL?
@@ -54,6 +61,8 @@ public final class APNsMockServer: Sendable {
     public var port: Int? { state.withLock { $0.port } }
     /// The control interface's port, when `configuration.controlPort` is set and the server started.
     public var controlPort: Int? { state.withLock { $0.controlPort } }
+    /// The channel-management port, when `configuration.managementPort` is set and the server started.
+    public var managementPort: Int? { state.withLock { $0.managementPort } }
     /// PEM of the certificate clients should trust.
     public var caCertificatePEM: String? { state.withLock { $0.caPEM } }
     /// Path of a file holding `caCertificatePEM`.
@@ -79,25 +88,39 @@ public final class APNsMockServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
         let context = self.context
         let maxStreams = configuration.maxConcurrentStreams
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try Self.configure(channel: channel, sslContext: sslContext, context: context,
-                                       certificateMode: certificateMode, maxStreams: maxStreams)
+        // Both listeners: same certificate, authentication and connection behaviour; the role picks the API.
+        func bootstrap(_ role: ListenerRole) -> ServerBootstrap {
+            ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try Self.configure(channel: channel, sslContext: sslContext, context: context,
+                                           certificateMode: certificateMode, maxStreams: maxStreams, role: role)
+                    }
                 }
-            }
+        }
         let channel: any Channel
         do {
-            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+            channel = try await bootstrap(.push).bind(host: configuration.host, port: configuration.port).get()
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
+        var management: (any Channel)?
+        if let requested = configuration.managementPort {
+            do {
+                management = try await bootstrap(.management).bind(host: configuration.host, port: requested).get()
+            } catch {
+                try? await channel.close()
+                try? await group.shutdownGracefully()
+                throw error
+            }
+        }
         let port = channel.localAddress?.port ?? 0
+        let managementPort = management?.localAddress?.port
         var control: MockControlServer?
         var controlPort: Int?
         if let requested = configuration.controlPort {
@@ -109,10 +132,13 @@ public final class APNsMockServer: Sendable {
             resume = { [context] in Task { await context.forEachConnection { _ in } } }
         }
         state.withLock {
-            $0 = RunState(group: group, channel: channel, control: control, port: port, controlPort: controlPort,
+            $0 = RunState(group: group, channel: channel, control: control, management: management, port: port,
+                          controlPort: controlPort, managementPort: managementPort,
                           caPEM: caPEM, caPEMPath: caPath, temporaryDirectory: temporaryDirectory)
         }
-        context.logger.info("apns-mock listening", metadata: ["port": "\(port)", "ca": "\(caPath)"])
+        context.logger.info("apns-mock listening", metadata: [
+            "port": "\(port)", "ca": "\(caPath)", "management": "\(managementPort.map(String.init) ?? "none")",
+        ])
         return port
     }
 
@@ -123,6 +149,7 @@ public final class APNsMockServer: Sendable {
             return state
         }
         try? await run.channel?.close()
+        try? await run.management?.close()
         await run.control?.stop()
         await context.forEachConnection { $0.closeAbruptly() }
         try? await run.group?.shutdownGracefully()
@@ -139,7 +166,11 @@ public final class APNsMockServer: Sendable {
     /// Accepted notifications, oldest first (at most `configuration.acceptedHistoryLimit`).
     public var acceptedNotifications: [AcceptedNotification] { context.observations.accepted }
 
-    /// Clears counters and the accepted history (not the registry, faults or connection state).
+    /// Accepted broadcast sends, oldest first (at most `configuration.acceptedHistoryLimit`).
+    public var acceptedBroadcasts: [AcceptedBroadcast] { context.observations.acceptedBroadcasts }
+
+    /// Clears counters and the accepted histories (not the device or channel registry, faults or connection
+    /// state).
     public func resetObservations() { context.observations.reset() }
 
     /// Waits until at least `count` notifications were accepted in total, and returns the accepted history.
@@ -152,6 +183,16 @@ public final class APNsMockServer: Sendable {
         return acceptedNotifications
     }
 
+    /// Waits until at least `count` broadcast sends were accepted in total, and returns the accepted broadcasts.
+    /// - Throws: `APNsMockTimeout` naming what was seen when `timeout` passes first.
+    @discardableResult
+    public func waitForAcceptedBroadcasts(count: Int, timeout: Duration) async throws -> [AcceptedBroadcast] {
+        try await context.observations.wait(for: "\(count) accepted broadcasts", timeout: timeout) {
+            $0.acceptedBroadcasts >= count
+        }
+        return acceptedBroadcasts
+    }
+
     /// Waits until `condition` holds for the statistics (checked after every request and event).
     /// - Throws: `APNsMockTimeout` with `description` when `timeout` passes first.
     public func waitUntil(
@@ -162,7 +203,7 @@ public final class APNsMockServer: Sendable {
         try await context.observations.wait(for: description, timeout: timeout, condition: condition)
     }
 
-    /// Number of open client connections.
+    /// Number of open client connections, on the push and the management port.
     public var openConnections: Int { context.openConnectionCount }
 
     // MARK: Connection commands
@@ -192,15 +233,22 @@ public final class APNsMockServer: Sendable {
         sslContext: NIOSSLContext,
         context: MockServerContext,
         certificateMode: Bool,
-        maxStreams: Int
+        maxStreams: Int,
+        role: ListenerRole
     ) throws {
         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-        try configureHTTP2(channel: channel, context: context, certificateMode: certificateMode, maxStreams: maxStreams)
+        try configureHTTP2(channel: channel, context: context, certificateMode: certificateMode, maxStreams: maxStreams, role: role)
     }
 
     /// Everything after TLS: write coalescing, HTTP/2, the mock's handler. Separate so that tests can run it
     /// on an `EmbeddedChannel`.
-    static func configureHTTP2(channel: any Channel, context: MockServerContext, certificateMode: Bool, maxStreams: Int) throws {
+    static func configureHTTP2(
+        channel: any Channel,
+        context: MockServerContext,
+        certificateMode: Bool,
+        maxStreams: Int,
+        role: ListenerRole = .push
+    ) throws {
         let sync = channel.pipeline.syncOperations
         // One TLS record per flush instead of one per HTTP/2 frame.
         let coalescer = WriteCoalescingHandler()
@@ -234,7 +282,7 @@ public final class APNsMockServer: Sendable {
         } else {
             authentication = ConnectionAuthentication(mode: .token)
         }
-        let handler = APNsConnectionHandler(connectionID: id, server: context, authentication: authentication,
+        let handler = APNsConnectionHandler(connectionID: id, role: role, server: context, authentication: authentication,
                                             certificateMode: certificateMode)
         try sync.addHandler(handler)
         // Unowned: both handlers live in this channel's pipeline and are removed together.

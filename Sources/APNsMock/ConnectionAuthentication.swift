@@ -1,5 +1,17 @@
 import APNsCore
 
+/// What authentication needs to know about a request that passed its syntax checks.
+protocol AuthenticatedRequest {
+    /// The topic a certificate must cover (device pushes: `apns-topic`; broadcasts and channel management:
+    /// the bundle id from the path).
+    var topic: String { get }
+    /// The app a topic-specific provider key must cover.
+    var bundleID: String { get }
+    /// The push type, when the request carries one (channel management does not): some types are token-only
+    /// or certificate-only.
+    var authenticatedPushType: PushType? { get }
+}
+
 /// How one connection authenticates and what it is bound to (apns-reference.md §8, §11).
 ///
 /// Token connections are bound to the team and key of their first valid token. A connection may change its
@@ -36,18 +48,19 @@ struct ConnectionAuthentication {
     /// Authenticates one request; on success a changed token becomes the connection's token.
     mutating func authenticate(
         authorization: String?,
-        request: CheckedDeviceRequest,
+        request: some AuthenticatedRequest,
         authority: ProviderTokenAuthority,
         environment: APNsEnvironment,
         nowMilliseconds: Int64,
         lifetimeSeconds: Int64,
         updateIntervalMilliseconds: Int64
     ) -> APNsReason? {
+        let pushType = request.authenticatedPushType
         if case .certificate(let topics) = mode {
-            guard request.pushType.allowedWithCertificate else { return .invalidPushType }
+            if let pushType, !pushType.allowedWithCertificate { return .invalidPushType }
             return topics.contains(request.topic) ? nil : .topicDisallowed
         }
-        guard request.pushType.allowedWithToken else { return .invalidPushType }
+        if let pushType, !pushType.allowedWithToken { return .invalidPushType }
         guard let authorization, authorization.utf8.count > 7, authorization.hasPrefix("bearer ") else {
             return .missingProviderToken
         }

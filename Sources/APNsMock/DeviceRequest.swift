@@ -1,68 +1,26 @@
 import APNsCore
-import NIOHPACK
 
-/// The headers of a `/3/device/` request, read in one pass over the header block.
-struct DeviceRequestHeaders {
-    var method: String?
-    var path: String?
-    var apnsID: String?
-    var topic: String?
-    var pushType: String?
-    var priority: String?
-    var expiration: String?
-    var collapseID: String?
-    var authorization: String?
-    /// A header was sent more than once.
-    var hasDuplicate = false
-
-    init(_ headers: HPACKHeaders) {
-        for (name, value, _) in headers {
-            // Dispatch on the name's length first: one string comparison per header instead of up to nine.
-            switch name.utf8.count {
-            case 5 where name == ":path": Self.set(&path, value, &hasDuplicate)
-            case 7 where name == ":method": Self.set(&method, value, &hasDuplicate)
-            case 7 where name == "apns-id": Self.set(&apnsID, value, &hasDuplicate)
-            case 10 where name == "apns-topic": Self.set(&topic, value, &hasDuplicate)
-            case 13 where name == "authorization": Self.set(&authorization, value, &hasDuplicate)
-            case 13 where name == "apns-priority": Self.set(&priority, value, &hasDuplicate)
-            case 14 where name == "apns-push-type": Self.set(&pushType, value, &hasDuplicate)
-            case 15 where name == "apns-expiration": Self.set(&expiration, value, &hasDuplicate)
-            case 16 where name == "apns-collapse-id": Self.set(&collapseID, value, &hasDuplicate)
-            default: break
-            }
-        }
-    }
-
-    private static func set(_ field: inout String?, _ value: String, _ duplicate: inout Bool) {
-        if field != nil { duplicate = true }
-        field = value
-    }
-}
-
-/// A request that passed every check before authentication.
-struct CheckedDeviceRequest {
+/// A device push that passed every check before authentication.
+struct CheckedDeviceRequest: AuthenticatedRequest {
     var deviceToken: String
     var topic: String
     var bundleID: String
     var pushType: PushType
     var priority: Int?
     var expiration: Int64?
-}
 
-/// A refusal: the reason (its status comes from `APNsReason.status`) and, for 410, the timestamp.
-struct RequestRejection: Error {
-    var reason: APNsReason
-    var timestampMilliseconds: Int64? = nil
+    var authenticatedPushType: PushType? { pushType }
 }
 
 /// The checks before authentication, in the order of apns-reference.md §11: apns-id → method → topic →
 /// collapse-id → priority → push type (and its priority/topic rules, expiration) → path and device token
-/// (and the registry) . DuplicateHeaders comes first: a repeated header makes every other check ambiguous.
+/// (and the registry). DuplicateHeaders comes first: a repeated header makes every other check ambiguous.
+/// `APNsConnectionHandler` only sends requests here whose `:path` starts with `pathPrefix` (see `RequestRoute`).
 enum DeviceRequestRules {
     static let pathPrefix: StaticString = "/3/device/"
 
     static func check(
-        _ headers: DeviceRequestHeaders,
+        _ headers: RequestHeaders,
         defaultTopic: String?,
         environment: APNsEnvironment,
         registry: DeviceRegistry,
@@ -84,14 +42,10 @@ enum DeviceRequestRules {
         if let collapseID = headers.collapseID, collapseID.utf8.count > 64 {
             return .failure(.init(reason: .badCollapseId))
         }
-        var priority: Int?
-        if let text = headers.priority {
-            switch text {
-            case "10": priority = 10
-            case "5": priority = 5
-            case "1": priority = 1
-            default: return .failure(.init(reason: .badPriority))
-            }
+        let priority: Int?
+        switch HeaderValueRules.priority(headers.priority) {
+        case .success(let value): priority = value
+        case .failure(let rejection): return .failure(rejection)
         }
         let pushType: PushType
         if let text = headers.pushType {
@@ -107,10 +61,10 @@ enum DeviceRequestRules {
                 return .failure(.init(reason: .badTopic))
             }
         }
-        var expiration: Int64?
-        if let text = headers.expiration {
-            guard let value = Int64(text), value >= 0 else { return .failure(.init(reason: .badExpirationDate)) }
-            expiration = value
+        let expiration: Int64?
+        switch HeaderValueRules.expiration(headers.expiration) {
+        case .success(let value): expiration = value
+        case .failure(let rejection): return .failure(rejection)
         }
         // Path and device token, scanned over the path's UTF-8 bytes in place.
         guard var path = headers.path else { return .failure(.init(reason: .badPath)) }
@@ -179,5 +133,5 @@ enum DeviceRequestRules {
 }
 
 extension StaticString {
-    fileprivate var utf8Buffer: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: utf8Start, count: utf8CodeUnitCount) }
+    var utf8Buffer: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: utf8Start, count: utf8CodeUnitCount) }
 }

@@ -3,6 +3,10 @@ import Synchronization
 
 /// Faults the mock injects, programmable while it runs. All members are thread-safe.
 ///
+/// They apply alike to every request on both listeners — device pushes, broadcast sends and channel
+/// management — since one connection handler serves them all; an injected error names the request by the
+/// header its API uses (`apns-id` or `apns-request-id`).
+///
 /// Per-request faults are applied in this order when a request's last frame arrives: refuse (RST_STREAM
 /// REFUSED_STREAM, not processed) → drop the connection (abrupt TCP close, no reply) → withhold the reply
 /// (not processed, no reply ever) → injected error (`failNext`, then `failureRates`) → normal validation.

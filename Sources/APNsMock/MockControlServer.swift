@@ -7,7 +7,8 @@ import Synchronization
 
 /// The HTTP/1.1 JSON control interface of a running mock (plain TCP, for scripts and other processes).
 ///
-/// - `GET /stats` → counters; `GET /accepted` → accepted notifications (payload as UTF-8 text)
+/// - `GET /stats` → counters; `GET /accepted` → accepted notifications (payload as UTF-8 text);
+///   `GET /accepted-broadcasts` → accepted broadcast sends (payload as UTF-8 text)
 /// - `POST /faults` with any of: `{"rttMs":40,"jitterMs":5,"failNext":{"count":3,"reason":"TooManyRequests"},
 ///   "failureRate":{"reason":"ServiceUnavailable","rate":0.1},"refuseNext":2,"withholdNext":1,"withholdAll":false,
 ///   "dropNext":1,"goAwayAfterStreams":100,"stallFlowControl":true,"dropStreamLimitAfterRejection":true,
@@ -99,6 +100,8 @@ enum ControlCommands {
                 "droppedConnections": stats.droppedConnections, "goAwaysSent": stats.goAwaysSent,
                 "connectionsOpened": stats.connectionsOpened, "openConnections": mock.openConnections,
                 "acceptedByDeviceToken": stats.acceptedByDeviceToken,
+                "broadcastRequests": stats.broadcastRequests, "acceptedBroadcasts": stats.acceptedBroadcasts,
+                "managementRequests": stats.managementRequests,
             ])
         case (.GET, "/accepted"):
             let list = mock.acceptedNotifications.map { notification -> [String: Any] in
@@ -111,6 +114,19 @@ enum ControlCommands {
                 entry["priority"] = notification.priority
                 entry["expiration"] = notification.expiration
                 entry["collapseId"] = notification.collapseID
+                return entry
+            }
+            return ok(["accepted": list])
+        case (.GET, "/accepted-broadcasts"):
+            let list = mock.acceptedBroadcasts.map { broadcast -> [String: Any] in
+                var entry: [String: Any] = [
+                    "channelId": broadcast.channelID, "bundleId": broadcast.bundleID,
+                    "requestId": broadcast.requestID, "uniqueId": broadcast.uniqueID,
+                    "payload": String(decoding: broadcast.payload, as: UTF8.self),
+                    "connectionId": broadcast.connectionID,
+                ]
+                entry["priority"] = broadcast.priority
+                entry["expiration"] = broadcast.expiration
                 return entry
             }
             return ok(["accepted": list])

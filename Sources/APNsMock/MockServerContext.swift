@@ -4,11 +4,13 @@ import NIOCore
 import ServiceSupport
 import Synchronization
 
-/// State shared by all connections of one mock server.
+/// State shared by all connections of one mock server, on the push and the channel-management listener.
 final class MockServerContext: Sendable {
     let environment: APNsEnvironment
     let clock: WallClock
     let registry: DeviceRegistry
+    let channels: ChannelRegistry
+    let broadcastDisabledBundles: Set<String>
     let faults: FaultInjector
     let observations: ObservationStore
     let authority: ProviderTokenAuthority
@@ -39,6 +41,8 @@ final class MockServerContext: Sendable {
         environment = configuration.environment
         clock = configuration.clock
         registry = DeviceRegistry()
+        channels = ChannelRegistry(environment: configuration.environment, maxChannelsPerApp: configuration.maxChannelsPerApp)
+        broadcastDisabledBundles = configuration.broadcastDisabledBundles
         faults = FaultInjector()
         observations = ObservationStore(historyLimit: configuration.acceptedHistoryLimit)
         authority = ProviderTokenAuthority(

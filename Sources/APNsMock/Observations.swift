@@ -24,17 +24,47 @@ public struct AcceptedNotification: Sendable, Hashable {
     public var receivedAtMilliseconds: Int64
 }
 
+/// One broadcast send the mock accepted (answered 200), as the client sent it.
+public struct AcceptedBroadcast: Sendable, Hashable {
+    /// `apns-channel-id` as sent.
+    public var channelID: String
+    /// The bundle id from `:path`.
+    public var bundleID: String
+    /// The `apns-request-id` answered (echoed, or generated when the request had none).
+    public var requestID: String
+    /// The `apns-unique-id` answered.
+    public var uniqueID: String
+    /// `apns-priority` as sent; `nil` when absent (APNs uses 10).
+    public var priority: Int?
+    /// `apns-expiration` in UNIX seconds; `nil` when absent.
+    public var expiration: Int64?
+    /// The request body, byte for byte.
+    public var payload: [UInt8]
+    /// Which connection carried it (see `MockStatistics.requestsByConnection`).
+    public var connectionID: Int
+    /// Server clock when it was accepted.
+    public var receivedAtMilliseconds: Int64
+}
+
 /// Counters of everything the mock answered. A snapshot; take a new one to see later traffic.
 ///
 /// Guarantee: an answer a client has received is already counted here (outcomes are committed before any
 /// byte of their answers is flushed), so a test may compare what its client saw with these counters exactly,
 /// right after the last answer.
 public struct MockStatistics: Sendable, Hashable {
-    /// Requests whose last frame arrived (including refused, withheld and dropped ones).
+    /// Requests whose last frame arrived (including refused, withheld and dropped ones), on every listener:
+    /// device pushes, broadcast sends and channel management.
     public var requests = 0
-    /// Requests answered 200.
+    /// Of `requests`, broadcast sends (`/4/broadcasts/` on the push port).
+    public var broadcastRequests = 0
+    /// Of `requests`, requests on the channel-management port (any path).
+    public var managementRequests = 0
+    /// Device notifications answered 200 (the count of `acceptedNotifications`, before its history limit).
     public var accepted = 0
-    /// Answers by `"<status>"` for 200 and `"<status> <Reason>"` otherwise, e.g. `"400 BadTopic"`.
+    /// Broadcast sends answered 200 (the count of `acceptedBroadcasts`, before its history limit).
+    public var acceptedBroadcasts = 0
+    /// Answers by `"<status>"` for successes (200, and 201 and 204 from channel management) and
+    /// `"<status> <Reason>"` otherwise, e.g. `"400 BadTopic"`; over every listener.
     public var responses: [String: Int] = [:]
     /// Requests per connection id.
     public var requestsByConnection: [Int: Int] = [:]
@@ -84,6 +114,9 @@ final class ObservationStore: Sendable {
     private struct State {
         var statistics = MockStatistics()
         var ring: AcceptedRing
+        /// Accepted broadcasts, oldest first; trimmed to `historyLimit` when twice as long (broadcasts are few,
+        /// so a plain array suffices).
+        var broadcasts: [AcceptedBroadcast] = []
         var waiters: [Waiter] = []
     }
 
@@ -107,7 +140,11 @@ final class ObservationStore: Sendable {
     }
 
     enum Outcome {
+        /// A device push answered 200.
         case accepted(AcceptedRequest)
+        case acceptedBroadcast(AcceptedBroadcast)
+        /// A channel-management success (200, 201 or 204).
+        case succeeded(status: Int)
         case rejected(status: Int, reason: APNsReason)
         case refused
         case withheld
@@ -118,6 +155,7 @@ final class ObservationStore: Sendable {
     struct Record {
         var outcome: Outcome
         var deviceToken: String?
+        var kind: RequestKind
     }
 
     /// The outcomes of one read batch of one connection, and the accepted payloads' bytes. Reused from batch
@@ -128,8 +166,8 @@ final class ObservationStore: Sendable {
 
         var isEmpty: Bool { records.isEmpty }
 
-        mutating func append(_ outcome: Outcome, deviceToken: String? = nil) {
-            records.append(Record(outcome: outcome, deviceToken: deviceToken))
+        mutating func append(_ outcome: Outcome, deviceToken: String? = nil, kind: RequestKind) {
+            records.append(Record(outcome: outcome, deviceToken: deviceToken, kind: kind))
         }
 
         /// Copies `payload`'s readable bytes; returns their range for `AcceptedRequest.payload`.
@@ -150,10 +188,18 @@ final class ObservationStore: Sendable {
     func record(_ batch: Batch, connectionID: Int) {
         let records = batch.records
         guard !records.isEmpty else { return }
+        let historyLimit = self.historyLimit
         batch.payloads.withUnsafeBytes { payloads in state.withLock { state in
             state.statistics.requests += records.count
             state.statistics.requestsByConnection[connectionID, default: 0] += records.count
+            // 200 answers, added to `responses` once per batch (one hash instead of one per request).
+            var ok = 0
             for record in records {
+                switch record.kind {
+                case .device: break
+                case .broadcast: state.statistics.broadcastRequests += 1
+                case .management: state.statistics.managementRequests += 1
+                }
                 if let deviceToken = record.deviceToken {
                     // One hash of the token per request: both counts are updated in place.
                     state.statistics.deviceTokens[deviceToken, default: DeviceTokenCounts()].count(record.outcome)
@@ -161,7 +207,17 @@ final class ObservationStore: Sendable {
                 switch record.outcome {
                 case .accepted(let request):
                     state.statistics.accepted += 1
+                    ok += 1
                     state.ring.append(request, payloads: payloads)
+                case .acceptedBroadcast(let broadcast):
+                    state.statistics.acceptedBroadcasts += 1
+                    ok += 1
+                    state.broadcasts.append(broadcast)
+                    if state.broadcasts.count >= 2 * historyLimit {
+                        state.broadcasts.removeFirst(state.broadcasts.count - historyLimit)
+                    }
+                case .succeeded(let status):
+                    if status == 200 { ok += 1 } else { state.statistics.responses["\(status)", default: 0] += 1 }
                 case .rejected(let status, let reason):
                     state.statistics.responses["\(status) \(reason.rawValue)", default: 0] += 1
                 case .refused:
@@ -172,7 +228,7 @@ final class ObservationStore: Sendable {
                     state.statistics.droppedConnections += 1
                 }
             }
-            state.statistics.responses["200"] = state.statistics.accepted > 0 ? state.statistics.accepted : nil
+            if ok > 0 { state.statistics.responses["200", default: 0] += ok }
             Self.resolveReady(&state)
         } }
     }
@@ -205,10 +261,16 @@ final class ObservationStore: Sendable {
         }
     }
 
+    /// Accepted broadcasts, oldest first (at most `historyLimit`).
+    var acceptedBroadcasts: [AcceptedBroadcast] {
+        state.withLock { Array($0.broadcasts.suffix(historyLimit)) }
+    }
+
     func reset() {
         state.withLock { state in
             state.statistics = MockStatistics()
             state.ring.removeAll()
+            state.broadcasts.removeAll()
         }
     }
 
@@ -237,6 +299,7 @@ final class ObservationStore: Sendable {
             throw APNsMockTimeout(
                 message: "timed out after \(timeout) waiting for \(description); "
                     + "saw \(statistics.requests) requests, \(statistics.accepted) accepted, "
+                    + "\(statistics.acceptedBroadcasts) broadcasts accepted, "
                     + "responses \(statistics.responses.sorted { $0.key < $1.key })"
             )
         }

@@ -5,7 +5,8 @@ import Foundation
 import Logging
 import enum ServiceSupport.ProductVersion
 
-/// Stand-alone mock APNs. First line on stdout: `listening port=<port> ca=<path>[ control=<port>]`.
+/// Stand-alone mock APNs. First line on stdout:
+/// `listening port=<port> ca=<path>[ control=<port>][ management=<port>]`.
 @main
 struct APNsMockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,6 +33,9 @@ struct APNsMockCommand: AsyncParsableCommand {
     @Flag(help: "Reject a second different token of the same key with an iat within 20 minutes (replicas must share one token).")
     var strictFleet = false
     @Option(help: "Port of the HTTP/1.1 JSON control interface (0 picks one).") var controlPort: Int?
+    @Option(help: "Port of the broadcast channel-management API (/1/apps/…; 0 picks one).") var managementPort: Int?
+    @Option(help: "Bundle id whose broadcast feature is off: broadcasts and channel requests get FeatureNotEnabled (repeatable).")
+    var broadcastDisabledBundle: [String] = []
     @Option(help: "Event-loop threads.") var threads = 1
     @Option(help: "Accepted notifications kept for the control interface's /accepted (oldest dropped first).")
     var history = 10_000
@@ -64,6 +68,8 @@ struct APNsMockCommand: AsyncParsableCommand {
         configuration.maxConcurrentStreams = maxStreams
         configuration.strictFleet = strictFleet
         configuration.controlPort = controlPort
+        configuration.managementPort = managementPort
+        configuration.broadcastDisabledBundles = Set(broadcastDisabledBundle)
         configuration.eventLoopThreads = threads
         configuration.acceptedHistoryLimit = history
         configuration.providerKeys = try zip(keyIDs, zip(teamIDs, publicKeys)).map { keyID, rest in
@@ -99,6 +105,7 @@ struct APNsMockCommand: AsyncParsableCommand {
         let port = try await server.start()
         var line = "listening port=\(port) ca=\(server.caCertificatePEMPath ?? "")"
         if let control = server.controlPort { line += " control=\(control)" }
+        if let management = server.managementPort { line += " management=\(management)" }
         print(line)
         fflush(nil)  // all streams: the first line must reach a pipe at once
         let signal = await signals.wait()

@@ -59,6 +59,52 @@ import Testing
         #expect(status == 0)
     }
 
+    /// `--management-port 0`: the first line gains ` management=<port>` (after `control=`), and that port serves
+    /// the channel API with the same TLS certificate; `--broadcast-disabled-bundle` turns an app's broadcasts off.
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func aManagementPortIsPrintedAndServesTheChannelAPI() async throws {
+        let directory = try makeTemporaryDirectory("mock-management")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = TestSigningKey(keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let keyPath = directory.appendingPathComponent("AuthKey_\(key.keyID).p8").path
+        try key.pem.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let (process, fields, line) = try await start([
+            "--port", "0", "--control-port", "0", "--management-port", "0",
+            "--key-id", key.keyID, "--team-id", key.teamID, "--public-key", keyPath,
+            "--broadcast-disabled-bundle", "com.example.off", "--broadcast-disabled-bundle", "com.example.off2",
+        ])
+        defer { process.terminate() }
+        #expect(line.range(of: #"^listening port=\d+ ca=\S+ control=\d+ management=\d+$"#, options: .regularExpression) != nil,
+                "first line: \(line)")
+        let management = try #require(fields["management"].flatMap(Int.init), "no management port in: \(line)")
+        let ca = try #require(fields["ca"])
+        #expect(management != fields["port"].flatMap(Int.init))
+        let token = "bearer " + key.token(issuedAt: Int64(Date().timeIntervalSince1970))
+        func curl(_ path: String, authorization: String = token) async throws -> String {
+            let result = try await runProcess("/usr/bin/curl", [
+                "-sS", "--http2", "--cacert", ca, "--max-time", "10", "-w", " %{http_code} %{http_version}",
+                "-H", "authorization: \(authorization)", "https://localhost:\(management)\(path)",
+            ])
+            #expect(result.status == 0, "curl: \(result.stderr)")
+            return result.stdout
+        }
+        #expect(try await curl("/1/apps/com.example.app/all-channels") == #"{"channels":[]} 200 2"#)
+        #expect(try await curl("/1/apps/com.example.app/all-channels", authorization: "bearer a.b.c")
+            == #"{"reason":"InvalidProviderToken"} 403 2"#)
+        for disabled in ["com.example.off", "com.example.off2"] {
+            #expect(try await curl("/1/apps/\(disabled)/all-channels") == #"{"reason":"FeatureNotEnabled"} 400 2"#)
+        }
+        #expect(try await curl("/3/device/\(deviceToken)") == #"{"reason":"BadPath"} 404 2"#)
+    }
+
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func withoutAManagementPortTheFirstLineIsUnchanged() async throws {
+        let (process, fields, line) = try await start(["--port", "0"])
+        defer { process.terminate() }
+        #expect(fields["management"] == nil && fields["control"] == nil, "first line: \(line)")
+        #expect(line.range(of: #"^listening port=\d+ ca=\S+$"#, options: .regularExpression) != nil, "first line: \(line)")
+    }
+
     /// Starts apns-mock with `arguments`; returns it with the fields of its first line (`port`, `ca`, …).
     private func start(
         _ arguments: [String], configure: (Process) -> Void = { _ in }

@@ -84,6 +84,18 @@ final class TestHTTP2Client: Sendable {
         try await start(request).get()
     }
 
+    /// Sends one request; when it is not answered within `timeout`, closes the connection, so the response
+    /// comes back with `connectionClosed` instead of never (a pending answer cannot be cancelled).
+    func send(_ request: TestRequest, closingAfter timeout: Duration) async throws -> TestResponse {
+        let answer = start(request)
+        let channel = self.channel
+        let close = channel.eventLoop.scheduleTask(in: .milliseconds(Int64(timeout / .milliseconds(1)))) {
+            channel.close(promise: nil)
+        }
+        defer { close.cancel() }
+        return try await answer.get()
+    }
+
     /// Starts all requests at once, then waits for every answer. By default they are written with one flush, and
     /// NIO then sends every HEADERS before the DATA frames (in no particular stream order); `flushEach` flushes
     /// per request so streams complete in stream-id order.
@@ -141,6 +153,8 @@ final class ClientFrameHandler: ChannelInboundHandler {
     private var pending: [Int: (promise: EventLoopPromise<TestResponse>, response: TestResponse)] = [:]
     private var context: ChannelHandlerContext?
     private var unreturnedWindow = 0
+    /// Credit to return per stream still receiving DATA (answers larger than the 64 KiB stream window).
+    private var unreturnedStreamWindow: [Int: Int] = [:]
     var maxConcurrentStreamsSeen: [Int] = []
     var goAway: (lastStreamID: Int, code: HTTP2ErrorCode, debug: String)?
 
@@ -199,7 +213,12 @@ final class ClientFrameHandler: ChannelInboundHandler {
             if case .byteBuffer(let buffer) = payload.data {
                 pending[streamID]?.response.body += String(buffer: buffer)
             }
-            if payload.endStream { finish(streamID) }
+            if payload.endStream {
+                unreturnedStreamWindow[streamID] = nil
+                finish(streamID)
+            } else {
+                unreturnedStreamWindow[streamID, default: 0] += payload.data.readableBytes
+            }
         case .rstStream(let code):
             pending[streamID]?.response.resetCode = code
             finish(streamID)
@@ -222,6 +241,11 @@ final class ClientFrameHandler: ChannelInboundHandler {
         if unreturnedWindow > 0 {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedWindow))), promise: nil)
             unreturnedWindow = 0
+        }
+        for (streamID, credit) in unreturnedStreamWindow where credit > 0 {
+            let frame = HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .windowUpdate(windowSizeIncrement: credit))
+            context.write(wrapOutboundOut(frame), promise: nil)
+            unreturnedStreamWindow[streamID] = 0
         }
         context.flush()
     }
