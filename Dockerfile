@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # apns-relay container image: a Swift build stage and a slim Debian runtime.
 #
-#   docker build -t apns-relay:0.2.0 .          (the tag: `apns-relay --version`, the chart's appVersion)
-#   docker run --rm apns-relay:0.2.0 --version
+#   docker build -t apns-relay:0.3.0 .          (the tag: `apns-relay --version`, the chart's appVersion)
+#   docker run --rm apns-relay:0.3.0 --version
 #
 # The toolchain: Swift 6.1+ is what Package.swift asks for, but swift-configuration's manifest needs tools 6.2,
 # and the project is developed and tested with 6.3. Override with --build-arg SWIFT_IMAGE=… (a bookworm image,

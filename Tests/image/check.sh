@@ -87,7 +87,7 @@ openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$ROOTFS$SAN
 chown -R "$USERSPEC" "$ROOTFS$SANDBOX"
 chmod 0700 "$ROOTFS$SANDBOX"
 in_image_bg /usr/local/bin/apns-relay mock-kafka --brokers 1 --topic apns-notifications:3 --topic apns-results:3 \
-  --topic apns-removed-tokens:3 --topic apns-dead-letters:3 > "$WORK/kafka.txt" 2> "$WORK/kafka.log" &
+  --topic apns-removed-tokens:3 --topic apns-removed-channels:3 --topic apns-dead-letters:3 > "$WORK/kafka.txt" 2> "$WORK/kafka.log" &
 KAFKA_PID=$!
 in_image_bg /usr/local/bin/apns-mock --port 0 --tls-dir "$SANDBOX/mock-tls" --key-id ABC123DEFG --team-id DEF123GHIJ \
   --public-key "$SANDBOX/AuthKey.p8" > "$WORK/apns.txt" 2> "$WORK/apns.log" &
