@@ -118,7 +118,7 @@ let package = Package(
         .target(
             name: "RelaySandbox",
             dependencies: [
-                "Relay", "RelayApp", "Kafka", "APNsMock", "APNsCore", "ServiceSupport",
+                "Relay", "RelayApp", "Kafka", "APNsMock", "APNsClient", "APNsCore", "ServiceSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,11 +1,46 @@
+import APNsClient
 import APNsCore
 import APNsMock
 import Foundation
+import Logging
 import Relay
+import RelayApp
 
-/// The demo's mix of events: mostly valid pushes of several types, plus every kind of trouble the relay
-/// must answer without losing anything — schema violations, broken JSON, an oversize payload and an
-/// oversize message, gone and wrong-environment tokens, stale events, and a burst of APNs 503s.
+/// The broadcast channels the demo sends to, made through the channel-management API as a backend would.
+package struct DemoChannels: Sendable {
+    package var bundleID: String
+    /// Stores the most recent message (policy 1).
+    package var stored: String
+    /// Stores none (policy 0): broadcasts to it must have expiration 0.
+    package var unstored: String
+    /// Created, then deleted: broadcasts to it answer ChannelNotRegistered.
+    package var deleted: String
+
+    /// Creates the three channels (and deletes one) with `ChannelManager`, the relay's configuration and
+    /// credential, on the mock's management port.
+    package static func create(
+        _ configuration: RelayAppConfiguration, bundleID: String = "com.example.app", environment: APNsEnvironment, logger: Logger
+    ) async throws -> DemoChannels {
+        let manager = try RelayApp.channelManager(
+            configuration.apns, credential: configuration.apns.credentials[0], timeout: .seconds(10), logger: logger)
+        do {
+            let stored = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
+            let unstored = try await manager.create(bundleID: bundleID, storagePolicy: .noMessageStored, environment: environment)
+            let deleted = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
+            try await manager.delete(deleted, bundleID: bundleID, environment: environment)
+            await manager.shutdown()
+            return DemoChannels(bundleID: bundleID, stored: stored.base64, unstored: unstored.base64, deleted: deleted.base64)
+        } catch {
+            await manager.shutdown()
+            throw error
+        }
+    }
+}
+
+/// The demo's mix of events: mostly valid pushes of several types and broadcasts to Live Activity channels,
+/// plus every kind of trouble the relay must answer without losing anything — schema violations, broken
+/// JSON, an oversize payload and an oversize message, gone and wrong-environment tokens, a deleted channel,
+/// stale events, and a burst of APNs 503s.
 package struct DemoScenario: Sendable {
     package struct Event: Sendable {
         package var key: String
@@ -23,7 +58,7 @@ package struct DemoScenario: Sendable {
     /// How many 503s the mock answers first.
     package var serviceUnavailableBurst: Int
 
-    package static func make(count: Int, nowSeconds: Int64) -> DemoScenario {
+    package static func make(count: Int, nowSeconds: Int64, channels: DemoChannels) -> DemoScenario {
         var events: [Event] = []
         var unregistered: [String: Int64] = [:]
         var wrongEnvironment: [String] = []
@@ -62,6 +97,13 @@ package struct DemoScenario: Sendable {
                 add(SampleEvents.event(id: id, deviceToken: token, pushType: .liveactivity, priority: 10, payload: live, metadata: metadata), .delivered, "live activity")
             case 46:
                 add(SampleEvents.event(id: id, deviceToken: token, collapseID: "score-update", metadata: metadata), .delivered, "collapsed alert")
+            case 47, 48:
+                let update = SampleEvents.liveActivityUpdate(score: "\(n / 50)-\(n % 3)", timestamp: Int(nowSeconds))
+                add(SampleEvents.broadcast(id: id, channelID: channels.stored, topic: channels.bundleID, priority: 10, payload: update, metadata: metadata), .delivered, "broadcast to a channel")
+            case 49 where n % 200 == 49:
+                add(SampleEvents.broadcast(id: id, channelID: channels.deleted, topic: channels.bundleID, metadata: metadata), .rejected, "broadcast to a deleted channel")
+            case 49:
+                add(SampleEvents.broadcast(id: id, channelID: channels.unstored, topic: channels.bundleID, priority: 5, expiration: 0, metadata: metadata), .delivered, "broadcast to a no-storage channel")
             default:
                 add(SampleEvents.event(id: id, deviceToken: token, payload: SampleEvents.payload(bytes: 300), metadata: metadata), .delivered, "alert")
             }

@@ -34,12 +34,17 @@ struct DemoCommand: AsyncParsableCommand {
 
         say("apns-relay demo: \(events) events through mock Kafka → relay → mock APNs → result topics\n")
         let sandbox = try await RelaySandbox(logger: logger)
-        say("• mock Kafka cluster at \(sandbox.bootstrapServers), topics: \(sandbox.options.topics.input[0]) → \(sandbox.options.topics.results), \(sandbox.options.topics.removedTokens), \(sandbox.options.topics.deadLetters)")
+        let topics = sandbox.options.topics
+        say("• mock Kafka cluster at \(sandbox.bootstrapServers), topics: \(topics.input[0]) → \(topics.results), \(topics.removedTokens), \(topics.removedChannels), \(topics.deadLetters)")
         say("• mock APNs (TLS, HTTP/2, ES256 tokens verified, strict fleet mode) on 127.0.0.1:\(sandbox.apnsPort)")
         say("• throw-away signing key \(sandbox.keyID) for team \(sandbox.teamID)")
 
+        let configuration = try await sandbox.relayConfiguration(groupID: "apns-relay-demo")
+        let channels = try await DemoChannels.create(configuration, environment: sandbox.options.apnsEnvironment, logger: logger)
+        say("• broadcast channels made through the management API (port \(sandbox.managementPort)) for \(channels.bundleID): \(channels.stored) (stores the latest message), \(channels.unstored) (stores none), and \(channels.deleted), deleted again")
+
         let now = Int64(Date().timeIntervalSince1970)
-        let scenario = DemoScenario.make(count: events, nowSeconds: now)
+        let scenario = DemoScenario.make(count: events, nowSeconds: now, channels: channels)
         scenario.arm(sandbox.apns)
         say("• armed: \(scenario.unregistered.count) gone tokens, \(scenario.wrongEnvironment.count) wrong-environment tokens, a burst of \(scenario.serviceUnavailableBurst) APNs 503s")
 
@@ -47,7 +52,6 @@ struct DemoCommand: AsyncParsableCommand {
         try await sandbox.produce(scenario.events.map { (key: $0.key, value: $0.value) })
         say("• produced \(scenario.events.count) events in \(format(ContinuousClock.now - produceStart))\n")
 
-        let configuration = try await sandbox.relayConfiguration(groupID: "apns-relay-demo")
         let app = try RelayApp(configuration: configuration, logger: logger)
         let group = app.serviceGroup(logger: logger)
         let reader = try OutputReader(sandbox: sandbox, logger: logger)

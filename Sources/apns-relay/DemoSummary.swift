@@ -11,6 +11,7 @@ struct DemoSummary {
     init(scenario: DemoScenario, records: [OutputReader.Record], topics: RelayConfiguration.Topics, elapsed: Duration, apns: MockStatistics) {
         let results = records.filter { $0.topic == topics.results }.compactMap(\.json)
         let removed = records.filter { $0.topic == topics.removedTokens }.compactMap(\.json)
+        let removedChannels = records.filter { $0.topic == topics.removedChannels }.compactMap(\.json)
         let deadLetters = records.filter { $0.topic == topics.deadLetters }
 
         var byOutcome: [String: Int] = [:]
@@ -42,7 +43,7 @@ struct DemoSummary {
         lines.append("  events: \(scenario.events.count)   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s\(build)")
         lines.append("  wall time from relay start (group join included): \(format(elapsed))")
         lines.append("  latency (consume → result durable), delivered events: p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms")
-        lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted)")
+        lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted) device pushes and \(apns.acceptedBroadcasts) broadcasts")
         lines.append("")
         var expectedByOutcome: [String: Int] = [:]
         for event in scenario.events { expectedByOutcome[event.expected.rawValue, default: 0] += 1 }
@@ -59,7 +60,7 @@ struct DemoSummary {
             lines.append("    " + reason.padding(toLength: 44, withPad: " ", startingAt: 0) + " " + String(count))
         }
         lines.append("")
-        lines.append("  removed-token records: \(removed.count)   dead letters: \(deadLetters.count)")
+        lines.append("  removed-token records: \(removed.count)   removed-channel records: \(removedChannels.count)   dead letters: \(deadLetters.count)")
         lines.append("")
         lines.append("  a few result records:")
         var shown = Set<String>()
@@ -67,8 +68,16 @@ struct DemoSummary {
             guard let json = record.json, let outcome = json["outcome"] as? String, shown.insert(outcome).inserted else { continue }
             lines.append("    " + String(decoding: record.value, as: UTF8.self))
         }
+        if let broadcast = records.first(where: { $0.topic == topics.results && $0.json?["apnsRequestId"] is String }) {
+            lines.append("  a broadcast's result:")
+            lines.append("    " + String(decoding: broadcast.value, as: UTF8.self))
+        }
         if let first = removed.first, let data = try? JSONSerialization.data(withJSONObject: first, options: [.sortedKeys]) {
             lines.append("  a removed-token record:")
+            lines.append("    " + String(decoding: data, as: UTF8.self))
+        }
+        if let first = removedChannels.first, let data = try? JSONSerialization.data(withJSONObject: first, options: [.sortedKeys, .withoutEscapingSlashes]) {
+            lines.append("  a removed-channel record:")
             lines.append("    " + String(decoding: data, as: UTF8.self))
         }
         if let letter = deadLetters.first {
