@@ -60,7 +60,7 @@ enum BroadcastRequestRules {
         case .success(let value): expiration = value
         case .failure(let rejection): return .failure(rejection)
         }
-        if let rejection = ChannelID.check(headers.channelID) { return .failure(rejection) }
+        if let rejection = ChannelIDFormat.check(headers.channelID) { return .failure(rejection) }
         return .success(
             CheckedBroadcastRequest(
                 bundleID: bundleID,

@@ -50,7 +50,7 @@ enum ChannelManagementRules {
         }
         switch operation {
         case .read, .delete:
-            if let rejection = ChannelID.check(headers.channelID) { return .failure(rejection) }
+            if let rejection = ChannelIDFormat.check(headers.channelID) { return .failure(rejection) }
             return .success(CheckedChannelRequest(bundleID: route.bundleID, operation: operation, channelID: headers.channelID))
         case .create, .list:
             return .success(CheckedChannelRequest(bundleID: route.bundleID, operation: operation))

@@ -54,8 +54,8 @@ public final class ChannelRegistry: Sendable {
         let limit = maxChannelsPerApp
         return try state.withLock { state throws(ChannelRegistryError) in
             guard (state.apps[key]?.order.count ?? 0) < limit else { throw ChannelRegistryError(code: .limitReached) }
-            var id = ChannelID.random()
-            while !state.issued.insert(id).inserted { id = ChannelID.random() }
+            var id = ChannelIDFormat.random()
+            while !state.issued.insert(id).inserted { id = ChannelIDFormat.random() }
             state.apps[key, default: AppChannels()].add(id, storagePolicy: storagePolicy)
             return id
         }

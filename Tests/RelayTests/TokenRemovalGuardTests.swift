@@ -257,4 +257,29 @@ import Testing
         #expect(allows(Self.badDeviceToken), "1 of 21 answers: published again")
         #expect(log.lines(.critical).count == 1 && log.lines(.warning).count == 1)
     }
+
+    static let channelNotRegistered = DeliveryReport(
+        outcome: .rejected, response: APNsResponse(status: 400, reason: .channelNotRegistered), attempts: 1,
+        decision: .rejected(removesTarget: true)
+    )
+
+    /// Broadcasts are tallied apart from device pushes: many good device pushes do not vouch for a broadcast
+    /// stream where every channel answers ChannelNotRegistered (a wrong environment), and a BadDeviceToken
+    /// storm does not withhold a plausible channel removal.
+    @Test func channelRemovalsAreScreenedApartFromDeviceTokens() {
+        let log = LogRecorder()
+        var configuration = TokenRemovalGuard.Configuration()
+        configuration.minimumSample = 10
+        let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger())
+        func allows(_ report: DeliveryReport, _ targets: TokenRemovalGuard.Targets) -> Bool {
+            screen.allowsRemoval(after: report, credential: "acme", environment: .production, targets: targets)
+        }
+        for _ in 0..<100 { _ = allows(Self.delivered, .deviceTokens) }
+        #expect((0..<20).map { _ in allows(Self.channelNotRegistered, .channels) }.allSatisfy { !$0 },
+                "every broadcast ChannelNotRegistered: withheld, whatever the device pushes did")
+        #expect(log.lines(.critical).count == 1)
+        #expect(log.lines(.critical).first?.contains("ChannelNotRegistered") == true, "\(log.lines(.critical))")
+        #expect(log.lines(.critical).first?.contains("removed-channel") == true, "\(log.lines(.critical))")
+        #expect(allows(Self.badDeviceToken, .deviceTokens), "1 of 101 device answers: the device tally is untouched")
+    }
 }
