@@ -25,7 +25,7 @@ struct CheckedBroadcastRequest: AuthenticatedRequest {
 /// 7. `apns-push-type` absent → MissingPushType, not `liveactivity` in any letter case (Apple writes
 ///    `LiveActivity` and `Liveactivity`) → InvalidPushType;
 /// 8. `apns-expiration` not a non-negative integer → BadExpirationDate;
-/// 9. `apns-channel-id` absent or empty → MissingChannelId, malformed → BadChannelId (`ChannelID.check`);
+/// 9. `apns-channel-id` absent or empty → MissingChannelId, malformed → BadChannelId (`ChannelIDFormat.check`);
 ///
 /// then, in `APNsConnectionHandler`, authentication (the path's bundle id is the topic), then
 /// `checkAfterAuthentication`: FeatureNotEnabled → ChannelNotRegistered → BadExpirationDate (No-Message-Stored
@@ -33,8 +33,8 @@ struct CheckedBroadcastRequest: AuthenticatedRequest {
 /// (§11); what depends on server state or the body comes after it. `apns-topic` is not read. Apple's own order
 /// is unconfirmed (§12).
 enum BroadcastRequestRules {
-    /// §4: broadcast payloads may be 5120 bytes.
-    static let maxPayloadBytes = 5120
+    /// §10: broadcast payloads may be 5120 bytes.
+    static let maxPayloadBytes = APNsNotification.maxBroadcastPayloadBytes
 
     static func check(_ headers: RequestHeaders) -> Result<CheckedBroadcastRequest, RequestRejection> {
         if headers.hasDuplicate { return .failure(.init(reason: .duplicateHeaders)) }
