@@ -74,6 +74,10 @@ package struct TokenRemovalGuard: Sendable {
 
         /// The APNs reason whose removals the guard screens.
         package var reason: APNsReason { self == .channels ? .channelNotRegistered : .badDeviceToken }
+        /// The records it withholds, for logs.
+        package var record: String { self == .channels ? "removed-channel" : "removed-token" }
+        /// The requests it counts, for logs.
+        package var requests: String { self == .channels ? "broadcasts" : "pushes" }
     }
 
     /// An APNs answer, as far as the guard cares.

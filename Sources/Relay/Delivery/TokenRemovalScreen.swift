@@ -34,22 +34,22 @@ final class TokenRemovalScreen: Sendable {
         guard report.response != nil else { return true }
         let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesTarget: true) ? .badDeviceToken : .other
         let key = TokenRemovalGuard.Key(credential: credential, environment: environment, targets: targets)
-        let reason = targets.reason.rawValue
-        let record = targets == .channels ? "removed-channel" : "removed-token"
         let now = clock()
         let verdict = machine.withLock { $0.record(answer, for: key, at: now) }
 
         switch verdict.change {
         case .tripped(let sample)?:
             metrics.guardTripped(key, true)
+            let reason = targets.reason.rawValue
             logger.critical(
-                "APNs answered \(reason) for an implausible share of \(targets == .channels ? "broadcasts" : "pushes"); withholding \(reason) \(record) records until it falls (results still say \(reason)). Check the events' environment and the credential's topics",
+                "APNs answered \(reason) for an implausible share of \(targets.requests); withholding \(reason) \(targets.record) records until it falls (results still say \(reason)). Check the events' environment and the credential's topics",
                 metadata: Self.metadata(key, sample, window: window)
             )
         case .ended(let sample, let withheld)?:
             metrics.guardTripped(key, false)
+            let reason = targets.reason.rawValue
             logger.warning(
-                "the \(reason) share fell; publishing \(reason) \(record) records again",
+                "the \(reason) share fell; publishing \(reason) \(targets.record) records again",
                 metadata: Self.metadata(key, sample, window: window).merging(["withheldRemovals": "\(withheld)"]) { $1 }
             )
         case nil:
@@ -57,7 +57,7 @@ final class TokenRemovalScreen: Sendable {
         }
         if verdict.withholdsRemoval {
             metrics.removalWithheld(key)
-            logger.debug("\(reason) removal withheld", metadata: Self.metadata(key, verdict.sample, window: window))
+            logger.debug("\(targets.reason.rawValue) removal withheld", metadata: Self.metadata(key, verdict.sample, window: window))
         }
         return answer == .other || verdict.publishesRemoval
     }
