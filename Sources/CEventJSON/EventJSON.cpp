@@ -226,6 +226,8 @@ inline int32_t statusFor(error_code error) {
 
 struct cej_decoder {
     ondemand::parser parser;
+    /// Validates events whose root is a scalar (allocated on first use).
+    simdjson::dom::parser scalarParser;
     std::unique_ptr<uint8_t[]> buffer;
     /// The document being decoded, for positions; only valid inside `decode`.
     ondemand::document *document = nullptr;
@@ -337,6 +339,11 @@ int32_t cej_decoder::decode(const uint8_t *bytes, size_t len, cej_event *out) {
             if (status != CEJ_OK) return out->status = status;
             return out->status = CEJ_NOT_OBJECT;
         }
+        // A scalar root (`true`, `12`, or `test`): on-demand cannot read it as a value, so the DOM parser
+        // checks the whole text (a rare path: the event is refused anyway, this only picks the code).
+        simdjson::dom::element scalar;
+        error = scalarParser.parse(buffer.get(), len, false).get(scalar);
+        if (error != SUCCESS) return out->status = statusFor(error);
         return out->status = CEJ_NOT_OBJECT;
     }
 

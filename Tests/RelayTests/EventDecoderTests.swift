@@ -141,6 +141,15 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
         ("[1,2]", .schemaViolation),
         ("\"text\"", .schemaViolation),
         ("42", .schemaViolation),
+        ("true", .schemaViolation),
+        ("null", .schemaViolation),
+        // Not JSON at all, though the first byte could start a scalar (`t`, `n`, a digit, a quote).
+        ("test", .invalidJSON),
+        ("nul", .invalidJSON),
+        ("true x", .invalidJSON),
+        ("42 43", .invalidJSON),
+        ("\"open", .invalidJSON),
+        ("1e", .invalidJSON),
     ])
     func reportsMalformedInput(text: String, code: EventDecodingError.Code) throws {
         let error = try decodeError(text.bytes)
