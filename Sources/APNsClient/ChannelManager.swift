@@ -8,7 +8,8 @@ import Logging
 ///
 /// Requests are not retried here: a create whose answer was lost may have made a channel, and only the
 /// caller can tell whether a second one is wanted. APNs' refusals throw `ChannelManagementError`;
-/// transport failures throw `APNsClientError`.
+/// transport failures throw `APNsClientError` (`.transport`), and a bundle id that cannot be one (with a
+/// push-type suffix, which would make a channel no broadcast reaches) `APNsClientError` (`.invalidConfiguration`).
 public final class ChannelManager: Sendable {
     /// `message-storage-policy`, fixed when the channel is created.
     public enum StoragePolicy: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
@@ -117,6 +118,14 @@ public final class ChannelManager: Sendable {
         _ method: String, bundleID: String, resource: String, channel: ChannelID?, requestID: String?,
         body: [UInt8] = [], environment: APNsEnvironment, maxBody: Int
     ) async throws -> APNsResponse {
+        if let suffix = PushType.suffix(in: bundleID) {
+            throw APNsClientError(
+                .invalidConfiguration,
+                "\(bundleID) is not a bundle id: it ends with the push-type suffix \(suffix); channels belong to the bundle id alone")
+        }
+        guard !bundleID.isEmpty, !bundleID.contains("/"), !bundleID.contains("?") else {
+            throw APNsClientError(.invalidConfiguration, "'\(bundleID)' is not a bundle id")
+        }
         var headers: [(name: String, value: String)] = []
         if let channel { headers.append(("apns-channel-id", channel.base64)) }
         if let requestID { headers.append(("apns-request-id", requestID)) }

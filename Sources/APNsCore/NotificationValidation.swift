@@ -78,9 +78,7 @@ extension APNsNotification {
         if pushType != .liveactivity {
             throw .init(.invalidPushType, "broadcasts must have push type liveactivity, not \(pushType.rawValue)")
         }
-        if PushType.allCases.contains(where: { !$0.topicSuffix.isEmpty && topic.hasSuffix($0.topicSuffix) })
-            || topic.contains("/")
-        {
+        if PushType.suffix(in: topic) != nil || topic.contains("/") {
             throw .init(.topicDisallowed, "a broadcast names the bundle id alone, without a push-type suffix: \(topic)")
         }
         if collapseID != nil {

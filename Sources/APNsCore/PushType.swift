@@ -52,6 +52,12 @@ public enum PushType: String, CaseIterable, Hashable, Sendable {
     /// Whether APNs accepts this push type on a certificate connection (unconfirmed cases allowed).
     public var allowedWithCertificate: Bool { self != .location }
 
+    /// The push-type suffix `topic` ends with, if any (`.voip`, `.push-type.liveactivity`, …): a bundle id in a
+    /// broadcast or channel-management path must not have one (APNs answers TopicDisallowed).
+    public static func suffix(in topic: String) -> String? {
+        allCases.lazy.map(\.topicSuffix).first { !$0.isEmpty && topic.hasSuffix($0) }
+    }
+
     /// The bundle id in `topic`: the topic without this push type's suffix (broadcast paths name the bundle
     /// id alone).
     public func bundleID(fromTopic topic: String) -> String {

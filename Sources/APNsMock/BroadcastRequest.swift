@@ -43,7 +43,7 @@ enum BroadcastRequestRules {
         }
         guard headers.method == "POST" else { return .failure(.init(reason: .methodNotAllowed)) }
         guard let bundleID = bundleID(fromPath: headers.path) else { return .failure(.init(reason: .badPath)) }
-        if PushType.allCases.contains(where: { !$0.topicSuffix.isEmpty && bundleID.hasSuffix($0.topicSuffix) }) {
+        if PushType.suffix(in: bundleID) != nil {
             return .failure(.init(reason: .topicDisallowed))
         }
         let priority: Int?

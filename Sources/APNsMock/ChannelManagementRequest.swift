@@ -26,7 +26,7 @@ struct ChannelManagementAnswer {
 ///
 /// Order of checks: the path must be a channel route (`RequestRoute`; else 404 BadPath, before anything else)
 /// → DuplicateHeaders → `apns-request-id` not a canonical UUID → BadMessageId → method not allowed on the
-/// route → MethodNotAllowed → for reads and deletes `apns-channel-id` absent → MissingChannelId, malformed →
+/// route → MethodNotAllowed → bundle id with a push-type suffix → TopicDisallowed → for reads and deletes `apns-channel-id` absent → MissingChannelId, malformed →
 /// BadChannelId; then, in `APNsConnectionHandler`, authentication (the path's bundle id is the topic); then
 /// `perform`: for creates the body (not a JSON object → BadRequestPayload, no `message-storage-policy` →
 /// MissingChannelQueueSize, policy not 0 or 1 → BadRequestParams, no `push-type` → MissingPushType, not
@@ -48,6 +48,8 @@ enum ChannelManagementRules {
         guard let operation = route.operation(method: headers.method) else {
             return .failure(.init(reason: .methodNotAllowed))
         }
+        // As for broadcast sends: the path names the bundle id alone.
+        if PushType.suffix(in: route.bundleID) != nil { return .failure(.init(reason: .topicDisallowed)) }
         switch operation {
         case .read, .delete:
             if let rejection = ChannelIDFormat.check(headers.channelID) { return .failure(rejection) }

@@ -18,7 +18,8 @@ struct ChannelsCommand: AsyncParsableCommand {
             endpoints (apns.production.managementHost/managementPort, default api-manage-broadcast.push.apple.com:2196; \
             apns.development.* default api-manage-broadcast.sandbox.push.apple.com:2195). Kafka settings are not needed.
             Prints one JSON object on standard output. Exit status: 0 done, 1 refused by APNs (the reason is \
-            printed on standard error), 2 a usage or configuration problem, 3 no answer (connection or timeout).
+            printed on standard error), 2 a configuration problem, 3 no answer (connection or timeout), 64 wrong \
+            or missing arguments.
             """,
         subcommands: [Create.self, Get.self, Delete.self, List.self]
     )
@@ -40,9 +41,13 @@ struct ChannelsCommand: AsyncParsableCommand {
             guard APNsEnvironment(rawValue: environment) != nil else {
                 throw ValidationError("--environment must be production or development, not '\(environment)'")
             }
-            guard !bundleId.isEmpty, !bundleId.contains("/") else {
+            guard !bundleId.isEmpty, !bundleId.contains("/"), !bundleId.contains("?") else {
                 throw ValidationError("--bundle-id must be a bundle id, not '\(bundleId)'")
             }
+            if let suffix = PushType.suffix(in: bundleId) {
+                throw ValidationError("--bundle-id takes the bundle id alone, without the push-type suffix \(suffix)")
+            }
+            guard timeoutMs > 0 else { throw ValidationError("--timeout-ms must be positive") }
         }
 
         var apnsEnvironment: APNsEnvironment { APNsEnvironment(rawValue: environment) ?? .production }
@@ -64,7 +69,9 @@ struct ChannelsCommand: AsyncParsableCommand {
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 print(String(decoding: data, as: UTF8.self))
             case .failure(let error as ChannelManagementError):
-                Self.fail("APNs refused it: \(error)", exitCode: 1)
+                let hint = error.reason == .channelNotRegistered
+                    ? " (deleted, or made in the other environment: this was --environment \(environment))" : ""
+                Self.fail("\(error)\(hint)", exitCode: 1)
             case .failure(let error as APNsClientError):
                 Self.fail("no answer from APNs: \(error.message)", exitCode: error.code == .transport ? 3 : 2)
             case .failure(let error):
@@ -145,6 +152,8 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Option(help: "The channel's id (base64).")
         var channelId: String
 
+        func validate() throws { _ = try ChannelsCommand.channelID(channelId) }
+
         func run() async throws {
             let id = try ChannelsCommand.channelID(channelId)
             try await common.run { manager, environment in
@@ -162,6 +171,8 @@ struct ChannelsCommand: AsyncParsableCommand {
 
         @Option(help: "The channel's id (base64).")
         var channelId: String
+
+        func validate() throws { _ = try ChannelsCommand.channelID(channelId) }
 
         func run() async throws {
             let id = try ChannelsCommand.channelID(channelId)

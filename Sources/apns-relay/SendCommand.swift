@@ -19,8 +19,8 @@ struct SendCommand: AsyncParsableCommand {
             topic, as in the relay. With --channel-id (or an event with channelId) it sends a broadcast to a Live \
             Activity channel (see 'apns-relay channels'). Prints status, reason, apns-id (apns-request-id for a \
             broadcast) and the time APNs took.
-            Exit status: 0 accepted (200), 1 refused by APNs, 2 a usage, configuration or event problem, \
-            3 no answer (connection or timeout).
+            Exit status: 0 accepted (200), 1 refused by APNs, 2 a configuration or event problem, \
+            3 no answer (connection or timeout), 64 wrong or missing arguments.
             """
     )
 
@@ -63,9 +63,13 @@ struct SendCommand: AsyncParsableCommand {
     var timeoutMs = 15_000
 
     func validate() throws {
-        if event == nil && ((deviceToken == nil) == (channelId == nil) || topic == nil) {
+        if deviceToken != nil && channelId != nil {
+            throw ValidationError("--device-token and --channel-id are alternatives: a push goes to a device or to a channel")
+        }
+        if event == nil && ((deviceToken == nil && channelId == nil) || topic == nil) {
             throw ValidationError("give --event FILE, or --topic with --device-token or --channel-id")
         }
+        guard timeoutMs > 0 else { throw ValidationError("--timeout-ms must be positive") }
         if event != nil && (deviceToken != nil || channelId != nil || topic != nil) {
             throw ValidationError("--event and --device-token/--channel-id/--topic are alternatives")
         }
@@ -165,7 +169,7 @@ struct SendCommand: AsyncParsableCommand {
         if let priority { object["priority"] = priority }
         if let expiration { object["expiration"] = expiration }
         if let collapseId { object["collapseId"] = collapseId }
-        return Array(try JSONSerialization.data(withJSONObject: object))
+        return Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
 }
 

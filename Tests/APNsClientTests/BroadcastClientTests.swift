@@ -125,6 +125,13 @@ import Testing
                 #expect(error.reason == reason, "\(error)")
             }
         }
+        // A suffixed bundle id is refused before any request: no broadcast could reach such a channel.
+        do {
+            _ = try await channels.create(bundleID: bundle + ".push-type.liveactivity", storagePolicy: .noMessageStored, environment: .production)
+            Issue.record("created a channel for a suffixed bundle id")
+        } catch let error as APNsClientError {
+            #expect(error.code == .invalidConfiguration && error.message.contains(".push-type.liveactivity"), "\(error)")
+        }
         await channels.shutdown()
         await mock.stop()
     }

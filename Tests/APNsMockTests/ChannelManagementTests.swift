@@ -170,6 +170,12 @@ import Testing
         Case("PUT channels", .methodNotAllowed) { $0.channelRequest("PUT", channelID: BroadcastSetup.unknownChannel) },
         Case("POST all-channels", .methodNotAllowed) { $0.channelRequest("POST", all: true) },
         Case("DELETE all-channels", .methodNotAllowed) { $0.channelRequest("DELETE", all: true) },
+        Case("create for a bundle id with a push-type suffix", .topicDisallowed) {
+            $0.createChannel(app: bundleID + ".push-type.liveactivity")
+        },
+        Case("list for a bundle id with a push-type suffix", .topicDisallowed) {
+            $0.channelRequest("GET", app: bundleID + ".voip", all: true)
+        },
         Case("read without channel id", .missingChannelId) { $0.channelRequest("GET") },
         Case("delete without channel id", .missingChannelId) { $0.channelRequest("DELETE") },
         Case("read with a malformed channel id", .badChannelId) { $0.channelRequest("GET", channelID: "abc") },

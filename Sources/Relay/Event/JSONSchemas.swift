@@ -8,7 +8,7 @@ public enum JSONSchemas {
   "$schema": "http://json-schema.org/draft-07/schema#",
   "$id": "https://schemas.apns-relay.dev/notification-event.schema.json",
   "title": "Notification event",
-  "description": "One push notification request, written by a producer to the relay's input topic: a device push (with `deviceToken`) or a broadcast to a Live Activity channel (with `channelId`, iOS 18 and later). The relay sends `payload` to APNs byte for byte. Beyond this schema the relay also refuses: events over 65536 bytes, a UTF-8 byte order mark, invalid UTF-8, a member name repeated at the top level of the event, and nesting deeper than 64 levels (the event object is level 1). Integers must be written without a fraction or exponent (`10`, not `10.0` or `1e1`). After this schema the relay applies APNs' own request rules (collapseId at most 64 bytes, background pushes need priority 5, payload size per push type and 5120 bytes for broadcasts, expiration not already passed) and reports a violation with the APNs reason APNs would have given.",
+  "description": "One push notification request, written by a producer to the relay's input topic: a device push (with `deviceToken`) or a broadcast to a Live Activity channel (with `channelId`, iOS 18 and later). The relay sends `payload` to APNs byte for byte. Beyond this schema the relay also refuses: events over 65536 bytes, a UTF-8 byte order mark, invalid UTF-8, a member name repeated at the top level of the event, and nesting deeper than 64 levels (the event object is level 1). Integers must be written without a fraction or exponent (`10`, not `10.0` or `1e1`). After this schema the relay applies APNs' own request rules (collapseId at most 64 bytes, background pushes need priority 5, payload size per push type and 5120 bytes for broadcasts) and reports a violation with the APNs reason APNs would have given; an expiration that passed before the event could be sent is answered with outcome `expired` instead.",
   "type": "object",
   "required": ["id", "topic", "pushType", "payload"],
   "anyOf": [
@@ -175,7 +175,7 @@ public enum JSONSchemas {
       "$ref": "#/definitions/uuid"
     },
     "apnsUniqueId": {
-      "description": "The `apns-unique-id` APNs answered with (device pushes: development environment only; broadcasts: always), for the Push Notifications Console; null otherwise.",
+      "description": "The `apns-unique-id` APNs answered with (device pushes: development environment only; broadcasts: when APNs accepted it), for the Push Notifications Console; null otherwise.",
       "oneOf": [{ "$ref": "#/definitions/uuid" }, { "type": "null" }]
     },
     "attempts": {

@@ -62,6 +62,8 @@ import Testing
             let again = try await run(["channels", "get"] + common + ["--channel-id", id], env)
             #expect(again.status == 1, "\(again.stdout)\(again.stderr)")
             #expect(again.stderr.contains("ChannelNotRegistered"), "\(again.stderr)")
+            #expect(again.stderr.contains("the other environment: this was --environment development"), "\(again.stderr)")
+            #expect(again.stderr.components(separatedBy: "APNs refused it").count == 2, "said once: \(again.stderr)")
             #expect(again.stdout.isEmpty, "nothing on standard output when APNs refused")
         }
     }
@@ -69,10 +71,16 @@ import Testing
     @Test func refusesBadArgumentsAndNamesAMissingCredential() async throws {
         try await withSandbox { sandbox in
             let env = environment(sandbox)
+            // Wrong arguments: ArgumentParser's usage status (64), the subcommand's usage line.
             let badID = try await run(["channels", "get", "--bundle-id", bundle, "--channel-id", "not base64!"], env)
-            #expect(badID.status != 0 && badID.stderr.contains("--channel-id"), "\(badID.stderr)")
+            #expect(badID.status == 64 && badID.stderr.contains("--channel-id"), "\(badID.stderr)")
+            #expect(badID.stderr.contains("apns-relay channels get"), "\(badID.stderr)")
             let badPolicy = try await run(["channels", "create", "--bundle-id", bundle, "--storage-policy", "2"], env)
-            #expect(badPolicy.status != 0 && badPolicy.stderr.contains("--storage-policy"), "\(badPolicy.stderr)")
+            #expect(badPolicy.status == 64 && badPolicy.stderr.contains("--storage-policy"), "\(badPolicy.stderr)")
+            // A suffixed bundle id would make a channel no broadcast reaches (broadcasts drop the suffix).
+            let suffixed = try await run(["channels", "create", "--bundle-id", bundle + ".push-type.liveactivity", "--storage-policy", "1"], env)
+            #expect(suffixed.status == 64 && suffixed.stderr.contains("without the push-type suffix"), "\(suffixed.stderr)")
+            #expect(sandbox.apns.channels.channels(bundleID: bundle + ".push-type.liveactivity").isEmpty)
             var limited = env
             limited["APNS_RELAY_APNS_TOPICS"] = "com.other.app"
             let uncovered = try await run(["channels", "list", "--bundle-id", bundle], limited)
@@ -104,6 +112,9 @@ import Testing
             let gone = try await run(["send", "--channel-id", channel, "--topic", bundle, "--environment", "development"], env)
             #expect(gone.status == 1, "\(gone.stdout)")
             #expect(gone.stdout.contains("status 400  reason ChannelNotRegistered"), "\(gone.stdout)")
+
+            let both = try await run(["send", "--channel-id", channel, "--device-token", "5e5e", "--topic", bundle], env)
+            #expect(both.status == 64 && both.stderr.contains("--device-token and --channel-id are alternatives"), "\(both.stderr)")
         }
     }
 }
