@@ -37,6 +37,9 @@ struct CheckCommand: AsyncParsableCommand {
     @Flag(help: "Skip the APNs checks.")
     var skipApns = false
 
+    @Flag(help: "Also check broadcast channel management: list the bundle's channels on each environment's management host (apns.<environment>.managementHost).")
+    var channels = false
+
     @Option(help: "Deadline of each network check, in milliseconds.")
     var timeoutMs = 10_000
 
@@ -167,11 +170,51 @@ struct CheckCommand: AsyncParsableCommand {
                     }
                 }
                 await client.shutdown(deadline: .now + .seconds(2))
+                if channels {
+                    for (ok, line) in await checkChannelManagement(
+                        configuration, credential: credential, bundle: bundle, environments: environments, logger: logger)
+                    {
+                        if ok { pass(line) } else { fail(line) }
+                    }
+                }
             }
         }
 
         print(problems.isEmpty ? "OK: \(passed) checks passed" : "\(problems.count) problem(s), \(passed) checks passed")
         if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// `--channels`: a read-only list of the bundle's channels per environment (TLS, credential, the
+    /// management host, and that broadcast is enabled for the bundle). One (passed, line) per check.
+    private func checkChannelManagement(
+        _ configuration: RelayAppConfiguration, credential: RelayAppConfiguration.APNs.Credential, bundle: String,
+        environments: [APNsEnvironment], logger: Logger
+    ) async -> [(Bool, String)] {
+        let manager: ChannelManager
+        do {
+            manager = try RelayApp.channelManager(configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), logger: logger)
+        } catch {
+            return [(false, "APNs channel management, credential \(credential.name): \(error)")]
+        }
+        var lines: [(Bool, String)] = []
+        for environment in environments {
+            let endpoint = configuration.apns.managementEndpoints[environment].map { "\($0.host):\($0.port)" } ?? "?"
+            let label = "APNs channel management \(environment.rawValue) \(endpoint), credential \(credential.name), bundle \(bundle)"
+            do {
+                let ids = try await manager.list(bundleID: bundle, environment: environment)
+                lines.append((true, "\(label): \(ids.count) channel(s)"))
+            } catch let error as ChannelManagementError where error.reason == .featureNotEnabled {
+                lines.append((false, "\(label): broadcast is not enabled for this bundle id (FeatureNotEnabled): enable it for the app in Apple's developer account"))
+            } catch let error as ChannelManagementError {
+                lines.append((false, "\(label): \(error)"))
+            } catch let error as APNsClientError {
+                lines.append((false, "\(label): no answer: \(error.message)"))
+            } catch {
+                lines.append((false, "\(label): \(error)"))
+            }
+        }
+        await manager.shutdown()
+        return lines
     }
 
     /// A background push to the all-zero device token: APNs checks TLS and the credential, then refuses the token.

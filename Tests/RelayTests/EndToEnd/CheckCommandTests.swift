@@ -41,6 +41,28 @@ import Testing
         }
     }
 
+    /// `--channels` lists the bundle's channels on each environment's management host; a host that does not
+    /// answer, or a bundle without broadcast, is a problem.
+    @Test func channelsChecksTheManagementHosts() async throws {
+        try await withSandbox { sandbox in
+            _ = try sandbox.apns.channels.create(bundleID: "com.example.app", storagePolicy: 1)
+            let good = try await check(["--topic", "com.example.app", "--skip-kafka", "--channels"], sandbox.relayEnvironment())
+            #expect(good.status == 0, "\(good.output)")
+            #expect(good.output.contains("✓ APNs channel management production 127.0.0.1:\(sandbox.managementPort), credential default, bundle com.example.app: 1 channel(s)"), "\(good.output)")
+            #expect(good.output.contains("✓ APNs channel management development"), "\(good.output)")
+
+            let refusing = try RefusingPort()
+            var environment = sandbox.relayEnvironment()
+            environment["APNS_RELAY_APNS_DEVELOPMENT_MANAGEMENT_PORT"] = String(refusing.port)
+            let bad = try await check(["--topic", "com.example.app", "--skip-kafka", "--channels", "--timeout-ms", "3000"], environment)
+            #expect(bad.status == 1, "\(bad.output)")
+            #expect(bad.output.contains("✓ APNs channel management production"), "\(bad.output)")
+            #expect(bad.output.contains("✗ APNs channel management development 127.0.0.1:\(refusing.port)") && bad.output.contains("no answer"), "\(bad.output)")
+            let without = try await check(["--topic", "com.example.app", "--skip-kafka"], environment)
+            #expect(without.status == 0 && !without.output.contains("channel management"), "opt-in: \(without.output)")
+        }
+    }
+
     @Test func anUnreachableKafkaIsOneProblem() async throws {
         try await withSandbox { sandbox in
             var environment = sandbox.relayEnvironment()
