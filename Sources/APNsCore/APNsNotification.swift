@@ -88,7 +88,10 @@ public struct APNsNotification: Sendable, Hashable {
         if case .channel(let channel) = target { channel } else { nil }
     }
 
-    public var isBroadcast: Bool { channelID != nil }
+    /// Whether this is a broadcast (checked on the hot path: no payload is copied out).
+    public var isBroadcast: Bool {
+        if case .channel = target { true } else { false }
+    }
 
     /// `:path` of the request.
     public var path: String {

@@ -71,6 +71,7 @@ extension RelayService {
             finishAbandoned(size: size)
             return
         }
+        let broadcast = notification.isBroadcast
         if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
         if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
         if report.response != nil {
@@ -85,25 +86,25 @@ extension RelayService {
             message: report.failure.map { failure in
                 "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
             },
-            apnsID: notification.isBroadcast ? nil : report.response?.apnsID,
-            apnsRequestID: notification.isBroadcast ? report.response?.apnsID : nil, apnsUniqueID: report.response?.apnsUniqueID,
+            apnsID: broadcast ? nil : report.response?.apnsID,
+            apnsRequestID: broadcast ? report.response?.apnsID : nil, apnsUniqueID: report.response?.apnsUniqueID,
             attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: source, receivedAt: receivedAt,
             completedAt: clock.nowMilliseconds()
         )
         var records: [OutgoingRecord] = []
         let removalAllowed = tokenRemovals.allowsRemoval(
             after: report, credential: sender.credentialName(forTopic: notification.topic), environment: event.environment,
-            targets: notification.isBroadcast ? .channels : .deviceTokens
+            targets: broadcast ? .channels : .deviceTokens
         )
         if removalAllowed, let removal = outputs.removal(for: event, notification: notification, report: report) {
             records.append(removal)
-            (notification.isBroadcast ? metrics.removedChannels : metrics.removedTokens).increment()
+            (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
         logger.debug("event delivered", metadata: Self.position(message).merging([
             "eventId": "\(event.id)", "outcome": "\(report.outcome.rawValue)",
             "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(notification.target)",
         ]) { $1 })
-        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt, broadcast: notification.isBroadcast)
+        publish(result, with: records, for: message, source: source, size: size, receivedAt: receivedAt, broadcast: broadcast)
     }
 
     /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them —

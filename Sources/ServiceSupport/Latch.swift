@@ -9,13 +9,16 @@ public final class Latch<Value: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
+    /// `isSet` without the lock: hot paths ask it for every record (e.g. "has the producer failed?"), from
+    /// several threads at once, and contended a lock that is almost never set.
+    private let setFlag = Atomic<Bool>(false)
 
     public init() {}
 
     /// The value, once set.
     public var value: Value? { state.withLock { $0.value } }
 
-    public var isSet: Bool { value != nil }
+    public var isSet: Bool { setFlag.load(ordering: .acquiring) }
 
     /// Sets the value and wakes every waiter, unless a value was set before.
     /// - Returns: `true` if this call set it.
@@ -24,6 +27,7 @@ public final class Latch<Value: Sendable>: Sendable {
         let waiters = state.withLock { state -> [DeadlineWaiter<Value?>]? in
             guard state.value == nil else { return nil }
             state.value = value
+            setFlag.store(true, ordering: .releasing)
             defer { state.waiters = [] }
             return state.waiters
         }
