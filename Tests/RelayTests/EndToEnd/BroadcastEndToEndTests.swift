@@ -36,8 +36,10 @@ struct BroadcastEndToEndTests {
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let topics = sandbox.options.topics
             let records = try await withRelay(sandbox, logger: logger) { _ in
+                // The dead letter travels with its result but may be read after it: wait for both.
                 try await reader.collect(timeout: .seconds(90)) { records in
                     records.filter { $0.topic == topics.results }.count >= events.count
+                        && records.contains { $0.topic == topics.deadLetters }
                 }
             }
             await reader.close()
@@ -104,8 +106,10 @@ struct BroadcastEndToEndTests {
                     records.filter { $0.topic == topics.results }.count >= 5
                 }
                 try await sandbox.produce([(key: "gone", value: SampleEvents.broadcast(id: "gone", channelID: gone, metadata: #"{"activity":"match-7"}"#))])
+                // The result and the removal travel together but on two topics: wait for both.
                 return try await reader.collect(timeout: .seconds(60)) { records in
                     records.contains { $0.topic == topics.removedChannels }
+                        && records.contains { $0.topic == topics.results && $0.keyString == "gone" }
                 }
             }
             await reader.close()
