@@ -31,12 +31,14 @@ public final class APNsClient: Sendable {
         }
         let tls = try TLSContext(trust: configuration.trust, clientCertificate: certificate, logger: logger)
         var pools: [APNsEnvironment: ConnectionPool] = [:]
+        let loops = configuration.eventLoops ?? .shared
         for env in APNsEnvironment.allCases {
             let endpoint = configuration.endpoints[env] ?? .init(host: env.host)
             var poolLogger = logger
             poolLogger[metadataKey: "apns.environment"] = "\(env.rawValue)"
             let metrics = ClientMetrics(credential: configuration.name, environment: env.rawValue)
-            pools[env] = ConnectionPool(endpoint: endpoint, configuration: configuration, tls: tls, token: token, logger: poolLogger, metrics: metrics)
+            pools[env] = ConnectionPool(
+                endpoint: endpoint, configuration: configuration, tls: tls, token: token, loops: loops, logger: poolLogger, metrics: metrics)
         }
         self.pools = pools
     }
@@ -45,7 +47,7 @@ public final class APNsClient: Sendable {
     /// error response) or with why none came.
     ///
     /// The hot path for callers with many requests in flight: no task and no continuation per request.
-    /// `completion` runs on a connection's I/O thread (or on the thread that ended a wait): it must not
+    /// `completion` runs on a connection's event loop (or on the thread that ended a wait): it must not
     /// block. Requests wait in the client (without a thread) while every connection is full or the
     /// adaptive concurrency limit is reached, at most until `deadline` (then `.notSent`: nothing went
     /// out). Once sent, the request has as long for its answer as `deadline` allowed when `send` was
@@ -143,9 +145,9 @@ public final class APNsClient: Sendable {
     /// The error comes back as EPIPE and is handled; the signal is ignored, process-wide, once, as NIO does.
     private static let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    /// Connection threads not yet done with OpenSSL: zero once `shutdown` returned (then the process may
-    /// exit without racing OpenSSL's exit-time clean-up).
-    var liveConnectionThreads: Int { pools.values.reduce(0) { $0 + $1.liveThreads.current } }
+    /// Connections (connecting or open) not yet done with OpenSSL: zero once `shutdown` returned (then the
+    /// process may exit without racing OpenSSL's exit-time clean-up).
+    var liveConnections: Int { pools.values.reduce(0) { $0 + $1.live.current } }
 
     /// Open connections per environment (for tests, benchmarks and readiness).
     public func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }

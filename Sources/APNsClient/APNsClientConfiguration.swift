@@ -84,6 +84,9 @@ public struct APNsClientConfiguration: Sendable {
     public var proxy: HTTPProxy?
     public var connection = Connection()
     public var pool = Pool()
+    /// The event loops the connections run on; `nil`: `APNsEventLoopGroup.shared` (one set per process,
+    /// `APNsEventLoopGroup.defaultLoopCount()` threads).
+    public var eventLoops: APNsEventLoopGroup?
     /// Wall clock for provider-token epochs (injectable for tests).
     public var clock: WallClock = .system
     public var tokenRotation = TokenRotationPolicy()

@@ -1,17 +1,16 @@
 import Synchronization
 
-/// The task that expires waiting requests, and callers of `shutdown` waiting for the last connection to
+/// The timer that expires waiting requests, and callers of `shutdown` waiting for the last connection to
 /// close.
 extension ConnectionPool {
-    /// Ends waits whose deadline passed, every 10 ms while anyone waits; exits when the queue is empty.
+    /// Ends waits whose deadline passed, every 10 ms while anyone waits (on the pool's loop); stops when
+    /// the queue is empty.
     func startWaiterSweeper() {
-        Task { [weak self] in
-            while let self {
-                try? await Task.sleep(for: .milliseconds(10))
-                let (expired, keepSweeping) = state.withLock { $0.machine.sweep(now: .now) }
-                for (waiter, error) in expired { waiter.payload(.failure(error)) }
-                if !keepSweeping { return }
-            }
+        timerLoop.schedule(after: .milliseconds(10)) { [weak self] in
+            guard let self else { return }
+            let (expired, keepSweeping) = state.withLock { $0.machine.sweep(now: .now) }
+            for (waiter, error) in expired { waiter.payload(.failure(error)) }
+            if keepSweeping { startWaiterSweeper() }
         }
     }
 
@@ -21,11 +20,7 @@ extension ConnectionPool {
         let (waiters, connections) = state.withLock { $0.machine.shutdown() }
         for w in waiters { w.payload(.failure(APNsClientError(.shutdown, "client is shutting down"))) }
         for c in connections { c.drain() }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self?.resumeClosedWaiters(force: true)
-        }
-        defer { timer.cancel() }
+        timerLoop.schedule(after: max(.zero, deadline - .now)) { [weak self] in self?.resumeClosedWaiters(force: true) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = state.withLock { s -> Bool in
                 if s.machine.isDrained { return true }

@@ -25,9 +25,12 @@ final class ConnectionPool: Sendable {
     let endpoint: APNsClientConfiguration.Endpoint
     let configuration: APNsClientConfiguration
     let tls: TLSContext
-    /// Connection threads of this pool that have not finished with OpenSSL yet; zero once `shutdown`
+    /// Connections of this pool (connecting or open) not yet done with OpenSSL; zero once `shutdown`
     /// returns (a process may exit then).
-    let liveThreads = ThreadCount()
+    let live = LiveCount()
+    let loops: APNsEventLoopGroup
+    /// Where the pool's own timers run (idle watch, reconnect backoff, waiter sweeps, shutdown deadline).
+    let timerLoop: APNsEventLoop
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
@@ -39,8 +42,10 @@ final class ConnectionPool: Sendable {
     let outstanding = Atomic<Int>(0)
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
-         token: TokenSource?, logger: Logger, metrics: ClientMetrics) {
+         token: TokenSource?, loops: APNsEventLoopGroup, logger: Logger, metrics: ClientMetrics) {
         self.endpoint = endpoint
+        self.loops = loops
+        self.timerLoop = loops.next()
         self.configuration = configuration
         self.tls = tls
         self.token = token
@@ -64,27 +69,26 @@ final class ConnectionPool: Sendable {
             metrics.concurrencyLimit.record(limit.initial)
         }
         self.state = BlockingMutex(State(machine: Machine(configuration: machineConfiguration)))
-        if let idle = pool.idleTimeout { startIdleWatch(every: max(.milliseconds(50), idle / 4)) }
+        if let idle = pool.idleTimeout { watchIdleness(every: max(.milliseconds(50), idle / 4)) }
     }
 
-    /// Lets an idle pool's connections go (checked every quarter of the idle timeout, while the pool lives).
-    private func startIdleWatch(every interval: Duration) {
-        Task { [weak self] in
-            while true {
-                try? await Task.sleep(for: interval)
-                guard let self else { return }
-                let (closing, stop) = state.withLock { s in (s.machine.closeIfIdle(now: .now), s.machine.isShuttingDown) }
-                if stop { return }
-                if !closing.isEmpty {
-                    logger.info("closing idle connections: no request for the idle timeout", metadata: ["count": "\(closing.count)"])
-                }
-                for connection in closing { connection.drain() }
+    /// Lets an idle pool's connections go (checked every quarter of the idle timeout, on the pool's loop,
+    /// while the pool lives and until it shuts down).
+    private func watchIdleness(every interval: Duration) {
+        timerLoop.schedule(after: interval) { [weak self] in
+            guard let self else { return }
+            let (closing, stop) = state.withLock { s in (s.machine.closeIfIdle(now: .now), s.machine.isShuttingDown) }
+            if stop { return }
+            if !closing.isEmpty {
+                logger.info("closing idle connections: no request for the idle timeout", metadata: ["count": "\(closing.count)"])
             }
+            for connection in closing { connection.drain() }
+            watchIdleness(every: interval)
         }
     }
 
     /// Sends on the best connection, resending never-processed requests on another one; `completion` runs
-    /// once, on a connection's I/O thread or on the thread that gave up waiting (never on the caller's
+    /// once, on a connection's event loop or on the thread that gave up waiting (never on the caller's
     /// stack unless the request could not be sent at all).
     ///
     /// `deadline` bounds the wait for a connection and a free stream (`notSent` when it passes: nothing was
@@ -155,7 +159,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// One critical section per answer: accounting, learning, and handing the freed stream to a waiting
-    /// request (every connection's I/O thread comes through here).
+    /// request (every event loop comes through here).
     private func finished(on connection: APNsConnection, result: Result<APNsResponse, APNsClientError>, latency: Duration) {
         let outcome: Machine.Outcome
         switch result {
@@ -208,32 +212,31 @@ final class ConnectionPool: Sendable {
         connectionConfiguration.maxOutputBufferBytes = configuration.connection.maxOutputBufferBytes
         connectionConfiguration.maxStreamID = configuration.connection.maxStreamID
         metrics.connectionsOpening.increment()
-        Task {
-            do {
-                let connection = try await APNsConnection.connect(
-                    id: id, configuration: connectionConfiguration, tls: tls, token: token, liveThreads: liveThreads, logger: logger,
-                    onEvent: { [weak self] event in self?.handle(event, connectionID: id) }
-                )
-                let load = connection.load
-                let (added, actions) = state.withLock { $0.machine.connected(id: id, connection: connection, load: load) }
-                metrics.connectionsOpened.increment()
-                recordConnectionGauges()
-                if !added { connection.drain() }
-                perform(actions)
-            } catch {
-                let clientError = error as? APNsClientError ?? APNsClientError(transport: .connectFailed, "\(error)")
-                logger.warning("APNs connect failed: \(clientError.message)")
-                metrics.connectFailures.increment()
-                let actions = state.withLock { $0.machine.connectFailed(clientError) }
-                perform(actions)
-                resumeClosedWaiters(force: false)
+        APNsConnection.open(
+            id: id, configuration: connectionConfiguration, tls: tls, token: token, loop: loops.next(), live: live, logger: logger,
+            onEvent: { [weak self] event in self?.handle(event, connectionID: id) },
+            opened: { [self] result in
+                switch result {
+                case .success(let connection):
+                    let load = connection.load
+                    let (added, actions) = state.withLock { $0.machine.connected(id: id, connection: connection, load: load) }
+                    metrics.connectionsOpened.increment()
+                    recordConnectionGauges()
+                    if !added { connection.drain() }
+                    perform(actions)
+                case .failure(let error):
+                    logger.warning("APNs connect failed: \(error.message)")
+                    metrics.connectFailures.increment()
+                    let actions = state.withLock { $0.machine.connectFailed(error) }
+                    perform(actions)
+                    resumeClosedWaiters(force: false)
+                }
             }
-        }
+        )
     }
 
     private func scheduleReconnect(after delay: Duration) {
-        Task { [weak self] in
-            try? await Task.sleep(for: delay)
+        timerLoop.schedule(after: delay) { [weak self] in
             guard let self else { return }
             perform(state.withLock { $0.machine.reconnectTimerFired() })
         }
@@ -242,8 +245,6 @@ final class ConnectionPool: Sendable {
     private func handle(_ event: ConnectionEvent, connectionID: Int) {
         defer { recordConnectionGauges() }
         switch event {
-        case .ready:
-            break
         case .tokenRotated:
             metrics.tokenRotations.increment()
         case .goaway(_, _, let debug):

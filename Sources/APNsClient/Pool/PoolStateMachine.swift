@@ -236,7 +236,7 @@ struct PoolStateMachine<Connection, Payload> {
         return actions
     }
 
-    /// A connection's state changed (ready, GOAWAY, closed, token rotated); `load` was read just now.
+    /// A connection's state changed (GOAWAY, closed, token rotated); `load` was read just now.
     mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent, now: ContinuousClock.Instant = .now) -> Actions {
         var actions = Actions()
         switch event {
@@ -249,7 +249,7 @@ struct PoolStateMachine<Connection, Payload> {
         case .goaway:
             entries[id]?.load = load
             if !waiters.isEmpty { actions.open = connectionsToOpen() }
-        case .ready, .tokenRotated:
+        case .tokenRotated:
             entries[id]?.load = load
         }
         return actions

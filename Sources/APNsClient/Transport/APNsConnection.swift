@@ -1,5 +1,5 @@
 import APNsCore
-import CNGHTTP2
+import COpenSSL
 import Glibc
 import Logging
 import ServiceSupport
@@ -33,7 +33,7 @@ public struct APNsConnectionConfiguration: Sendable {
     }
 }
 
-/// Load and health of a connection, published by its I/O thread for the pool.
+/// Load and health of a connection, published by its event loop for the pool.
 struct ConnectionLoad: Sendable {
     enum Phase: Sendable, Equatable { case connecting, ready, draining, closed }
     var phase: Phase = .connecting
@@ -53,17 +53,17 @@ struct ConnectionLoad: Sendable {
 
 /// What a connection tells its owner.
 enum ConnectionEvent: Sendable {
-    case ready
     case goaway(lastStreamID: Int32, errorCode: UInt32, debug: String)
     case closed
     case tokenRotated
 }
 
-/// One TLS + HTTP/2 connection, driven by its own I/O thread.
+/// The pool's handle on one TLS + HTTP/2 connection, which lives on an event loop (`ConnectionIO`).
 ///
-/// `submit` hands the request to the I/O thread through a locked inbox and an eventfd; the I/O thread calls
-/// its completion with the response. No thread blocks and no task waits per request. Requests beyond the peer's
-/// MAX_CONCURRENT_STREAMS wait in a local queue on the I/O thread.
+/// `submit` puts the request into the connection's locked inbox; only the first request into an empty inbox
+/// wakes the loop, so a burst costs one wake-up. The loop calls its completion with the response, with the
+/// rest of its turn's answers. No thread blocks and no task waits per request. Requests beyond the peer's
+/// MAX_CONCURRENT_STREAMS wait on the loop (`StreamTable`).
 final class APNsConnection: Sendable {
     struct Shared {
         var inbox: [StreamRequest] = []
@@ -71,62 +71,85 @@ final class APNsConnection: Sendable {
         var drainRequested = false
         var cancellationsPending = false
     }
+    /// The pool's id for it (unique within the pool; in logs and metrics).
     let id: Int
+    /// Unique in the process: how its event loop, which serves every pool's connections, knows it.
+    let loopToken: Int
     let configuration: APNsConnectionConfiguration
-    let shared: BlockingMutex<Shared>
-    let wakeFD: Int32
+    let loop: APNsEventLoop
     let logger: Logger
+    private let shared: BlockingMutex<Shared>
 
-    private init(id: Int, configuration: APNsConnectionConfiguration, logger: Logger) throws(APNsClientError) {
+    private init(id: Int, configuration: APNsConnectionConfiguration, loop: APNsEventLoop, logger: Logger) {
         self.id = id
+        self.loopToken = loopTokens.wrappingAdd(1, ordering: .relaxed).newValue
         self.configuration = configuration
+        self.loop = loop
         self.shared = BlockingMutex(Shared())
-        let fd = cnghttp2_eventfd_nonblocking()
-        guard fd >= 0 else { throw APNsClientError(transport: .connectFailed, "eventfd failed", underlyingCode: Int(errno)) }
-        self.wakeFD = fd
         var logger = logger
         logger[metadataKey: "apns.connection"] = "\(id)"
         self.logger = logger
     }
 
-    deinit { close(wakeFD) }
-
-    /// Opens a connection: fresh DNS lookup, TCP, TLS (SNI, ALPN h2, verification), HTTP/2 preface, and
-    /// waits for the server's first SETTINGS.
-    /// - Throws: `APNsClientError` with `TransportFailure.connectFailed`.
-    static func connect(
-        id: Int, configuration: APNsConnectionConfiguration, tls: TLSContext, token: TokenSource?,
-        liveThreads: ThreadCount, logger: Logger, onEvent: @escaping @Sendable (ConnectionEvent) -> Void
-    ) async throws -> APNsConnection {
-        let connection = try APNsConnection(id: id, configuration: configuration, logger: logger)
-        try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
-            let io = ConnectionIO(connection: connection, tls: tls, token: token, onEvent: onEvent, ready: ready)
-            liveThreads.value.add(1, ordering: .relaxed)
-            do {
-                try IOThread.start(name: "apns-conn-\(id)") { io.run(liveThreads: liveThreads) }
-            } catch {
-                // The I/O thread never ran, so nothing else resumes `ready`.
-                liveThreads.value.subtract(1, ordering: .relaxed)
-                ready.resume(throwing: error)
+    /// Opens a connection: on a connector thread of its own, a fresh DNS lookup, TCP, the proxy's tunnel if
+    /// any, TLS (SNI, ALPN h2, verification); then on `loop`, the HTTP/2 preface, until the server's first
+    /// SETTINGS. `opened` runs once, on the loop (or the connector thread, for a connect that failed there),
+    /// with the ready connection or why there is none (`TransportFailure.connectFailed`).
+    ///
+    /// `live` counts the connection from now until nothing of it uses OpenSSL any more: the connector thread
+    /// has ended its OpenSSL use and the socket, if any, is freed. Whoever is told of the end (`opened`'s
+    /// failure, `.closed`) hears it after that: a process may exit then without racing OpenSSL's clean-up.
+    static func open(
+        id: Int, configuration: APNsConnectionConfiguration, tls: TLSContext, token: TokenSource?, loop: APNsEventLoop,
+        live: LiveCount, logger: Logger, onEvent: @escaping @Sendable (ConnectionEvent) -> Void,
+        opened: @escaping @Sendable (Result<APNsConnection, APNsClientError>) -> Void
+    ) {
+        let connection = APNsConnection(id: id, configuration: configuration, loop: loop, logger: logger)
+        let deadline = ContinuousClock.now.advanced(by: configuration.connectTimeout)
+        live.increment()
+        do throws(APNsClientError) {
+            try DetachedThread.start(name: "apns-connect") {
+                let socket: TLSSocket
+                do throws(APNsClientError) {
+                    socket = try TLSSocket.connect(configuration, tls: tls, deadline: deadline)
+                } catch {
+                    OPENSSL_thread_stop()
+                    live.decrement()
+                    return opened(.failure(error))
+                }
+                // The socket moves to the loop; this thread never touches it again.
+                let moved = LoopConfined(socket)
+                loop.execute { core in
+                    let io = ConnectionIO(
+                        connection: connection, core: core, socket: moved.value, token: token, connectDeadline: deadline,
+                        live: live, onEvent: onEvent, onReady: { result in opened(result.map { connection }) }
+                    )
+                    io.start()
+                }
+                OPENSSL_thread_stop()
             }
+        } catch {
+            live.decrement()
+            opened(.failure(error))
         }
-        return connection
     }
 
-    /// Hands one prepared request to the I/O thread; `completion` runs once with its response, at most at
-    /// `deadline` (on the I/O thread, or right here when the connection does not take requests any more).
-    /// Only the first request put into an empty inbox wakes the thread: a burst costs one wake-up.
+    /// Hands one prepared request to the connection; `completion` runs once with its response, at most at
+    /// `deadline` (on the loop, or right here when the connection does not take requests any more).
     func submit(
         _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
         completion: @escaping StreamRequest.Completion
     ) {
         let stream = StreamRequest(prepared: request, deadline: deadline, completion: completion)
         if let ticket {
-            // The I/O thread owns the request: flag it and let the thread reset the stream (RST_STREAM CANCEL).
+            // The loop owns the request: flag it and let the loop reset the stream (RST_STREAM CANCEL).
             let live = ticket.enter { [self] in
                 stream.cancelled.store(true, ordering: .releasing)
-                shared.withLock { $0.cancellationsPending = true }
-                wake()
+                let wake = shared.withLock { s -> Bool in
+                    defer { s.cancellationsPending = true }
+                    return s.inbox.isEmpty && !s.cancellationsPending
+                }
+                if wake { loop.wake(connection: loopToken) }
             }
             guard live else {
                 stream.completeCancelled()
@@ -137,14 +160,14 @@ final class APNsConnection: Sendable {
             guard s.load.phase == .ready, !s.drainRequested else { return (false, false) }
             s.inbox.append(stream)
             s.load.outstanding += 1
-            // The I/O thread takes the whole inbox at once: only the first request after that needs a wake.
-            return (true, s.inbox.count == 1)
+            // The loop takes the whole inbox at once: only the first request after that needs a wake.
+            return (true, s.inbox.count == 1 && !s.cancellationsPending)
         }
         guard accepted else {
             stream.fail(.notProcessed, "connection \(id) is not accepting requests")
             return
         }
-        if wakeNeeded { wake() }
+        if wakeNeeded { loop.wake(connection: loopToken) }
     }
 
     var load: ConnectionLoad { shared.withLock { $0.load } }
@@ -152,52 +175,57 @@ final class APNsConnection: Sendable {
     /// Marks the connection unusable for new requests; pending ones complete; then it closes.
     func drain() {
         shared.withLock { $0.drainRequested = true; $0.load.retired = true }
-        wake()
+        loop.wake(connection: loopToken)
     }
 
-    func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+    // MARK: - For the loop
+
+    /// Takes the requests submitted since the last call, and whether a drain or a cancellation is pending.
+    func takeInbox(into requests: inout [StreamRequest]) -> (drain: Bool, cancellations: Bool) {
+        shared.withLock { s in
+            swap(&requests, &s.inbox)
+            defer { s.cancellationsPending = false }
+            return (s.drainRequested, s.cancellationsPending)
+        }
+    }
+
+    func publish(_ stats: ConnectionIO.Stats, sendWindow: Int, maxConcurrentStreams: Int) {
+        shared.withLock { s in
+            s.load.outstanding -= stats.completed
+            s.load.completed += stats.completed
+            s.load.timeouts += stats.timeouts
+            s.load.sendWindow = sendWindow
+            s.load.latency = stats.latencyEWMA
+            s.load.maxConcurrentStreams = maxConcurrentStreams
+        }
+    }
+
+    func becameReady(maxConcurrentStreams: Int) {
+        shared.withLock { $0.load.phase = .ready; $0.load.maxConcurrentStreams = maxConcurrentStreams }
+    }
+
+    func receivedGoaway() { shared.withLock { $0.load.phase = .draining } }
+
+    /// Stops taking requests (its stream ids are used up); it drains and closes.
+    func retire() { shared.withLock { $0.drainRequested = true; $0.load.retired = true } }
+
+    /// The connection ended: no more requests; returns those submitted but never taken by the loop.
+    func closed() -> [StreamRequest] {
+        shared.withLock { s in
+            s.load.phase = .closed
+            s.load.outstanding = 0
+            defer { s.inbox.removeAll() }
+            return s.inbox
+        }
     }
 }
+
+/// Where `APNsConnection.loopToken`s come from.
+private let loopTokens = Atomic<Int>(0)
 
 /// Where a token-authenticated connection gets its `authorization` header.
 struct TokenSource: Sendable {
     let signer: ProviderTokenSigner
     let clock: WallClock
     let policy: TokenRotationPolicy
-}
-
-/// How many threads of a kind are running (an `Atomic` that closures can share).
-final class ThreadCount: Sendable {
-    let value = Atomic<Int>(0)
-    var current: Int { value.load(ordering: .acquiring) }
-}
-
-/// Starts detached POSIX threads for blocking I/O loops (never the cooperative pool).
-enum IOThread {
-    private final class Box {
-        let body: () -> Void
-        let name: String
-        init(_ name: String, _ body: @escaping () -> Void) { self.body = body; self.name = String(name.prefix(15)) }
-    }
-
-    /// - Throws: `APNsClientError` (`connectFailed`) when the thread cannot be created (resource exhaustion:
-    ///   too many threads or no memory); the pool backs off and retries like any failed connect.
-    static func start(name: String, _ body: @escaping () -> Void) throws(APNsClientError) {
-        // Retained here, released by the thread when it takes ownership.
-        let box = Unmanaged.passRetained(Box(name, body)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            let box = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
-            _ = box.name.withCString { cnghttp2_set_thread_name($0) }
-            box.body()
-            return nil
-        }, box)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(box).release()
-            throw APNsClientError(transport: .connectFailed, "cannot start the connection's I/O thread: \(String(cString: strerror(rc)))", underlyingCode: Int(rc))
-        }
-        pthread_detach(thread)
-    }
 }

@@ -1,340 +1,445 @@
 import APNsCore
 import CNGHTTP2
-import COpenSSL
-import DequeModule
 import Glibc
 import Logging
 import ServiceSupport
 
-/// The I/O side of an `APNsConnection`: socket, TLS session and nghttp2 session, all owned by one thread.
+/// One APNs connection on its event loop: the owners of its C handles (`TLSSocket`: fd and `SSL*`;
+/// `HTTP2Session`: the `nghttp2_session*`) and its `StreamTable` (what waits, what is open, deadlines,
+/// GOAWAY), glued together. Everything here runs on the loop's thread: the loop calls `readable`,
+/// `writable`, `timerFired` and, once per turn in which anything happened, `process`; nghttp2's callbacks
+/// (inside `readable` and `process`) record state and end requests. Requests end through the loop
+/// (`EventLoopCore.complete`), with the rest of the turn's answers.
 ///
-/// Everything here runs on the connection's I/O thread; nghttp2 callbacks (which run inside `mem_recv` /
-/// `mem_send` on that thread) only record state and complete requests. Talks to senders only through
-/// `connection.shared` (a lock) and the eventfd.
+/// Talks to senders only through `connection` (the pool's handle: a locked inbox and the published load).
 final class ConnectionIO {
     let connection: APNsConnection
-    let tls: TLSContext
-    let token: TokenSource?
-    let onEvent: @Sendable (ConnectionEvent) -> Void
-    var ready: CheckedContinuation<Void, any Error>?
-    var logger: Logger { connection.logger }
+    /// Its key in the event loop (unique in the process, unlike the pool's `connection.id`).
+    var loopToken: Int { connection.loopToken }
+    var fd: Int32 { socket.fd }
+    private unowned let core: EventLoopCore
+    private let socket: TLSSocket
+    /// Set by `start` (its callbacks need this object), released when the connection closes.
+    private var session: HTTP2Session!
+    private var table = StreamTable<StreamRequest>()
+    private let token: TokenSource?
+    private var credentials = TokenState()
+    private var keepalive: Keepalive
+    private var stats = Stats()
+    private let connectDeadline: ContinuousClock.Instant
+    /// Told once: the first SETTINGS arrived (`.success`), or the connection ended before them.
+    private var onReady: ((Result<Void, APNsClientError>) -> Void)?
+    private let onEvent: @Sendable (ConnectionEvent) -> Void
+    private let live: LiveCount
+    private var logger: Logger { connection.logger }
 
-    var fd: Int32 = -1
-    var ssl: OpaquePointer?
-    var session: OpaquePointer?
+    /// Marked for this loop turn's `process` (`EventLoopCore.markDirty`).
+    var isDirty = false
+    private var closed = false
+    private var fatal: (failure: TransportFailure, message: String)?
+    /// GOAWAY sent (drained): no new streams, the session ends when its streams have.
+    private var terminated = false
+    private var writeInterest = false
+    /// The earliest time a loop timer is set to wake this connection.
+    private var wakeScheduledAt: ContinuousClock.Instant?
+    private var incoming: [StreamRequest] = []
+    /// The stream whose headers and data are arriving (they come together): saves a lookup per header.
+    private var current: (streamID: Int32, request: StreamRequest)?
 
-    var streams: [Int32: StreamRequest] = [:]
-    /// Requests waiting for a stream (MAX_CONCURRENT_STREAMS reached), in arrival order.
-    var queue = Deque<StreamRequest>()
-    var outbuf: [UInt8] = []
-    var outPos = 0
-    var writeBlocked = false
-    var readMore = false
-    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    struct TokenState {
+        var current: ProviderToken?
+        var adoptedAt: Int64 = 0
+        var lastCheck: Int64 = .min
+        var authorization: [UInt8]?
+    }
 
-    var settingsReceived = false
-    var maxConcurrent = 1
-    var goawayLastStreamID: Int32?
-    var terminated = false
-    /// Retired because its stream ids are used up (`APNsConnectionConfiguration.maxStreamID`).
-    var streamIDsUsedUp = false
-    var fatal: (TransportFailure, String)?
+    struct Keepalive {
+        var lastReceive: ContinuousClock.Instant
+        var pingSentAt: ContinuousClock.Instant?
+    }
 
-    var currentToken: ProviderToken?
-    var tokenAdoptedAt: Int64 = 0
-    var lastTokenCheck: Int64 = .min
-    var authorization: [UInt8]?
+    /// What the pool has not heard yet (published once per turn).
+    struct Stats {
+        var completed = 0
+        var timeouts = 0
+        var latencyEWMA: Double = 0
+    }
 
-    var lastReceive = ContinuousClock.now
-    var pingSentAt: ContinuousClock.Instant?
-    var nextDeadlineScan = ContinuousClock.Instant.now.advanced(by: .seconds(3600))
-    var completedSincePublish = 0
-    var timeoutsSincePublish = 0
-    var latencyEWMA: Double = 0
-
-    init(connection: APNsConnection, tls: TLSContext, token: TokenSource?,
-         onEvent: @escaping @Sendable (ConnectionEvent) -> Void, ready: CheckedContinuation<Void, any Error>) {
+    init(
+        connection: APNsConnection, core: EventLoopCore, socket: TLSSocket, token: TokenSource?,
+        connectDeadline: ContinuousClock.Instant, live: LiveCount,
+        onEvent: @escaping @Sendable (ConnectionEvent) -> Void, onReady: @escaping (Result<Void, APNsClientError>) -> Void
+    ) {
         self.connection = connection
-        self.tls = tls
+        self.core = core
+        self.socket = socket
         self.token = token
+        self.connectDeadline = connectDeadline
+        self.live = live
         self.onEvent = onEvent
-        self.ready = ready
+        self.onReady = onReady
+        self.keepalive = Keepalive(lastReceive: core.now)
     }
 
-    deinit { readBuffer.deallocate() }
-
-    // MARK: - Thread body
-
-    /// The thread's body. Whoever waits for it (a connect, the pool's shutdown) hears of its end only after
-    /// the thread is done with OpenSSL, its own per-thread state included: a process exits once the pool
-    /// says every connection is closed, and OpenSSL's exit-time clean-up racing a thread that still freed its
-    /// SSL objects crashed a test tool with "double free or corruption".
-    func run(liveThreads: ThreadCount) {
-        let connectDeadline = ContinuousClock.now.advanced(by: connection.configuration.connectTimeout)
-        var connectError: (any Error)?
+    /// Starts HTTP/2 on the established TLS session (preface and SETTINGS) and joins the loop's epoll set;
+    /// the connection is ready once the server's SETTINGS arrive (before `connectDeadline`).
+    func start() {
         do {
-            if let proxy = connection.configuration.proxy {
-                try openSocket(host: proxy.host, port: proxy.port, deadline: connectDeadline, what: "proxy")
-                try openTunnel(through: proxy, deadline: connectDeadline)
-            } else {
-                try openSocket(host: connection.configuration.host, port: connection.configuration.port, deadline: connectDeadline, what: nil)
-            }
-            try handshake(deadline: connectDeadline)
-            try startSession()
-            loop(connectDeadline: connectDeadline)
+            session = try HTTP2Session(connection: self)
         } catch {
-            connectError = error
+            fatal = (.connectFailed, error.message)
         }
-        let (notify, message) = teardown()
-        OPENSSL_thread_stop()
-        liveThreads.value.subtract(1, ordering: .releasing)
-        if let ready {
-            self.ready = nil
-            ready.resume(throwing: connectError ?? APNsClientError(transport: .connectFailed, message))
+        if fatal == nil && !core.register(self) {
+            fatal = (.connectFailed, "cannot add the socket to the event loop: errno \(errno)")
         }
-        // Only connections that became ready were handed to the owner; a failed connect reports through
-        // `connect` throwing, and a `.closed` as well would make the pool reconnect twice (without backoff).
-        if notify { onEvent(.closed) }
+        process(now: core.now)
     }
 
-    private func loop(connectDeadline: ContinuousClock.Instant) {
-        while true {
-            let now = ContinuousClock.now
-            if !settingsReceived && now >= connectDeadline {
-                fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
+    // MARK: - Called by the loop
+
+    func readable() {
+        guard !closed, fatal == nil else { return }
+        for _ in 0..<32 {
+            switch socket.read(into: core.readBuffer) {
+            case .data(let count):
+                keepalive.lastReceive = core.now
+                if let error = session.receive(UnsafeRawBufferPointer(rebasing: core.readBuffer[..<count])) {
+                    fatal = (.connectionLost, error)
+                    return
+                }
+                if !socket.mayHaveMoreToRead { return }
+            case .wouldBlock:
+                return
+            case .closed(let why):
+                fatal = (.connectionLost, why)
+                return
             }
-            if fatal != nil { break }
-            let (incoming, drain, cancellations) = connection.shared.withLock { s -> ([StreamRequest], Bool, Bool) in
-                let taken = s.inbox
-                s.inbox.removeAll(keepingCapacity: true)
-                defer { s.cancellationsPending = false }
-                return (taken, s.drainRequested, s.cancellationsPending)
+        }
+        core.readAgainNextTurn(self)  // more may be buffered in OpenSSL: next turn, without waiting.
+    }
+
+    func writable() {
+        guard !closed, fatal == nil else { return }
+        writeOutput()
+    }
+
+    func timerFired() { wakeScheduledAt = nil }
+
+    /// Everything the connection does in a turn: takes new requests, expires deadlines, opens streams,
+    /// pings, drains, writes, publishes its load for the pool, and sets its next timer; closes when done.
+    func process(now: ContinuousClock.Instant) {
+        guard !closed else { return }
+        if table.phase == .awaitingSettings && now >= connectDeadline && fatal == nil {
+            fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
+        }
+        if fatal == nil {
+            let (drain, cancellations) = connection.takeInbox(into: &incoming)
+            for request in incoming {
+                if let refused = table.enqueue(request, deadline: request.deadline) { finish(request, refused) }
             }
-            for r in incoming {
-                queue.append(r)
-                if r.deadline < nextDeadlineScan { nextDeadlineScan = r.deadline }
-            }
-            if goawayLastStreamID != nil { failQueued(.notProcessed, "connection received GOAWAY") }
-            if now >= nextDeadlineScan || cancellations { expireDeadlines(now: now) }
-            submitQueued()
-            keepalive(now: now)
-            if drain && streams.isEmpty && queue.isEmpty && !terminated {
-                nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
+            incoming.removeAll(keepingCapacity: true)
+            if cancellations || table.nextDeadline.map({ now >= $0 }) == true { expire(now: now) }
+            startStreams()
+            checkKeepalive(now: now)
+            if drain && table.isEmpty && !terminated && fatal == nil {
+                session.terminate()
                 terminated = true
             }
-            flush()
-            if fatal != nil { break }
-            if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && outPos == outbuf.count {
-                break  // GOAWAY sent or received and every stream finished.
-            }
-            publish()
-            waitForIO(now: now, connectDeadline: connectDeadline)
-            if fatal != nil { break }
+            if fatal == nil { writeOutput() }
         }
-    }
-
-    private func waitForIO(now: ContinuousClock.Instant, connectDeadline: ContinuousClock.Instant) {
-        var until = now.advanced(by: .seconds(1))
-        if nextDeadlineScan < until { until = nextDeadlineScan }
-        if !settingsReceived && connectDeadline < until { until = connectDeadline }
-        if let sent = pingSentAt, sent.advanced(by: connection.configuration.pingTimeout) < until {
-            until = sent.advanced(by: connection.configuration.pingTimeout)
-        }
-        var timeoutMS = Int32(max(0, min(1000, (until - now).milliseconds + 1)))
-        if readMore { timeoutMS = 0 }
-        var fds = [
-            pollfd(fd: fd, events: Int16(POLLIN) | (outPos < outbuf.count ? Int16(POLLOUT) : 0), revents: 0),
-            pollfd(fd: connection.wakeFD, events: Int16(POLLIN), revents: 0),
-        ]
-        let rc = poll(&fds, 2, timeoutMS)
-        if rc < 0 {
-            if errno == EINTR { return }
-            fatal = (.connectionLost, "poll failed: errno \(errno)")
+        if fatal != nil || (!session.isActive && socket.unwritten == 0) {
+            close()
             return
         }
-        if fds[1].revents != 0 {
-            var value: UInt64 = 0
-            _ = read(connection.wakeFD, &value, 8)
-        }
-        if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || readMore {
-            readSocket()
-        }
+        publishLoad()
+        scheduleWake()
+    }
+
+    /// The loop stops: the connection ends at once.
+    func abort(_ why: String) {
+        if fatal == nil { fatal = (.connectionLost, why) }
+        close()
     }
 
     // MARK: - Requests
 
-    private func submitQueued() {
-        guard settingsReceived, goawayLastStreamID == nil, !terminated else { return }
-        if streamIDsUsedUp {
-            failQueued(.notProcessed, "connection used up its stream ids")
-            return
-        }
-        if token != nil && !queue.isEmpty { refreshToken() }
-        while !queue.isEmpty && streams.count < maxConcurrent {
-            if nghttp2_session_get_next_stream_id(session) > UInt32(connection.configuration.maxStreamID) {
+    private func startStreams() {
+        guard table.startable > 0 else { return }
+        if token != nil { refreshToken() }
+        while table.startable > 0 {
+            if session.nextStreamID > UInt32(connection.configuration.maxStreamID) {
                 retireForStreamIDs()
                 return
             }
-            let r = queue.removeFirst()
-            if r.isCompleted { continue }
-            let streamID = r.prepared.withHeaders(authorization: authorization) { nva -> Int32 in
-                // A request without a body (a channel-management GET or DELETE) ends with its HEADERS.
-                guard r.prepared.hasBody else { return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil) }
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)
-                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
-            }
+            guard let next = table.nextToStart() else { return }
+            let streamID = session.submit(next.request.prepared, authorization: credentials.authorization)
             guard streamID > 0 else {
-                finish(r, .failure(APNsClientError(transport: .notProcessed, "nghttp2_submit_request: \(Self.describe(streamID))", underlyingCode: Int(streamID))))
+                finish(next.request, .init(transport: .notProcessed, message: "nghttp2_submit_request: \(HTTP2Session.describe(streamID))"), code: Int(streamID))
                 if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
                     retireForStreamIDs()
                     return
                 }
                 continue
             }
-            r.streamID = streamID
-            streams[streamID] = r
+            next.request.streamID = streamID
+            table.opened(next, streamID: streamID)
         }
     }
 
-    func failQueued(_ failure: TransportFailure, _ message: String) {
-        while let r = queue.popFirst() {
-            finish(r, .failure(APNsClientError(transport: failure, message)))
-        }
+    private func finish(_ request: StreamRequest, _ failure: StreamTable<StreamRequest>.Failure, code: Int = 0) {
+        finish(request, .failure(APNsClientError(transport: failure.transport, failure.message, underlyingCode: code)))
     }
 
-    func finish(_ r: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
-        guard !r.isCompleted else { return }
+    private func finish(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
         if case .success = result {
-            let seconds = (ContinuousClock.now - r.enqueuedAt).seconds
-            latencyEWMA = latencyEWMA == 0 ? seconds : latencyEWMA * 0.9 + seconds * 0.1
+            let seconds = (core.now - request.enqueuedAt).seconds
+            stats.latencyEWMA = stats.latencyEWMA == 0 ? seconds : stats.latencyEWMA * 0.9 + seconds * 0.1
         }
-        completedSincePublish += 1
-        r.complete(result)
+        stats.completed += 1
+        core.complete(request, result)
     }
 
-    private func publish() {
-        let window = Int(nghttp2_session_get_remote_window_size(session))
-        let completed = completedSincePublish
-        let timeouts = timeoutsSincePublish
-        completedSincePublish = 0
-        timeoutsSincePublish = 0
-        let latency = latencyEWMA
-        let maxStreams = maxConcurrent
-        connection.shared.withLock { s in
-            s.load.outstanding -= completed
-            s.load.completed += completed
-            s.load.timeouts += timeouts
-            s.load.sendWindow = window
-            s.load.latency = latency
-            s.load.maxConcurrentStreams = maxStreams
-        }
-    }
-
-    // MARK: - Socket and TLS
-
-    private func readSocket() {
-        readMore = false
-        for _ in 0..<32 {
-            ERR_clear_error()
-            let n = SSL_read(ssl, readBuffer.baseAddress, Int32(readBuffer.count))
-            if n > 0 {
-                lastReceive = .now
-                let rv = nghttp2_session_mem_recv(session, readBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int(n))
-                if rv < 0 {
-                    fatal = (.connectionLost, "HTTP/2 protocol error: \(Self.describe(Int32(rv)))")
-                    return
-                }
-                continue
-            }
-            let error = SSL_get_error(ssl, n)
-            switch error {
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
-                return
-            case SSL_ERROR_ZERO_RETURN:
-                fatal = (.connectionLost, "server closed the TLS session")
-            default:
-                let sslError = ERR_get_error()  // read now: it is thread-local state of this failed call.
-                fatal = (.connectionLost, "TLS read failed (SSL error \(error), errno \(errno), OpenSSL \(sslError))")
-            }
-            return
-        }
-        readMore = true  // more may be buffered inside OpenSSL; come back without waiting.
-    }
-
-    func flush() {
-        let cap = connection.configuration.maxOutputBufferBytes
-        while outbuf.count - outPos < cap {
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                fatal = (.connectionLost, "nghttp2_session_mem_send: \(Self.describe(Int32(n)))")
-                return
-            }
-            if n == 0 { break }
-            outbuf.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
-        }
-        guard outPos < outbuf.count else { return }
-        // One SSL_write for everything pending: the big win over writing frame by frame.
-        ERR_clear_error()
-        let remaining = outbuf.count - outPos
-        let n = outbuf.withUnsafeBytes { SSL_write(ssl, $0.baseAddress! + outPos, Int32(min(remaining, Int(Int32.max)))) }
-        if n > 0 {
-            outPos += Int(n)
-            writeBlocked = false
-            if outPos == outbuf.count {
-                outbuf.removeAll(keepingCapacity: true)
-                outPos = 0
-            } else if outPos > 64 * 1024 && outPos * 2 > outbuf.count {
-                outbuf.removeFirst(outPos)
-                outPos = 0
-            }
-            return
-        }
-        let error = SSL_get_error(ssl, n)
-        switch error {
-        case SSL_ERROR_WANT_WRITE, SSL_ERROR_WANT_READ:
-            writeBlocked = true
-        default:
-            let sslError = ERR_get_error()
-            fatal = (.connectionLost, "TLS write failed (SSL error \(error), errno \(errno), OpenSSL \(sslError))")
-        }
-    }
-
-    /// Fails what is left, frees the sessions and the socket.
-    /// - Returns: whether the owner must hear `.closed`, and why the connection ended.
-    private func teardown() -> (notifyClosed: Bool, message: String) {
-        let leftovers = connection.shared.withLock { s -> [StreamRequest] in
-            s.load.phase = .closed
-            let taken = s.inbox
-            s.inbox.removeAll()
-            s.load.outstanding = 0
-            return taken
-        }
-        let (failure, message) = fatal ?? (.connectionLost, "connection closed")
-        for r in leftovers { r.fail(.notProcessed, "connection closed before the request was sent") }
-        failQueued(.notProcessed, "connection closed before the request was sent")
-        let inFlight = streams
-        streams.removeAll()
-        for (id, r) in inFlight {
-            if let last = goawayLastStreamID, id > last {
-                finish(r, .failure(APNsClientError(transport: .notProcessed, "stream above GOAWAY last-stream-id")))
+    private func expire(now: ContinuousClock.Instant) {
+        let expired = table.expire(now: now) { $0.cancelled.load(ordering: .acquiring) }
+        for (request, failure) in expired.waiting {
+            if let failure {
+                stats.timeouts += 1
+                finish(request, failure)
             } else {
-                finish(r, .failure(APNsClientError(transport: failure == .connectFailed ? .connectionLost : failure, message)))
+                stats.completed += 1
+                core.complete(request, .failure(StreamRequest.cancelledError))
             }
         }
-        if let session { nghttp2_session_del(session) }
-        session = nil
-        if let ssl {
-            // Best effort close_notify, on a clean close of an established session only: after a failed
-            // handshake the peer has usually gone, and the write would only meet a reset socket.
-            if fatal == nil, settingsReceived, SSL_is_init_finished(ssl) == 1 { SSL_shutdown(ssl) }
-            SSL_free(ssl)
+        var timedOut = false
+        for (streamID, request, failure) in expired.streams {
+            session.resetStream(streamID)
+            if current?.streamID == streamID { current = nil }
+            if let failure {
+                timedOut = true
+                stats.timeouts += 1
+                finish(request, failure)
+            } else {
+                stats.completed += 1
+                core.complete(request, .failure(StreamRequest.cancelledError))
+            }
         }
-        ssl = nil
-        if fd >= 0 { close(fd) }
-        fd = -1
-        if fatal != nil { logger.notice("connection closed: \(message)") }
-        return (settingsReceived, message)
+        // A timeout is a reason to suspect the connection: check it is alive.
+        if timedOut && keepalive.pingSentAt == nil { sendPing(now: now) }
     }
 
+    // MARK: - Timers: token, keepalive, stream ids
+
+    private func refreshToken() {
+        guard let token else { return }
+        let now = token.clock.nowSeconds()
+        guard now != credentials.lastCheck else { return }
+        credentials.lastCheck = now
+        do {
+            let candidate = try token.signer.token(now: now)
+            if let current = credentials.current {
+                guard token.policy.shouldSwitch(current: current, adoptedAt: credentials.adoptedAt, candidate: candidate, now: now) else { return }
+                onEvent(.tokenRotated)
+            }
+            credentials.current = candidate
+            credentials.adoptedAt = now
+            credentials.authorization = Array(candidate.authorization.utf8)
+        } catch {
+            logger.error("cannot sign the provider token: \(error)")
+        }
+    }
+
+    private func checkKeepalive(now: ContinuousClock.Instant) {
+        let configuration = connection.configuration
+        if let sent = keepalive.pingSentAt {
+            if now - sent >= configuration.pingTimeout {
+                fatal = (.connectionLost, "PING not answered within \(configuration.pingTimeout)")
+            }
+        } else if table.phase != .awaitingSettings && now - keepalive.lastReceive >= configuration.pingInterval {
+            sendPing(now: now)
+        }
+    }
+
+    private func sendPing(now: ContinuousClock.Instant) {
+        if session.ping() { keepalive.pingSentAt = now }
+    }
+
+    /// No new stream can be opened (or soon none could): stop taking requests, hand the waiting ones back as
+    /// never processed (the pool resends them on another connection), finish the open streams, close.
+    private func retireForStreamIDs() {
+        guard table.phase == .open || table.phase == .awaitingSettings else { return }
+        logger.notice("connection retiring: its HTTP/2 stream ids are (nearly) used up", metadata: [
+            "next-stream-id": "\(session.nextStreamID)",
+        ])
+        connection.retire()
+        for (request, failure) in table.retire("connection used up its stream ids") { finish(request, failure) }
+    }
+
+    /// Wakes the connection at its earliest deadline: a request's, the connect timeout, or the PING's.
+    private func scheduleWake() {
+        let configuration = connection.configuration
+        var next = keepalive.pingSentAt.map { $0 + configuration.pingTimeout } ?? keepalive.lastReceive + configuration.pingInterval
+        if let deadline = table.nextDeadline, deadline < next { next = deadline }
+        if table.phase == .awaitingSettings && connectDeadline < next { next = connectDeadline }
+        if let scheduled = wakeScheduledAt, scheduled <= next { return }
+        wakeScheduledAt = next
+        core.schedule(at: next, connection: loopToken)
+    }
+
+    // MARK: - Output and teardown
+
+    /// Moves nghttp2's frames into the socket and writes them, once per batch of frames (bounded by
+    /// `maxOutputBufferBytes`); asks the loop for writability while the socket is full.
+    private func writeOutput() {
+        for _ in 0..<16 {
+            if let error = session.send(into: socket, limit: connection.configuration.maxOutputBufferBytes) {
+                fatal = (.connectionLost, error)
+                return
+            }
+            switch socket.flush() {
+            case .done:
+                if writeInterest {
+                    writeInterest = false
+                    core.setWriteInterest(self, false)
+                }
+                if !session.wantsWrite { return }
+            case .wouldBlock:
+                if !writeInterest {
+                    writeInterest = true
+                    core.setWriteInterest(self, true)
+                }
+                return
+            case .failed(let why):
+                fatal = (.connectionLost, why)
+                return
+            }
+        }
+    }
+
+    private func publishLoad() {
+        let window = session.sendWindow
+        let maxStreams = table.maxConcurrentStreams
+        connection.publish(stats, sendWindow: window, maxConcurrentStreams: maxStreams)
+        stats.completed = 0
+        stats.timeouts = 0
+    }
+
+    /// Ends every request still here, frees the sessions and the socket, then tells the owner.
+    private func close() {
+        guard !closed else { return }
+        closed = true
+        let wasReady = table.phase != .awaitingSettings
+        let (failure, message) = fatal ?? (.connectionLost, "connection closed")
+        for request in connection.closed() {
+            request.fail(.notProcessed, "connection closed before the request was sent")
+        }
+        let ending = StreamTable<StreamRequest>.Failure(transport: failure == .connectFailed ? .connectionLost : failure, message: message)
+        for (request, why) in table.closeAll(failure: ending) { finish(request, why) }
+        current = nil
+        core.deregister(self)
+        session = nil
+        // close_notify on an orderly close of an established session only: after a failure the peer has
+        // usually gone, and the write would only meet a reset socket.
+        socket.close(clean: fatal == nil && wasReady)
+        live.decrement()
+        if fatal != nil { logger.notice("connection closed: \(message)") }
+        // Only connections that became ready were handed to the owner; one that never did reports through
+        // `onReady` (a `.closed` as well would make the pool reconnect twice, without backoff).
+        if let onReady {
+            self.onReady = nil
+            core.afterCompletions { onReady(.failure(APNsClientError(transport: .connectFailed, message))) }
+        } else {
+            let onEvent = self.onEvent
+            core.afterCompletions { onEvent(.closed) }
+        }
+    }
+}
+
+// MARK: - nghttp2 events: from the C callbacks (HTTP2Session+Callbacks.swift), inside `receive` / `send`.
+
+extension ConnectionIO {
+    func settingsChanged() {
+        let first = table.settingsReceived(maxConcurrentStreams: session.peerMaxConcurrentStreams)
+        guard first else { return }
+        connection.becameReady(maxConcurrentStreams: table.maxConcurrentStreams)
+        if let onReady {
+            self.onReady = nil
+            core.afterCompletions { onReady(.success(())) }
+        }
+    }
+
+    func goawayReceived(lastStreamID: Int32, errorCode: UInt32, debug: String) {
+        connection.receivedGoaway()
+        logger.notice("GOAWAY received", metadata: ["last-stream-id": "\(lastStreamID)", "error-code": "\(errorCode)", "debug": "\(debug)"])
+        for (request, failure) in table.goawayReceived(lastStreamID: lastStreamID) { finish(request, failure) }
+        let onEvent = self.onEvent
+        core.afterCompletions { onEvent(.goaway(lastStreamID: lastStreamID, errorCode: errorCode, debug: debug)) }
+    }
+
+    private func request(onStream streamID: Int32) -> StreamRequest? {
+        if let current, current.streamID == streamID { return current.request }
+        guard let request = table.request(onStream: streamID) else { return nil }
+        current = (streamID, request)
+        return request
+    }
+
+    func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let r = request(onStream: streamID) else { return }
+        if name.elementsEqual(":status".utf8) {
+            var status = 0
+            for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
+            r.status = status
+        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
+            r.apnsID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-unique-id".utf8) {
+            r.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-channel-id".utf8) {
+            r.channelID = String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
+        guard let r = request(onStream: streamID) else { return }
+        let room = r.prepared.maxResponseBody - r.body.count
+        if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
+    }
+
+    func streamClosed(streamID: Int32, errorCode: UInt32) {
+        if current?.streamID == streamID { current = nil }
+        guard let (r, notProcessed) = table.closed(streamID: streamID) else { return }
+        if notProcessed {
+            finish(r, .init(transport: .notProcessed, message: "stream above GOAWAY last-stream-id"))
+        } else if let status = r.status {
+            let (reason, timestamp) = ResponseBody.parse(r.body)
+            var response = APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)
+            response.channelID = r.channelID
+            if r.prepared.keepsResponseBody { response.body = r.body }
+            finish(r, .success(response))
+        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
+            finish(r, .init(transport: .streamRefused, message: "RST_STREAM REFUSED_STREAM"), code: Int(errorCode))
+        } else {
+            finish(r, .init(transport: .connectionLost, message: "stream closed without a response (HTTP/2 error \(errorCode))"), code: Int(errorCode))
+        }
+    }
+
+    func requestNotSent(streamID: Int32, error: Int32) {
+        if current?.streamID == streamID { current = nil }
+        guard let (r, _) = table.closed(streamID: streamID) else { return }
+        finish(r, .init(transport: .notProcessed, message: "request not sent: \(HTTP2Session.describe(error))"), code: Int(error))
+    }
+
+    func pingAcknowledged() { keepalive.pingSentAt = nil }
+
+    func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let r = request(onStream: streamID) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let payload = r.prepared.payload
+        let n = min(length, payload.count - r.payloadOffset)
+        if n > 0 {
+            payload.withUnsafeBufferPointer { src in
+                buffer.update(from: src.baseAddress! + r.payloadOffset, count: n)
+            }
+        }
+        r.payloadOffset += n
+        if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
 }

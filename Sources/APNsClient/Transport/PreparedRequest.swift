@@ -1,8 +1,8 @@
 import APNsCore
 import CNGHTTP2
 
-/// A request's headers flattened into one byte buffer, ready to become an `nghttp2_nv` array on the I/O
-/// thread. Built on the caller's task so the I/O thread only points into it.
+/// A request's headers flattened into one byte buffer, ready to become an `nghttp2_nv` array on the event
+/// loop. Built on the caller's thread so the loop only points into it.
 ///
 /// HPACK (apns-reference.md §2): `:path` and `authorization` are never indexed (they change per request or
 /// per token and would evict useful entries from APNs' small table); per-request values (`apns-id`,

@@ -4,14 +4,15 @@ import Synchronization
 /// One request on its way through a connection.
 ///
 /// Invariant for `@unchecked Sendable`: the sender creates it and hands it over through the connection's
-/// locked inbox; from then on only the connection's I/O thread reads or writes it.
+/// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted).
 final class StreamRequest: @unchecked Sendable {
     let prepared: PreparedRequest
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
-    /// Runs once, on the I/O thread (or the submitting thread when the connection refuses the request).
+    /// Runs once, on the event loop with the turn's other answers (or on the submitting thread when the
+    /// connection refuses the request).
     private var completion: Completion?
-    /// Set by the caller's cancellation (any thread); the I/O thread acts on it.
+    /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
     var streamID: Int32 = 0
     var payloadOffset = 0
@@ -40,8 +41,10 @@ final class StreamRequest: @unchecked Sendable {
         completion(result)
     }
 
+    static let cancelledError = APNsClientError(.cancelled, "cancelled by the caller")
+
     func completeCancelled() {
-        complete(.failure(APNsClientError(.cancelled, "cancelled by the caller")))
+        complete(.failure(Self.cancelledError))
     }
 
     func fail(_ failure: TransportFailure, _ message: String) {

@@ -1,13 +1,32 @@
-import CNGHTTP2
 import COpenSSL
 import Glibc
 
-/// Connection set-up on the I/O thread: DNS, TCP, the proxy's tunnel if there is one, TLS handshake, HTTP/2
-/// session.
-extension ConnectionIO {
+/// Connection set-up, blocking, on a connector thread of its own: DNS (a fresh lookup per connection, as Apple
+/// asks; glibc has no non-blocking resolver), TCP, the proxy's tunnel if there is one, the TLS handshake. The
+/// established socket is then handed to an event loop. At most `apns.pool.maxConcurrentConnects` run at once.
+extension TLSSocket {
+    /// Connects to `configuration.host` (through its proxy, if any) and completes the TLS handshake (SNI, ALPN
+    /// h2, verification) by `deadline`.
+    /// - Throws: `APNsClientError` with `TransportFailure.connectFailed`.
+    static func connect(_ configuration: APNsConnectionConfiguration, tls: TLSContext, deadline: ContinuousClock.Instant) throws(APNsClientError) -> TLSSocket {
+        let fd: Int32
+        if let proxy = configuration.proxy {
+            fd = try openSocket(host: proxy.host, port: proxy.port, deadline: deadline, what: "proxy")
+            do {
+                try openTunnel(fd: fd, through: proxy, to: configuration, deadline: deadline)
+            } catch {
+                Glibc.close(fd)
+                throw error
+            }
+        } else {
+            fd = try openSocket(host: configuration.host, port: configuration.port, deadline: deadline, what: nil)
+        }
+        return try handshake(fd: fd, host: configuration.host, tls: tls, deadline: deadline)
+    }
+
     /// Resolves `host` afresh and connects to the first address that answers.
     /// - Parameter what: `"proxy"` when `host` is the proxy, for the error messages.
-    func openSocket(host: String, port: Int, deadline: ContinuousClock.Instant, what: String?) throws(APNsClientError) {
+    private static func openSocket(host: String, port: Int, deadline: ContinuousClock.Instant, what: String?) throws(APNsClientError) -> Int32 {
         let named = what.map { "\($0) " } ?? ""
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -26,15 +45,14 @@ extension ConnectionIO {
             let s = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
             guard s >= 0 else { lastError = errno; continue }
             if Glibc.connect(s, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
-                if Self.wait(fd: s, events: Int16(POLLOUT), until: deadline) {
+                if wait(fd: s, events: Int16(POLLOUT), until: deadline) {
                     var soError: Int32 = 0
                     var length = socklen_t(MemoryLayout<Int32>.size)
                     getsockopt(s, SOL_SOCKET, SO_ERROR, &soError, &length)
                     if soError == 0 {
                         var one: Int32 = 1
                         setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                        fd = s
-                        return
+                        return s
                     }
                     lastError = soError
                 } else {
@@ -43,15 +61,17 @@ extension ConnectionIO {
             } else {
                 lastError = errno
             }
-            close(s)
+            Glibc.close(s)
         }
         throw APNsClientError(transport: .connectFailed, "cannot connect to \(named)\(host):\(port): \(String(cString: strerror(lastError)))", underlyingCode: Int(lastError))
     }
 
     /// Asks the proxy for a tunnel to APNs (`CONNECT host:port`) on the connected socket and reads its answer.
     /// The answer is read byte by byte: whatever follows it belongs to the TLS session.
-    func openTunnel(through proxy: HTTPProxy, deadline: ContinuousClock.Instant) throws(APNsClientError) {
-        let tunnel = ProxyTunnel(proxy: proxy, targetHost: connection.configuration.host, targetPort: connection.configuration.port)
+    private static func openTunnel(
+        fd: Int32, through proxy: HTTPProxy, to configuration: APNsConnectionConfiguration, deadline: ContinuousClock.Instant
+    ) throws(APNsClientError) {
+        let tunnel = ProxyTunnel(proxy: proxy, targetHost: configuration.host, targetPort: configuration.port)
         let request = tunnel.request
         var sent = 0
         while sent < request.count {
@@ -60,7 +80,7 @@ extension ConnectionIO {
             guard n < 0, errno == EAGAIN || errno == EINTR else {
                 throw APNsClientError(transport: .connectFailed, "proxy \(proxy): sending CONNECT failed: \(String(cString: strerror(errno)))", underlyingCode: Int(errno))
             }
-            guard Self.wait(fd: fd, events: Int16(POLLOUT), until: deadline) else {
+            guard wait(fd: fd, events: Int16(POLLOUT), until: deadline) else {
                 throw APNsClientError(transport: .connectFailed, "proxy \(proxy) did not take the CONNECT request before the connect timeout")
             }
         }
@@ -78,25 +98,32 @@ extension ConnectionIO {
                 }
             }
             if n == 0 {
-                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) closed the connection before answering CONNECT to \(connection.configuration.host):\(connection.configuration.port)")
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) closed the connection before answering CONNECT to \(configuration.host):\(configuration.port)")
             }
             guard errno == EAGAIN || errno == EINTR else {
                 throw APNsClientError(transport: .connectFailed, "proxy \(proxy): reading its answer failed: \(String(cString: strerror(errno)))", underlyingCode: Int(errno))
             }
-            guard Self.wait(fd: fd, events: Int16(POLLIN), until: deadline) else {
-                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) did not answer CONNECT to \(connection.configuration.host):\(connection.configuration.port) before the connect timeout")
+            guard wait(fd: fd, events: Int16(POLLIN), until: deadline) else {
+                throw APNsClientError(transport: .connectFailed, "proxy \(proxy) did not answer CONNECT to \(configuration.host):\(configuration.port) before the connect timeout")
             }
         }
     }
 
-    func handshake(deadline: ContinuousClock.Instant) throws(APNsClientError) {
-        let host = connection.configuration.host
+    private static func handshake(fd: Int32, host: String, tls: TLSContext, deadline: ContinuousClock.Instant) throws(APNsClientError) -> TLSSocket {
         guard let ssl = tls.withContext({ SSL_new($0) }) else {
+            Glibc.close(fd)
             throw APNsClientError(transport: .connectFailed, "SSL_new failed")
         }
-        self.ssl = ssl  // freed in teardown
+        // Freed here on failure; on success the returned socket owns both.
+        var established = false
+        defer {
+            if !established {
+                SSL_free(ssl)
+                Glibc.close(fd)
+            }
+        }
         SSL_set_fd(ssl, fd)
-        let isIP = Self.isIPAddress(host)
+        let isIP = isIPAddress(host)
         if !isIP { _ = copenssl_SSL_set_tlsext_host_name(ssl, host) }
         if tls.verifiesPeer {
             let param = SSL_get0_param(ssl)
@@ -117,7 +144,7 @@ extension ConnectionIO {
                 let detail = verify != X509_V_OK ? " (certificate: \(String(cString: X509_verify_cert_error_string(verify))))" : ""
                 throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) failed\(detail)", underlyingCode: Int(sslError))
             }
-            guard Self.wait(fd: fd, events: events, until: deadline) else {
+            guard wait(fd: fd, events: events, until: deadline) else {
                 throw APNsClientError(transport: .connectFailed, "TLS handshake with \(host) timed out")
             }
         }
@@ -128,42 +155,11 @@ extension ConnectionIO {
         if alpnLength > 0, let alpn, !UnsafeBufferPointer(start: alpn, count: Int(alpnLength)).elementsEqual("h2".utf8) {
             throw APNsClientError(transport: .connectFailed, "server negotiated ALPN \(String(decoding: UnsafeBufferPointer(start: alpn, count: Int(alpnLength)), as: UTF8.self)), not h2")
         }
+        established = true
+        return TLSSocket(fd: fd, ssl: ssl)
     }
 
-    func startSession() throws(APNsClientError) {
-        var callbacks: OpaquePointer?
-        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_session_callbacks_new failed")
-        }
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, NGHTTP2Callbacks.onFrameRecv)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, NGHTTP2Callbacks.onHeader)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, NGHTTP2Callbacks.onDataChunk)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, NGHTTP2Callbacks.onStreamClose)
-        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, NGHTTP2Callbacks.onFrameNotSend)
-        var option: OpaquePointer?
-        guard nghttp2_option_new(&option) == 0, let option else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_option_new failed")
-        }
-        defer { nghttp2_option_del(option) }
-        // Until the server's SETTINGS arrive, assume one stream (APNs' limit before the first valid token).
-        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
-        var session: OpaquePointer?
-        // Unretained: this object outlives the session (the thread body holds it until teardown deletes the session).
-        let rc = nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        guard rc == 0, let session else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_session_client_new2: \(Self.describe(rc))")
-        }
-        self.session = session
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
-        ]
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        flush()
-    }
-
-    static func wait(fd: Int32, events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
+    private static func wait(fd: Int32, events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
         while true {
             let left = (deadline - .now).milliseconds
             if left <= 0 { return false }
@@ -174,7 +170,7 @@ extension ConnectionIO {
         }
     }
 
-    static func isIPAddress(_ host: String) -> Bool {
+    private static func isIPAddress(_ host: String) -> Bool {
         var v4 = in_addr()
         var v6 = in6_addr()
         return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1

@@ -1,0 +1,339 @@
+import APNsCore
+import CNGHTTP2
+import Glibc
+import Logging
+import ServiceSupport
+import Synchronization
+
+/// One thread running an epoll loop that serves many APNs connections: their sockets, one eventfd through
+/// which other threads hand it work, and one timerfd for every deadline on it (requests, PINGs, connects,
+/// the pools' timers). A few of these (`APNsEventLoopGroup`) serve every connection of the process, so the
+/// number of threads does not grow with the number of connections, and one wake-up serves whatever became
+/// ready meanwhile.
+///
+/// A turn: wait (epoll) → read the ready sockets (nghttp2 callbacks end requests) → take what other threads
+/// handed over (requests, drains, cancellations, work) → fire due timers → let each connection that has
+/// something to do submit, expire and write (one coalesced `SSL_write` each) → run the turn's completions,
+/// together → arm the timer for the earliest deadline.
+final class APNsEventLoop: Sendable {
+    /// Work for the loop's thread, from any thread.
+    typealias Work = @Sendable (EventLoopCore) -> Void
+
+    private struct Inbox {
+        /// Connections (by id) that have requests or commands waiting in their own inbox.
+        var woken: [Int] = []
+        var work: [Work] = []
+        /// The eventfd was written since the loop last took the inbox: later senders need not write it again.
+        var wakePending = false
+        var isEmpty: Bool { woken.isEmpty && work.isEmpty }
+    }
+
+    let name: String
+    private let inbox = BlockingMutex(Inbox())
+    private let epollFD: Int32
+    private let eventFD: Int32
+    private let timerFD: Int32
+    /// What only the loop's thread touches.
+    private let core: LoopConfined<EventLoopCore>
+    /// The loop thread's `pthread_self()`, set by the thread as it starts (0 before).
+    private let thread = ThreadIdentity()
+
+    static let eventToken = UInt64.max
+    static let timerToken = UInt64.max - 1
+
+    /// Starts the loop's thread.
+    /// - Throws: `APNsClientError` when the kernel refuses an epoll set, an eventfd, a timerfd or a thread.
+    init(name: String, logger: Logger) throws(APNsClientError) {
+        self.name = name
+        let epollFD = cnghttp2_epoll_create()
+        let eventFD = cnghttp2_eventfd_nonblocking()
+        let timerFD = cnghttp2_timerfd_create()
+        guard epollFD >= 0, eventFD >= 0, timerFD >= 0,
+            cnghttp2_epoll_ctl(epollFD, EPOLL_CTL_ADD, eventFD, cnghttp2_epollin(), Self.eventToken) == 0,
+            cnghttp2_epoll_ctl(epollFD, EPOLL_CTL_ADD, timerFD, cnghttp2_epollin(), Self.timerToken) == 0
+        else {
+            let error = errno
+            for fd in [epollFD, eventFD, timerFD] where fd >= 0 { close(fd) }
+            throw APNsClientError(transport: .connectFailed, "cannot set up the APNs event loop: \(String(cString: strerror(error)))", underlyingCode: Int(error))
+        }
+        self.epollFD = epollFD
+        self.eventFD = eventFD
+        self.timerFD = timerFD
+        var logger = logger
+        logger[metadataKey: "apns.loop"] = "\(name)"
+        self.core = LoopConfined(EventLoopCore(epollFD: epollFD, eventFD: eventFD, timerFD: timerFD, logger: logger))
+        // The core keeps the loop until its thread ends (`run` lets go of it last).
+        core.value.loop = self
+        let core = self.core
+        let thread = self.thread
+        try DetachedThread.start(name: name) {
+            thread.value.store(UInt(pthread_self()), ordering: .releasing)
+            core.value.run()
+        }
+    }
+
+    /// Whether the caller runs on this loop's thread.
+    var inLoop: Bool { thread.value.load(ordering: .acquiring) == UInt(pthread_self()) }
+
+    /// Runs `work` on the loop's thread, in its next turn (or this one, when called from the loop).
+    func execute(_ work: @escaping Work) {
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.work.append(work)
+            defer { inbox.wakePending = true }
+            return !inbox.wakePending
+        }
+        if wake && !inLoop { signal() }
+    }
+
+    /// Runs `work` on the loop's thread once `delay` has passed.
+    func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+        execute { core in core.schedule(at: core.now.advanced(by: delay), work) }
+    }
+
+    /// Connection `id` (its `loopToken`, on this loop) has requests or commands in its inbox. Only the first connection woken
+    /// since the loop last looked writes the eventfd: a burst of requests to many connections is one wake-up.
+    func wake(connection id: Int) {
+        if inLoop {
+            core.value.wake(connection: id)
+            return
+        }
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.woken.append(id)
+            defer { inbox.wakePending = true }
+            return !inbox.wakePending
+        }
+        if wake { signal() }
+    }
+
+    /// Ends the loop's thread after its current turn (connections still on it are closed as lost).
+    func stop() {
+        execute { core in core.stopping = true }
+        signal()
+    }
+
+    private func signal() {
+        var one: UInt64 = 1
+        _ = write(eventFD, &one, 8)
+    }
+
+    /// Called by the loop's thread: what other threads handed over since the last call.
+    fileprivate func takeInbox(into woken: inout [Int], _ work: inout [Work]) {
+        inbox.withLock { inbox in
+            swap(&woken, &inbox.woken)
+            swap(&work, &inbox.work)
+            inbox.wakePending = false
+        }
+    }
+
+    fileprivate var hasInbox: Bool { inbox.withLock { !$0.isEmpty } }
+}
+
+/// A thread's `pthread_self()`, shareable with the thread's closure.
+final class ThreadIdentity: Sendable {
+    let value = Atomic<UInt>(0)
+}
+
+/// A value only one thread touches: the loop's state, created before the thread starts and handed to it.
+// @unchecked Sendable: after `APNsEventLoop.init` hands it to the thread, only that thread reads or writes
+// `value` (everything else reaches it through `APNsEventLoop.execute`).
+final class LoopConfined<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// The part of an `APNsEventLoop` its thread owns: the epoll set's connections, the timers, the turn's
+/// completions and the read buffer every connection on the loop shares (reads are one at a time).
+final class EventLoopCore {
+    private enum Timer {
+        case connection(Int)
+        case work(@Sendable () -> Void)
+    }
+
+    /// Set right after init; released when the thread ends (a running loop is never deallocated).
+    var loop: APNsEventLoop!
+    let logger: Logger
+    private let epollFD: Int32
+    private let eventFD: Int32
+    private let timerFD: Int32
+    /// This turn's time (taken once per turn after the wait): good enough for deadlines and latencies.
+    private(set) var now = ContinuousClock.now
+    var stopping = false
+
+    private var connections: [Int: ConnectionIO] = [:]
+    private var timers = TimerQueue<Timer>()
+    private var armedFor: ContinuousClock.Instant?
+    /// Connections with something to do this turn (each once: `ConnectionIO.isDirty`).
+    private var dirty: [ConnectionIO] = []
+    /// Connections whose TLS session may hold more decrypted data than their last read took.
+    private var readAgain: [ConnectionIO] = []
+    private var completed: [(StreamRequest, Result<APNsResponse, APNsClientError>)] = []
+    private var afterCompletions: [() -> Void] = []
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+
+    init(epollFD: Int32, eventFD: Int32, timerFD: Int32, logger: Logger) {
+        self.epollFD = epollFD
+        self.eventFD = eventFD
+        self.timerFD = timerFD
+        self.logger = logger
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    // MARK: - For connections (on this thread)
+
+    /// Adds the connection's socket to the epoll set (readable; writable while `setWriteInterest`).
+    func register(_ connection: ConnectionIO) -> Bool {
+        guard cnghttp2_epoll_ctl(epollFD, EPOLL_CTL_ADD, connection.fd, cnghttp2_epollin() | cnghttp2_epollerr_hup(), UInt64(connection.loopToken)) == 0 else {
+            return false
+        }
+        connections[connection.loopToken] = connection
+        return true
+    }
+
+    func setWriteInterest(_ connection: ConnectionIO, _ on: Bool) {
+        let events = cnghttp2_epollin() | cnghttp2_epollerr_hup() | (on ? cnghttp2_epollout() : 0)
+        _ = cnghttp2_epoll_ctl(epollFD, EPOLL_CTL_MOD, connection.fd, events, UInt64(connection.loopToken))
+    }
+
+    /// Removes the connection's socket from the epoll set; call before closing it.
+    func deregister(_ connection: ConnectionIO) {
+        _ = cnghttp2_epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, 0, 0)
+        connections[connection.loopToken] = nil
+    }
+
+    /// Wakes connection `id` at `deadline` (`timerFired`, then `process`).
+    func schedule(at deadline: ContinuousClock.Instant, connection id: Int) {
+        timers.schedule(at: deadline, .connection(id))
+    }
+
+    func schedule(at deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> Void) {
+        timers.schedule(at: deadline, .work(work))
+    }
+
+    /// The connection has something to do this turn.
+    func markDirty(_ connection: ConnectionIO) {
+        guard !connection.isDirty else { return }
+        connection.isDirty = true
+        dirty.append(connection)
+    }
+
+    func wake(connection id: Int) {
+        if let connection = connections[id] { markDirty(connection) }
+    }
+
+    func readAgainNextTurn(_ connection: ConnectionIO) { readAgain.append(connection) }
+
+    /// Ends `request` with `result` at the end of this turn, with the turn's other completions.
+    func complete(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
+        completed.append((request, result))
+    }
+
+    /// Runs `body` after this turn's completions (a connection's `.closed` comes after its requests ended).
+    func afterCompletions(_ body: @escaping () -> Void) { afterCompletions.append(body) }
+
+    // MARK: - The loop
+
+    func run() {
+        let capacity = 256
+        var tokens = [UInt64](repeating: 0, count: capacity)
+        var events = [UInt32](repeating: 0, count: capacity)
+        var woken: [Int] = []
+        var work: [APNsEventLoop.Work] = []
+        var processing: [ConnectionIO] = []
+        while !stopping {
+            let busy = !dirty.isEmpty || !readAgain.isEmpty || !completed.isEmpty || loop.hasInbox
+            let n = tokens.withUnsafeMutableBufferPointer { t in
+                events.withUnsafeMutableBufferPointer { e in
+                    cnghttp2_epoll_wait(epollFD, t.baseAddress, e.baseAddress, Int32(capacity), busy ? 0 : -1)
+                }
+            }
+            now = .now
+            if n < 0 && errno != EINTR {
+                logger.critical("epoll_wait failed: errno \(errno)")
+            }
+            for i in 0..<max(0, Int(n)) {
+                switch tokens[i] {
+                case APNsEventLoop.eventToken:
+                    var value: UInt64 = 0
+                    _ = read(eventFD, &value, 8)
+                case APNsEventLoop.timerToken:
+                    var value: UInt64 = 0
+                    _ = read(timerFD, &value, 8)
+                    armedFor = nil
+                default:
+                    guard let connection = connections[Int(tokens[i])] else { continue }
+                    if events[i] & cnghttp2_epollout() != 0 { connection.writable() }
+                    if events[i] & (cnghttp2_epollin() | cnghttp2_epollerr_hup()) != 0 { connection.readable() }
+                    markDirty(connection)
+                }
+            }
+            if !readAgain.isEmpty {
+                swap(&processing, &readAgain)
+                for connection in processing {
+                    connection.readable()
+                    markDirty(connection)
+                }
+                processing.removeAll(keepingCapacity: true)
+            }
+            loop.takeInbox(into: &woken, &work)
+            for body in work { body(self) }
+            work.removeAll(keepingCapacity: true)
+            for id in woken { wake(connection: id) }
+            woken.removeAll(keepingCapacity: true)
+            while let timer = timers.popDue(now: now) {
+                switch timer {
+                case .connection(let id):
+                    if let connection = connections[id] {
+                        connection.timerFired()
+                        markDirty(connection)
+                    }
+                case .work(let body):
+                    body()
+                }
+            }
+            swap(&processing, &dirty)
+            for connection in processing {
+                connection.isDirty = false
+                connection.process(now: now)
+            }
+            processing.removeAll(keepingCapacity: true)
+            runCompletions()
+            armTimer()
+        }
+        shutDown()
+    }
+
+    /// The turn's completions, in one go, then what waits for them. Either may hand new work to this loop
+    /// (a resend, a waiting request given a stream): that goes out next turn, without waiting.
+    private func runCompletions() {
+        var batch: [(StreamRequest, Result<APNsResponse, APNsClientError>)] = []
+        while !completed.isEmpty || !afterCompletions.isEmpty {
+            swap(&batch, &completed)
+            for (request, result) in batch { request.complete(result) }
+            batch.removeAll(keepingCapacity: true)
+            let after = afterCompletions
+            afterCompletions.removeAll()
+            for body in after { body() }
+        }
+    }
+
+    private func armTimer() {
+        let earliest = timers.earliest
+        guard earliest != armedFor else { return }
+        armedFor = earliest
+        let nanoseconds = earliest.map { max(0, ($0 - ContinuousClock.now).nanoseconds) } ?? -1
+        _ = cnghttp2_timerfd_arm(timerFD, nanoseconds)
+    }
+
+    private func shutDown() {
+        for connection in connections.values { connection.abort("the APNs event loop stopped") }
+        runCompletions()
+        for body in timers.removeAll() {
+            if case .work(let work) = body { work() }
+        }
+        close(epollFD)
+        close(eventFD)
+        close(timerFD)
+        loop = nil
+    }
+}

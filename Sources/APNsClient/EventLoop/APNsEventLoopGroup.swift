@@ -1,0 +1,51 @@
+import Glibc
+import Logging
+import Synchronization
+
+/// The event loops that serve APNs connections (`apns.ioThreads`): a small fixed set of threads, each an
+/// epoll loop over many connections. Connections are spread over them in turn; a pool's timers run on one.
+///
+/// One group serves every client of a process (`shared`, unless the configuration names another), so the
+/// process's thread count does not depend on its credentials, environments or connections.
+public final class APNsEventLoopGroup: Sendable {
+    let loops: [APNsEventLoop]
+    private let nextIndex = Atomic<Int>(0)
+
+    /// Loops for a machine with `cores` cores: 1 up to 4 cores (on 2 cores one loop costs less than two
+    /// threads waking each other), then one per 4 cores — the rest is Kafka's and the pipeline's.
+    public static func defaultLoopCount(cores: Int = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) -> Int {
+        max(1, cores / 4)
+    }
+
+    /// The group clients use unless their configuration names another, started on first use.
+    public static let shared: APNsEventLoopGroup = {
+        do {
+            return try APNsEventLoopGroup(loops: defaultLoopCount())
+        } catch {
+            fatalError("cannot start the APNs event loops: \(error)")  // no thread or epoll set at start-up
+        }
+    }()
+
+    /// Starts `loops` threads (at least one).
+    /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
+    public init(loops: Int, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+        var started: [APNsEventLoop] = []
+        for index in 0..<max(1, loops) {
+            started.append(try APNsEventLoop(name: "apns-loop-\(index)", logger: logger))
+        }
+        self.loops = started
+    }
+
+    public var loopCount: Int { loops.count }
+
+    /// The loop for the next connection (in turn).
+    func next() -> APNsEventLoop {
+        loops[nextIndex.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
+    }
+
+    /// Stops every loop's thread after its current turn. Connections still open are closed as lost; use it
+    /// after the clients on it shut down (tests, tools). The shared group is never stopped.
+    public func stop() {
+        for loop in loops { loop.stop() }
+    }
+}
