@@ -2,7 +2,7 @@
 # End-to-end and per-stage benchmarks of the relay (release build), each figure beside a floor measured in
 # the same run on this machine:
 #   1. throughput: 200k events, 300 B payloads, mock Kafka + mock APNs (0 ms); relay in its own process
-#      (events/s, p50/p99 consume→result latency, CPU s per 100k events, peak RSS);
+#      (events/s, p50/p99 consume→result latency, CPU s per 100k events, peak RSS, context switches/event);
 #      floors: kcat consume | kcat produce (CPU/message) + h2load against the same mock (CPU/request)
 #   2. the same at 40 ms RTT with 1 KiB payloads: events/s, connections the pool opened; floor: h2load
 #      over that many connections at the same RTT
@@ -10,11 +10,16 @@
 #      offset-ledger operations (floor: Set insert+remove), result encoding
 #   4. memory under backpressure: APNs withholds every reply, Kafka full of events: RSS over time
 #   5. paced: 1k events/s and half the measured maximum: CPU per event (÷ full speed) and latency
-#   6. slow APNs (1.5k answers/s), 20k events, default configuration: duplicate pushes, events not delivered
+#   6. slow APNs (1.5k answers/s), 20k events, default configuration: duplicate pushes, events not delivered,
+#      CPU per event (÷ full speed), context switches per event
+#   7. relay threads with 1 and with 64 APNs connections open
+#   8. idle: relay CPU (% of a core) with its connections open and no events for IDLE_SECONDS
+#   9. allocations per event at full speed (a relay run of its own with Benchmarks/AllocationCounter preloaded)
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
 #                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
-#                                             SLOW_EVENTS=20000, BENCH_TABLE=file)
+#                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000,
+#                                             BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +35,8 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
   done
 fi
 BIN="$SCRATCH/release"
+# The allocation counter the `allocations` mode preloads into the relay (EndToEndBenchmark looks beside itself).
+gcc -O2 -shared -fPIC -o "$BIN/libbench-allocation-counter.so" Benchmarks/AllocationCounter/allocation-counter.c -ldl
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
 
@@ -56,7 +63,10 @@ FULL_NS=$(awk -F'|' '/^e2e CPU s\/100k events \(0 ms/ { printf "%d", $2 * 10000 
 MAX_RATE=$(awk -F'|' '/^e2e events\/s \(0 ms/ { printf "%d", $2 }' "$ROWS")
 run "$BIN/EndToEndBenchmark" paced --rate 1000 --seconds "${PACED_SECONDS:-10}" --full-speed-ns "${FULL_NS:-0}"
 run "$BIN/EndToEndBenchmark" paced --rate "$(( ${MAX_RATE:-2000} / 2 ))" --seconds "${PACED_SECONDS:-10}" --full-speed-ns "${FULL_NS:-0}" --fetch-wait-ms 10
-run "$BIN/EndToEndBenchmark" slow-apns --events "${SLOW_EVENTS:-20000}" --answers 1500
+run "$BIN/EndToEndBenchmark" slow-apns --events "${SLOW_EVENTS:-20000}" --answers 1500 --full-speed-ns "${FULL_NS:-0}"
+run "$BIN/EndToEndBenchmark" allocations --events "${ALLOC_EVENTS:-100000}" --partitions "$PARTITIONS" --payload 300
+run "$BIN/EndToEndBenchmark" threads --connections 64
+run "$BIN/EndToEndBenchmark" idle --seconds "${IDLE_SECONDS:-20}"
 run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PARTITIONS" --payload 1024 --rtt-ms 40
 run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
 

@@ -4,6 +4,11 @@
 //   EndToEndBenchmark throughput   [--events N] [--partitions P] [--payload BYTES] [--rtt-ms MS]
 //   EndToEndBenchmark backpressure [--events N] [--seconds S]
 //   EndToEndBenchmark stages
+//   EndToEndBenchmark paced        [--rate R] [--seconds S] [--full-speed-ns X] [--fetch-wait-ms MS]
+//   EndToEndBenchmark slow-apns    [--events N] [--answers A] [--full-speed-ns X]
+//   EndToEndBenchmark threads      [--connections N]
+//   EndToEndBenchmark idle         [--seconds S]
+//   EndToEndBenchmark allocations  [--events N] [--partitions P] [--payload BYTES] [--preload PATH]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -23,6 +28,12 @@ func option(_ name: String, _ fallback: Int) -> Int {
     let arguments = CommandLine.arguments
     guard let index = arguments.firstIndex(of: "--" + name), index + 1 < arguments.count, let value = Int(arguments[index + 1]) else { return fallback }
     return value
+}
+/// `--name VALUE` from the command line, else nil.
+func option(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: "--" + name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
 }
 func say(_ line: String) {
     print(line)
@@ -73,6 +84,16 @@ final class RelayUnderTest {
         process.terminate()
         process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: logPath)
+    }
+}
+
+/// Checks `condition` every `interval` until it holds; throws naming `what` did not happen once `timeout`
+/// passed (for state only visible from outside: the relay's /metrics, a file it writes).
+func waitUntil(_ what: @autoclosure () -> String, timeout: Duration, interval: Duration = .milliseconds(50), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw BenchmarkError("\(what()): not within \(timeout)") }
+        try await Task.sleep(for: interval)  // the polling period; the deadline bounds the wait
     }
 }
 
@@ -134,11 +155,15 @@ func throughput() async throws {
     // Floors first, on the same sandbox: librdkafka (kcat) consume+produce, h2load against the same mock.
     var kafkaFloor = 0.0
     var httpFloor = (cpuPerRequestMicros: 0.0, requestsPerSecond: 0.0)
+    var floorSwitches = ProcessProbe.ContextSwitches(voluntary: 0, involuntary: 0)
     if rtt == 0 {
+        let switchesBefore = childrenContextSwitches()
         kafkaFloor = try kcatFloor(sandbox, messages: count)
         say("floor: kcat consume | kcat produce: \(f(kafkaFloor, 2)) µs CPU per message")
         httpFloor = try h2loadFloor(sandbox, requests: count, payload: payload, connections: 2, streams: 100)
         say("floor: h2load (2 connections x 100 streams): \(f(httpFloor.cpuPerRequestMicros, 2)) µs CPU per request, \(f(httpFloor.requestsPerSecond, 0)) req/s")
+        floorSwitches = childrenContextSwitches() - switchesBefore
+        say("floor: kcat + h2load context switches per event, voluntary / involuntary: \(floorSwitches.perEvent(count))")
         sandbox.apns.resetObservations()
     } else {
         sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(rtt))
@@ -146,14 +171,22 @@ func throughput() async throws {
 
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
     var tally = ResultTally(resultsTopic: options.topics.results, keepTimings: true)
+    // Cross-check of the /proc figure: the relay's whole life, exited threads and shutdown included, from
+    // getrusage once it is reaped (no other child of this process ends while it runs).
+    let reapedBefore = childrenContextSwitches()
     let relay = try RelayUnderTest(sandbox)
+    // The events already wait in Kafka, so the window starts with the relay, as its CPU figure does (the
+    // start-up is in both).
+    let switchesBefore = relay.probe.contextSwitches ?? .init(voluntary: 0, involuntary: 0)
     let started = ContinuousClock.now
     try await tally.collect(from: reader, untilResults: count, timeout: .seconds(900))
     let wall = ContinuousClock.now - started
     let cpu = relay.probe.cpuSeconds ?? 0
+    let switches = (relay.probe.contextSwitches ?? switchesBefore) - switchesBefore
     let memory = relay.probe.memoryMiB ?? (0, 0)
     let statistics = sandbox.apns.statistics
     relay.stop()
+    let lifetime = childrenContextSwitches() - reapedBefore
     await reader.close()
 
     let latencies = tally.timings.map { $0.completedAt - $0.receivedAt }.sorted()
@@ -165,6 +198,8 @@ func throughput() async throws {
     say("relay: \(f(rate, 0)) events/s (first consume → last completion), latency p50 \(percentile(latencies, 0.5)) ms p99 \(percentile(latencies, 0.99)) ms")
     say("relay: CPU \(f(cpu, 2)) s total = \(f(cpu * 100_000 / Double(count), 2)) s per 100k events, RSS \(f(memory.rss)) MiB, peak \(f(memory.peak)) MiB")
     say("mock APNs: \(statistics.connectionsOpened) connections opened, \(statistics.requests) requests")
+    say("relay: \(switches.voluntary) voluntary + \(switches.involuntary) involuntary context switches = \(switches.perEvent(count)) per event")
+    say("relay: whole life incl. shutdown and exited threads (getrusage): \(lifetime.voluntary) voluntary + \(lifetime.involuntary) involuntary")
     let tag = rtt > 0 ? " @\(rtt)ms RTT, \(payload) B" : " (0 ms, \(payload) B)"
     if rtt == 0 {
         let floorPer100k = (kafkaFloor + httpFloor.cpuPerRequestMicros) * 100_000 / 1e6
@@ -173,6 +208,9 @@ func throughput() async throws {
         row("e2e CPU s/100k events" + tag, f(relayPer100k, 2), floor: "\(f(floorPer100k, 2)) (kcat \(f(kafkaFloor, 1)) + h2load \(f(httpFloor.cpuPerRequestMicros, 1)) µs/event)", ratio: f(relayPer100k / floorPer100k, 2))
         row("e2e latency p50/p99 ms" + tag, "\(percentile(latencies, 0.5)) / \(percentile(latencies, 0.99))")
         row("e2e peak RSS MiB" + tag, f(memory.peak))
+        let floorTotal = Double(floorSwitches.voluntary + floorSwitches.involuntary)
+        row("e2e context switches/event, voluntary / involuntary" + tag, switches.perEvent(count), floor: "kcat + h2load \(floorSwitches.perEvent(count))",
+            ratio: floorTotal > 0 ? f(Double(switches.voluntary + switches.involuntary) / floorTotal, 2) : "")
     } else {
         // Floor: h2load over as many connections as the pool chose, same RTT, same payload.
         let connections = max(1, statistics.connectionsOpened)
@@ -237,7 +275,10 @@ struct EndToEndBenchmark {
             case "stages": try stages()
             case "paced": try await paced()
             case "slow-apns": try await slowAPNs()
-            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced or slow-apns")
+            case "threads": try await threads()
+            case "idle": try await idle()
+            case "allocations": try await allocations()
+            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle or allocations")
             }
         } catch {
             print("error: \(error)")

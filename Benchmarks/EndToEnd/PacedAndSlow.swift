@@ -29,8 +29,8 @@ func producePaced(_ sandbox: RelaySandbox, rate: Int, seconds: Int, payload: Int
     return produced
 }
 
-/// `paced --rate R --seconds S [--full-speed-us X]`: relay CPU per event and consume → result latency while
-/// events arrive at R per second; with X (CPU µs per event at full speed, from `throughput`), their ratio.
+/// `paced --rate R --seconds S [--full-speed-ns X]`: relay CPU per event and consume → result latency while
+/// events arrive at R per second; with X (CPU ns per event at full speed, from `throughput`), their ratio.
 func paced() async throws {
     let rate = option("rate", 1000)
     let seconds = option("seconds", 10)
@@ -66,11 +66,14 @@ func paced() async throws {
     row("\(label): latency p50/p99 ms (consume → result sent)", "\(percentile(latencies, 0.5)) / \(percentile(latencies, 0.99))")
 }
 
-/// `slow-apns --events N --answers A`: APNs answers at most A requests a second; N events wait in Kafka.
-/// Default relay configuration. Counts the pushes a device got more than once (what a user sees twice).
+/// `slow-apns --events N --answers A [--full-speed-ns X]`: APNs answers at most A requests a second; N events
+/// wait in Kafka. Default relay configuration. Counts the pushes a device got more than once (what a user
+/// sees twice), and what each event costs the relay while it waits on APNs: CPU (with X, CPU ns per event at
+/// full speed from `throughput`, their ratio) and context switches.
 func slowAPNs() async throws {
     let count = option("events", 20_000)
     let answers = option("answers", 1500)
+    let fullSpeed = Double(option("full-speed-ns", 0)) / 1000
     var options = RelaySandbox.Options()
     options.partitions = 16
     let sandbox = try await RelaySandbox(options: options, logger: logger)
@@ -80,17 +83,29 @@ func slowAPNs() async throws {
     sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
     var tally = ResultTally(resultsTopic: options.topics.results)
+    // Cross-check of the /proc figure: the relay's whole life, exited threads and shutdown included, from
+    // getrusage once it is reaped (no other child of this process ends while it runs).
+    let reapedBefore = childrenContextSwitches()
     let relay = try RelayUnderTest(sandbox)
+    // Sampled as the relay starts, right before it consumes the events waiting in Kafka, so the window is its
+    // whole life like the CPU figure (see `ProcessProbe.contextSwitches` for threads that exit meanwhile).
+    let switchesBefore = relay.probe.contextSwitches ?? .init(voluntary: 0, involuntary: 0)
     let started = ContinuousClock.now
     try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(600))
     let wall = ContinuousClock.now - started
     let cpu = relay.probe.cpuSeconds ?? 0
+    let switches = (relay.probe.contextSwitches ?? switchesBefore) - switchesBefore
     relay.stop()
+    let lifetime = childrenContextSwitches() - reapedBefore
     await reader.close()
     let duplicates = sandbox.apns.statistics.acceptedByDeviceToken.values.reduce(0) { $0 + max(0, $1 - 1) }
     await sandbox.stop()
     let notDelivered = count - (tally.outcomes["delivered"] ?? 0)
-    say("slow APNs: \(count) events in \(wall): outcomes \(tally.outcomes); \(duplicates) duplicate pushes; relay CPU \(f(cpu * 1e6 / Double(count))) µs/event")
+    let perEvent = cpu * 1e6 / Double(count)
+    say("slow APNs: \(count) events in \(wall): outcomes \(tally.outcomes); \(duplicates) duplicate pushes; relay CPU \(f(perEvent)) µs/event")
+    say("slow APNs: \(switches.voluntary) voluntary + \(switches.involuntary) involuntary context switches = \(switches.perEvent(count)) per event")
+    say("slow APNs: whole life incl. shutdown and exited threads (getrusage): \(lifetime.voluntary) voluntary + \(lifetime.involuntary) involuntary")
     row("slow APNs (\(answers)/s, \(count) events): duplicate pushes / not delivered", "\(duplicates) / \(notDelivered)", floor: "0 / 0")
-    row("slow APNs (\(answers)/s): relay CPU µs/event", f(cpu * 1e6 / Double(count)))
+    row("slow APNs (\(answers)/s): relay CPU µs/event", f(perEvent), floor: fullSpeed > 0 ? "full speed \(f(fullSpeed)) µs/event" : "", ratio: fullSpeed > 0 ? f(perEvent / fullSpeed, 2) : "")
+    row("slow APNs (\(answers)/s): context switches/event, voluntary / involuntary", switches.perEvent(count))
 }

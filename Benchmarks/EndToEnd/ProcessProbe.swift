@@ -26,6 +26,62 @@ struct ProcessProbe {
         guard let rss = value("VmRSS"), let peak = value("VmHWM") else { return nil }
         return (rss, peak)
     }
+
+    /// `Threads:` of /proc/<pid>/status: the threads alive now.
+    var threads: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        return Self.field("Threads", in: status)
+    }
+
+    /// Context switches of every thread alive now, summed over /proc/<pid>/task/*/status
+    /// (/proc/<pid>/status counts the main thread's only).
+    ///
+    /// A thread that exits between two samples takes its switches with it: the difference of two samples
+    /// then lacks everything that thread did (the switches it had at the first sample are even subtracted).
+    /// The relay's busy threads (connection I/O, librdkafka's, the poll threads) live as long as it does;
+    /// idle workers of the cooperative pool can come and go, so a difference is a slight undercount.
+    var contextSwitches: ContextSwitches? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var total = ContextSwitches(voluntary: 0, involuntary: 0)
+        for task in tasks {
+            // A thread can exit between the listing and the read: it is skipped (see above).
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { continue }
+            total.voluntary += Self.field("voluntary_ctxt_switches", in: status) ?? 0
+            total.involuntary += Self.field("nonvoluntary_ctxt_switches", in: status) ?? 0
+        }
+        return total
+    }
+
+    /// Voluntary (the thread blocked: a futex, a poll, I/O) and involuntary (preempted) context switches.
+    struct ContextSwitches {
+        var voluntary: Int
+        var involuntary: Int
+
+        static func - (after: ContextSwitches, before: ContextSwitches) -> ContextSwitches {
+            ContextSwitches(voluntary: after.voluntary - before.voluntary, involuntary: after.involuntary - before.involuntary)
+        }
+
+        /// "V / I" per event, for a row.
+        func perEvent(_ events: Int) -> String {
+            let count = Double(max(1, events))
+            return "\(f(Double(voluntary) / count, 2)) / \(f(Double(involuntary) / count, 2))"
+        }
+    }
+
+    /// The integer after `name:` in a /proc status file.
+    private static func field(_ name: String, in status: String) -> Int? {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+        return line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap { Int($0) }
+    }
+}
+
+/// Context switches of this process's waited-for children (getrusage RUSAGE_CHILDREN): a child's figure
+/// includes its own waited-for children and its threads that exited, so the difference around
+/// ``runMeasured(_:)`` is what a floor's tools (kcat, h2load) switched, none lost.
+func childrenContextSwitches() -> ProcessProbe.ContextSwitches {
+    var usage = rusage()
+    getrusage(RUSAGE_CHILDREN.rawValue, &usage)  // Swift imports the constant as an enum, glibc takes an int
+    return ProcessProbe.ContextSwitches(voluntary: usage.ru_nvcsw, involuntary: usage.ru_nivcsw)
 }
 
 /// Runs a shell command line and reports the CPU time its children used (bash's `times` builtin), so
