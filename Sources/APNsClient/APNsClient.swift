@@ -31,7 +31,8 @@ public final class APNsClient: Sendable {
         }
         let tls = try TLSContext(trust: configuration.trust, clientCertificate: certificate, logger: logger)
         var pools: [APNsEnvironment: ConnectionPool] = [:]
-        let loops = configuration.eventLoops ?? .shared
+        let loops: APNsEventLoopGroup
+        if let configured = configuration.eventLoops { loops = configured } else { loops = try APNsEventLoopGroup.shared }
         for env in APNsEnvironment.allCases {
             let endpoint = configuration.endpoints[env] ?? .init(host: env.host)
             var poolLogger = logger

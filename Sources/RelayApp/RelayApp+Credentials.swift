@@ -105,6 +105,11 @@ extension RelayApp {
         client.connection.connectTimeout = apns.connectTimeout
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency
+        do {
+            client.eventLoops = try APNsEventLoopGroup.shared(loops: apns.ioThreads)
+        } catch {
+            throw RelayError("cannot start the APNs event loops (apns.ioThreads \(apns.ioThreads)): \(error.message)")
+        }
         return client
     }
 

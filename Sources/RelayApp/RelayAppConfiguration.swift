@@ -78,6 +78,8 @@ package struct RelayAppConfiguration: Sendable {
         package var proxy: HTTPProxy?
         /// `apns.proxy.credentialsFile`: `user:password` for the proxy, read when the client is built.
         package var proxyCredentialsFile: String?
+        /// `apns.ioThreads`: event loops serving every APNs connection; 0: `APNsEventLoopGroup.defaultLoopCount()`.
+        package var ioThreads = 0
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections
         /// `apns.pool.idleTimeoutMs`; `nil` (0): a pool keeps its connections however long it is idle.
@@ -202,6 +204,7 @@ package struct RelayAppConfiguration: Sendable {
             adaptiveConcurrency: settings.bool("apns.pool.adaptiveConcurrency", default: apnsDefaults.adaptiveConcurrency)
         )
         apns.managementEndpoints = managementEndpoints
+        apns.ioThreads = settings.int("apns.ioThreads", default: apnsDefaults.ioThreads, range: 0...256)
         if let url = settings.string("apns.proxy.url") {
             do {
                 apns.proxy = try HTTPProxy(url: url)

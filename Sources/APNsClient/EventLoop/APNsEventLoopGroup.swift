@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// The event loops that serve APNs connections (`apns.ioThreads`): a small fixed set of threads, each an
@@ -17,14 +18,26 @@ public final class APNsEventLoopGroup: Sendable {
         max(1, cores / 4)
     }
 
-    /// The group clients use unless their configuration names another, started on first use.
-    public static let shared: APNsEventLoopGroup = {
-        do {
-            return try APNsEventLoopGroup(loops: defaultLoopCount())
-        } catch {
-            fatalError("cannot start the APNs event loops: \(error)")  // no thread or epoll set at start-up
+    /// The group clients use unless their configuration names another (`defaultLoopCount()` loops),
+    /// started on first use.
+    public static var shared: APNsEventLoopGroup {
+        get throws(APNsClientError) { try shared(loops: 0) }
+    }
+
+    private static let sharedGroups = BlockingMutex<[Int: APNsEventLoopGroup]>([:])
+
+    /// The process's group of `loops` loops (0: `defaultLoopCount()`), started on first use and kept for the
+    /// process's life: every client configured with the same count shares it (`apns.ioThreads`).
+    /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
+    public static func shared(loops: Int) throws(APNsClientError) -> APNsEventLoopGroup {
+        let count = loops > 0 ? loops : defaultLoopCount()
+        return try sharedGroups.withLock { (groups: inout [Int: APNsEventLoopGroup]) throws(APNsClientError) -> APNsEventLoopGroup in
+            if let group = groups[count] { return group }
+            let group = try APNsEventLoopGroup(loops: count)
+            groups[count] = group
+            return group
         }
-    }()
+    }
 
     /// Starts `loops` threads (at least one).
     /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
