@@ -1,0 +1,66 @@
+import APNsCore
+import APNsMock
+import TestSupport
+import Testing
+@testable import APNsClient
+
+/// One event loop serves many connections: a connection that stalls or dies must not hold up the others.
+@Suite(.timeLimit(.minutes(2)))
+struct EventLoopTests {
+    /// Three clients on one loop: one server answers, one withholds every answer, one goes away. The
+    /// healthy connection's requests all complete while the stalled ones are still waiting for theirs.
+    @Test func oneLoopServesManyConnectionsAndOneStallingOrDyingDoesNotHoldUpTheOthers() async throws {
+        let loops = try APNsEventLoopGroup(loops: 1)
+        defer { loops.stop() }
+        let healthy = try await MockFixture.start()
+        let stalled = try await MockFixture.start()
+        let dying = try await MockFixture.start()
+        let clients = try [healthy, stalled, dying].map { mock in
+            try mock.client { $0.eventLoops = loops; $0.pool.maxConnections = 2 }
+        }
+        for client in clients { #expect(try await client.send(try MockFixture.notification(), timeout: hangGuard).status == 200) }
+
+        stalled.server.faults.withholdAllReplies = true
+        let stalledEnded = LiveCount()  // the stalled requests that ended
+        let stalledRequests = Task {
+            await withTaskGroup(of: APNsClientError?.self) { group in
+                for i in 0..<50 {
+                    group.addTask {
+                        defer { stalledEnded.increment() }
+                        do {
+                            _ = try await clients[1].send(try MockFixture.notification(i), timeout: .seconds(10))
+                            return nil
+                        } catch { return error as? APNsClientError }
+                    }
+                }
+                return await group.reduce(into: [APNsClientError?]()) { $0.append($1) }
+            }
+        }
+        try await stalled.server.waitUntil("50 replies withheld", timeout: hangGuard) { $0.withheldReplies >= 50 }
+        await dying.stop()  // its connection is closed under the client
+        let dyingResults = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<20 {
+                group.addTask { (try? await clients[2].send(try MockFixture.notification(i), timeout: .seconds(2))) == nil }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(dyingResults.allSatisfy { $0 }, "a server that is gone answers nothing")
+
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<500 { group.addTask { try await clients[0].send(try MockFixture.notification(i), timeout: hangGuard).status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 500 && statuses.allSatisfy { $0 == 200 })
+        #expect(stalledEnded.current == 0, "the healthy connection finished while the stalled one still waited")
+        #expect(healthy.server.statistics.accepted == 501)
+
+        // The stalled requests end as timed out (APNs may have them), not earlier and not never.
+        let stalledResults = await stalledRequests.value
+        #expect(stalledResults.count == 50)
+        #expect(stalledResults.allSatisfy { $0?.transportFailure == .timedOut }, "\(stalledResults.compactMap { $0?.transportFailure })")
+        for client in clients { await client.shutdown() }
+        #expect(clients.allSatisfy { $0.liveConnections == 0 })
+        await healthy.stop()
+        await stalled.stop()
+    }
+}
