@@ -106,7 +106,7 @@ extension RelayApp {
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency
         do {
-            client.eventLoops = try APNsEventLoopGroup.shared(loops: apns.ioThreads)
+            client.eventLoops = try APNsEventLoopGroup.shared(loops: apns.ioThreads, batchWindow: apns.batchWindow)
         } catch {
             throw RelayError("cannot start the APNs event loops (apns.ioThreads \(apns.ioThreads)): \(error.message)")
         }

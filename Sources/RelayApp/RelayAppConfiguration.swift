@@ -80,6 +80,8 @@ package struct RelayAppConfiguration: Sendable {
         package var proxyCredentialsFile: String?
         /// `apns.ioThreads`: event loops serving every APNs connection; 0: `APNsEventLoopGroup.defaultLoopCount()`.
         package var ioThreads = 0
+        /// `apns.batchWindowMs`: a busy event loop turns at most once per this window.
+        package var batchWindow = APNsEventLoopGroup.defaultBatchWindow
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections
         /// `apns.pool.idleTimeoutMs`; `nil` (0): a pool keeps its connections however long it is idle.
@@ -205,6 +207,7 @@ package struct RelayAppConfiguration: Sendable {
         )
         apns.managementEndpoints = managementEndpoints
         apns.ioThreads = settings.int("apns.ioThreads", default: apnsDefaults.ioThreads, range: 0...256)
+        apns.batchWindow = settings.milliseconds("apns.batchWindowMs", default: apnsDefaults.batchWindow, range: 0...100)
         if let url = settings.string("apns.proxy.url") {
             do {
                 apns.proxy = try HTTPProxy(url: url)

@@ -24,27 +24,35 @@ public final class APNsEventLoopGroup: Sendable {
         get throws(APNsClientError) { try shared(loops: 0) }
     }
 
-    private static let sharedGroups = BlockingMutex<[Int: APNsEventLoopGroup]>([:])
+    /// How long a busy loop gathers answers and requests before it turns again (`apns.batchWindowMs`).
+    public static let defaultBatchWindow: Duration = .milliseconds(2)
 
-    /// The process's group of `loops` loops (0: `defaultLoopCount()`), started on first use and kept for the
-    /// process's life: every client configured with the same count shares it (`apns.ioThreads`).
+    private struct SharedKey: Hashable {
+        var loops: Int
+        var batchWindow: Duration
+    }
+    private static let sharedGroups = BlockingMutex<[SharedKey: APNsEventLoopGroup]>([:])
+
+    /// The process's group of `loops` loops (0: `defaultLoopCount()`) with `batchWindow`, started on first
+    /// use and kept for the process's life: every client configured alike shares it (`apns.ioThreads`).
     /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
-    public static func shared(loops: Int) throws(APNsClientError) -> APNsEventLoopGroup {
-        let count = loops > 0 ? loops : defaultLoopCount()
-        return try sharedGroups.withLock { (groups: inout [Int: APNsEventLoopGroup]) throws(APNsClientError) -> APNsEventLoopGroup in
-            if let group = groups[count] { return group }
-            let group = try APNsEventLoopGroup(loops: count)
-            groups[count] = group
+    public static func shared(loops: Int, batchWindow: Duration = defaultBatchWindow) throws(APNsClientError) -> APNsEventLoopGroup {
+        let key = SharedKey(loops: loops > 0 ? loops : defaultLoopCount(), batchWindow: batchWindow)
+        return try sharedGroups.withLock { (groups: inout [SharedKey: APNsEventLoopGroup]) throws(APNsClientError) -> APNsEventLoopGroup in
+            if let group = groups[key] { return group }
+            let group = try APNsEventLoopGroup(loops: key.loops, batchWindow: key.batchWindow)
+            groups[key] = group
             return group
         }
     }
 
-    /// Starts `loops` threads (at least one).
+    /// Starts `loops` threads (at least one). A busy loop turns at most once per `batchWindow`, so that
+    /// answers arriving one by one from a slow APNs are handled together (zero: a turn per event).
     /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
-    public init(loops: Int, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+    public init(loops: Int, batchWindow: Duration = defaultBatchWindow, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
         var started: [APNsEventLoop] = []
         for index in 0..<max(1, loops) {
-            started.append(try APNsEventLoop(name: "apns-loop-\(index)", logger: logger))
+            started.append(try APNsEventLoop(name: "apns-loop-\(index)", batchWindow: batchWindow, logger: logger))
         }
         self.loops = started
     }

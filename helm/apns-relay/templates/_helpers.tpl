@@ -155,7 +155,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
 {{- end -}}
-{{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "ioThreads" $v.apns.ioThreads "insecureSkipVerify" $v.apns.insecureSkipVerify "keyReloadIntervalMs" $v.apns.keyReloadIntervalMs -}}
+{{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "ioThreads" $v.apns.ioThreads "batchWindowMs" $v.apns.batchWindowMs "insecureSkipVerify" $v.apns.insecureSkipVerify "keyReloadIntervalMs" $v.apns.keyReloadIntervalMs -}}
 {{- with $v.apns.topics }}{{ $_ := set $apns "topics" . }}{{ end -}}
 {{- if or $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}
 {{- if and $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}{{ fail "set apns.ca.existingSecret or apns.ca.existingConfigMap, not both" }}{{ end }}
