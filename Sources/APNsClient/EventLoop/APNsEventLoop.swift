@@ -310,13 +310,17 @@ final class EventLoopCore {
                     body()
                 }
             }
-            swap(&processing, &dirty)
-            for connection in processing {
-                connection.isDirty = false
-                connection.process(now: now)
+            // Completions free streams and hand them to waiting requests, which go out in the same turn
+            // (a few rounds at most; what is left goes next turn, without waiting).
+            for _ in 0..<4 where !dirty.isEmpty || !completed.isEmpty || !afterCompletions.isEmpty {
+                swap(&processing, &dirty)
+                for connection in processing {
+                    connection.isDirty = false
+                    connection.process(now: now)
+                }
+                processing.removeAll(keepingCapacity: true)
+                runCompletions()
             }
-            processing.removeAll(keepingCapacity: true)
-            runCompletions()
             armTimer()
         }
         shutDown()
