@@ -22,6 +22,8 @@ struct ClientMetrics: Sendable {
     let concurrencyLimit: Gauge
     /// Requests that waited for the limit or a stream.
     let queuedForLimit: Counter
+    /// `apns_client_responses_total` for 200 (the answer to nearly every request): made once, not per answer.
+    private let accepted: Counter
     private let dimensions: [(String, String)]
 
     init(credential: String, environment: String) {
@@ -43,9 +45,11 @@ struct ClientMetrics: Sendable {
         streamsInUse = Gauge(label: "apns_client_streams_in_use", dimensions: d)
         concurrencyLimit = Gauge(label: "apns_client_concurrency_limit", dimensions: d)
         queuedForLimit = Counter(label: "apns_client_requests_queued_total", dimensions: d)
+        accepted = Counter(label: "apns_client_responses_total", dimensions: d + [("status", "200"), ("reason", "")])
     }
 
     func response(_ response: APNsResponseSummary) {
+        if response.status == "200" && response.reason.isEmpty { return accepted.increment() }
         Counter(label: "apns_client_responses_total", dimensions: dimensions + [("status", response.status), ("reason", response.reason)]).increment()
     }
 }

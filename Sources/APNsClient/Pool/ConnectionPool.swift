@@ -106,24 +106,53 @@ final class ConnectionPool: Sendable {
         _ request: PreparedRequest, deadline: ContinuousClock.Instant, budget: Duration, resends: Int,
         ticket: RequestTicket?, completion: @escaping Completion
     ) {
-        acquire(deadline: deadline, ticket: ticket) { [self] acquired in
-            let connection: APNsConnection
-            switch acquired {
-            case .success(let c): connection = c
-            case .failure(let error): return completion(.failure(error))
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
+        if let ticket {
+            let live = ticket.enter { [self] in
+                let waiter = state.withLock { $0.machine.removeWaiter(id: id) }
+                waiter?.payload(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
             }
-            let sent = ContinuousClock.now
-            connection.submit(request, deadline: max(deadline, sent + budget), ticket: ticket) { [self] result in
-                finished(on: connection, result: result, latency: ContinuousClock.now - sent)
-                if case .failure(let error) = result,
-                    error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
-                    resends < configuration.pool.maxTransparentResends, ContinuousClock.now < deadline
-                {
-                    metrics.transparentResends.increment()
-                    return attempt(request, deadline: deadline, budget: budget, resends: resends + 1, ticket: ticket, completion: completion)
+            guard live else { return completion(.failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
+        }
+        // The closure that resumes a waiting request is made only when it has to wait: most requests get a
+        // connection at once, and an escaping closure costs an allocation.
+        let (pick, actions) = withMachine { machine, now in
+            machine.request(id: id, deadline: deadline, now: now) {
+                { [self] acquired in
+                    switch acquired {
+                    case .success(let connection):
+                        submit(request, on: connection, deadline: deadline, budget: budget, resends: resends, ticket: ticket, completion: completion)
+                    case .failure(let error):
+                        completion(.failure(error))
+                    }
                 }
-                completion(result)
             }
+        }
+        perform(actions)
+        switch pick {
+        case .connection(let connection):
+            submit(request, on: connection, deadline: deadline, budget: budget, resends: resends, ticket: ticket, completion: completion)
+        case .wait: metrics.queuedForLimit.increment()
+        case .fail(let error): completion(.failure(error))
+        }
+    }
+
+    /// Sends on `connection` (which counted the request); resends what APNs never processed elsewhere.
+    private func submit(
+        _ request: PreparedRequest, on connection: APNsConnection, deadline: ContinuousClock.Instant, budget: Duration,
+        resends: Int, ticket: RequestTicket?, completion: @escaping Completion
+    ) {
+        let sent = ContinuousClock.now
+        connection.submit(request, deadline: max(deadline, sent + budget), ticket: ticket) { [self] result in
+            finished(on: connection, result: result, latency: ContinuousClock.now - sent)
+            if case .failure(let error) = result,
+                error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
+                resends < configuration.pool.maxTransparentResends, ContinuousClock.now < deadline
+            {
+                metrics.transparentResends.increment()
+                return attempt(request, deadline: deadline, budget: budget, resends: resends + 1, ticket: ticket, completion: completion)
+            }
+            completion(result)
         }
     }
 
@@ -133,28 +162,6 @@ final class ConnectionPool: Sendable {
             let now = ContinuousClock.now
             s.machine.refreshLoads(now: now) { $0.load }
             return body(&s.machine, now)
-        }
-    }
-
-    /// Calls `acquired` with the best connection (the request counted against it) at once, or once one
-    /// frees up, or with why none came before `deadline`.
-    private func acquire(deadline: ContinuousClock.Instant, ticket: RequestTicket?, _ acquired: @escaping Resume) {
-        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        if let ticket {
-            let live = ticket.enter { [self] in
-                let waiter = state.withLock { $0.machine.removeWaiter(id: id) }
-                waiter?.payload(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
-            }
-            guard live else { return acquired(.failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
-        }
-        let (pick, actions) = withMachine { machine, now in
-            machine.request(id: id, deadline: deadline, payload: acquired, now: now)
-        }
-        perform(actions)
-        switch pick {
-        case .connection(let connection): acquired(.success(connection))
-        case .wait: metrics.queuedForLimit.increment()
-        case .fail(let error): acquired(.failure(error))
         }
     }
 

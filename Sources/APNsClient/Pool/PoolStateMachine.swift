@@ -105,13 +105,18 @@ struct PoolStateMachine<Connection, Payload> {
     /// A request wants a connection: the least-loaded usable one with a free stream (the request counted
     /// against it), or it waits (until a connection frees up, opens, or its deadline passes).
     mutating func request(id: Int, deadline: ContinuousClock.Instant, payload: Payload, now: ContinuousClock.Instant) -> (Pick, Actions) {
+        request(id: id, deadline: deadline, now: now) { payload }
+    }
+
+    /// As `request(id:deadline:payload:now:)`, making the waiter's payload only if the request has to wait.
+    mutating func request(id: Int, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant, waiter payload: () -> Payload) -> (Pick, Actions) {
         var actions = Actions()
         guard !isShuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), actions) }
         lastRequest = now
         let choice = choose()
         actions.open = connectionsToOpen()
         if let choice { return (.connection(choice), actions) }
-        waiters.append(Waiter(id: id, deadline: deadline, payload: payload))
+        waiters.append(Waiter(id: id, deadline: deadline, payload: payload()))
         earliestDeadline = min(earliestDeadline ?? deadline, deadline)
         if !sweeperRunning {
             sweeperRunning = true
@@ -312,7 +317,10 @@ struct PoolStateMachine<Connection, Payload> {
         var usable = 0
         var saturated = 0
         var windowStarved = 0
-        let bestLatency = entries.values.compactMap { $0.load.latency > 0 ? $0.load.latency : nil }.min() ?? 0
+        var bestLatency = 0.0  // (a loop, not compactMap + min: this runs for every request)
+        for entry in entries.values where entry.load.latency > 0 && (bestLatency == 0 || entry.load.latency < bestLatency) {
+            bestLatency = entry.load.latency
+        }
         for entry in entries.values {
             let load = entry.load
             guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < configuration.streamBudget else { continue }

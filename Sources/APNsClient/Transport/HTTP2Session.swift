@@ -7,6 +7,8 @@ import CNGHTTP2
 /// connection (`ConnectionIO`), on the connection's event loop. Not thread-safe: used by that loop only.
 final class HTTP2Session {
     private let session: OpaquePointer
+    /// Reused for every request's header array.
+    private var nva: [nghttp2_nv] = []
 
     /// - Parameter connection: receives the callbacks' events. Unretained in nghttp2's `user_data`: the
     ///   connection owns this session, so it outlives every callback.
@@ -65,7 +67,7 @@ final class HTTP2Session {
     /// Opens a stream for `request` (headers plus `authorization`, if given; a body through `readPayload`).
     /// - Returns: the stream id, or a negative nghttp2 error.
     func submit(_ request: PreparedRequest, authorization: [UInt8]?) -> Int32 {
-        request.withHeaders(authorization: authorization) { nva -> Int32 in
+        request.withHeaders(authorization: authorization, scratch: &nva) { [session] nva -> Int32 in
             // A request without a body (a channel-management GET or DELETE) ends with its HEADERS.
             guard request.hasBody else { return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil) }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)

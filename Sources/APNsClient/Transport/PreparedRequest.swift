@@ -26,6 +26,18 @@ struct PreparedRequest: Sendable {
         name.withUTF8Buffer { add(name: $0, value, neverIndex: neverIndex) }
     }
 
+    private mutating func add(_ name: StaticString, prefix: StaticString, _ value: String, neverIndex: Bool) {
+        let nameStart = bytes.count
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        let valueStart = bytes.count
+        prefix.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: value.utf8)
+        fields.append(Field(
+            nameStart: Int32(nameStart), nameLength: Int32(valueStart - nameStart),
+            valueStart: Int32(valueStart), valueLength: Int32(bytes.count - valueStart), neverIndex: neverIndex
+        ))
+    }
+
     private mutating func add(name: some Collection<UInt8>, _ value: String, neverIndex: Bool) {
         let nameStart = bytes.count
         bytes.append(contentsOf: name)
@@ -45,7 +57,10 @@ struct PreparedRequest: Sendable {
         bytes.reserveCapacity(192 + n.topic.utf8.count)
         add(":method", "POST")
         add(":scheme", "https")
-        add(":path", n.path, neverIndex: true)
+        switch n.target {  // n.path, written without building the String first
+        case .device(let token): add(":path", prefix: "/3/device/", token.hex, neverIndex: true)
+        case .channel: add(":path", prefix: "/4/broadcasts/apps/", n.topic, neverIndex: true)
+        }
         add(":authority", authority)
         add("apns-push-type", n.pushType.rawValue)
         switch n.target {
@@ -82,11 +97,18 @@ struct PreparedRequest: Sendable {
     /// Lends an `nghttp2_nv` array over these headers plus `authorization` (never indexed) if given.
     /// The pointers are valid only inside `body`; nghttp2 copies them during `nghttp2_submit_request`.
     func withHeaders<R>(authorization: [UInt8]?, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
+        var nva = [nghttp2_nv]()
+        return withHeaders(authorization: authorization, scratch: &nva, body)
+    }
+
+    /// As `withHeaders(authorization:_:)`, building the array in `scratch` (a connection reuses one: no
+    /// allocation per request).
+    func withHeaders<R>(authorization: [UInt8]?, scratch nva: inout [nghttp2_nv], _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
         bytes.withUnsafeBufferPointer { raw in
             let base = UnsafeMutablePointer(mutating: raw.baseAddress!)
             let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
             let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-            var nva = [nghttp2_nv]()
+            nva.removeAll(keepingCapacity: true)
             nva.reserveCapacity(fields.count + 1)
             for f in fields {
                 nva.append(nghttp2_nv(
