@@ -76,21 +76,7 @@ public final class APNsClient: Sendable {
         _ prepared: PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
-        let metrics = pool.metrics
-        let start = ContinuousClock.now
-        metrics.requests.increment()
-        metrics.streamsInUse.record(pool.outstanding.add(1, ordering: .relaxed).newValue)
-        pool.send(prepared, deadline: deadline, ticket: ticket) { [pool] result in
-            metrics.streamsInUse.record(pool.outstanding.subtract(1, ordering: .relaxed).newValue)
-            switch result {
-            case .success(let response):
-                metrics.latency.recordNanoseconds((ContinuousClock.now - start).nanoseconds)
-                metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
-            case .failure:
-                metrics.transportFailures.increment()
-            }
-            completion(result)
-        }
+        pool.send(prepared, deadline: deadline, ticket: ticket, completion: completion)
     }
 
     /// Sends one notification and returns APNs' answer (see `send(_:deadline:completion:)`).

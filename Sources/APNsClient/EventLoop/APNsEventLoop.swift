@@ -341,7 +341,15 @@ final class EventLoopCore {
         var batch: [(StreamRequest, Result<APNsResponse, APNsClientError>)] = []
         while !completed.isEmpty || !afterCompletions.isEmpty {
             swap(&batch, &completed)
-            for (request, result) in batch { request.complete(result) }
+            // One call per pool (usually one per loop): its accounting takes its lock once for the batch.
+            var start = 0
+            while start < batch.count {
+                let pool = batch[start].0.pool
+                var end = start + 1
+                while end < batch.count && batch[end].0.pool === pool { end += 1 }
+                pool.completed(batch[start..<end])
+                start = end
+            }
             batch.removeAll(keepingCapacity: true)
             let after = afterCompletions
             afterCompletions.removeAll()

@@ -99,60 +99,118 @@ final class ConnectionPool: Sendable {
         _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
         completion: @escaping Completion
     ) {
-        attempt(request, deadline: deadline, budget: max(.zero, deadline - ContinuousClock.now), resends: 0, ticket: ticket, completion: completion)
+        let now = ContinuousClock.now
+        metrics.requests.increment()
+        metrics.streamsInUse.record(outstanding.add(1, ordering: .relaxed).newValue)
+        attempt(Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion))
     }
 
-    private func attempt(
-        _ request: PreparedRequest, deadline: ContinuousClock.Instant, budget: Duration, resends: Int,
-        ticket: RequestTicket?, completion: @escaping Completion
-    ) {
+    /// A send through the pool across its attempts (resends of what APNs never processed).
+    struct Send: Sendable {
+        let request: PreparedRequest
+        /// Until when it may wait for a connection or be resent.
+        let deadline: ContinuousClock.Instant
+        /// How long an attempt has for its answer once sent (what `deadline` allowed when `send` was called).
+        let budget: Duration
+        let startedAt: ContinuousClock.Instant
+        let ticket: RequestTicket?
+        let completion: Completion
+        var resends = 0
+    }
+
+    private func attempt(_ send: Send) {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        if let ticket {
+        if let ticket = send.ticket {
             let live = ticket.enter { [self] in
                 let waiter = state.withLock { $0.machine.removeWaiter(id: id) }
                 waiter?.payload(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
             }
-            guard live else { return completion(.failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
+            guard live else { return finish(send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
         }
         // The closure that resumes a waiting request is made only when it has to wait: most requests get a
         // connection at once, and an escaping closure costs an allocation.
         let (pick, actions) = withMachine { machine, now in
-            machine.request(id: id, deadline: deadline, now: now) {
+            machine.request(id: id, deadline: send.deadline, now: now) {
                 { [self] acquired in
                     switch acquired {
-                    case .success(let connection):
-                        submit(request, on: connection, deadline: deadline, budget: budget, resends: resends, ticket: ticket, completion: completion)
-                    case .failure(let error):
-                        completion(.failure(error))
+                    case .success(let connection): submit(send, on: connection)
+                    case .failure(let error): finish(send, .failure(error))
                     }
                 }
             }
         }
         perform(actions)
         switch pick {
-        case .connection(let connection):
-            submit(request, on: connection, deadline: deadline, budget: budget, resends: resends, ticket: ticket, completion: completion)
+        case .connection(let connection): submit(send, on: connection)
         case .wait: metrics.queuedForLimit.increment()
-        case .fail(let error): completion(.failure(error))
+        case .fail(let error): finish(send, .failure(error))
         }
     }
 
-    /// Sends on `connection` (which counted the request); resends what APNs never processed elsewhere.
-    private func submit(
-        _ request: PreparedRequest, on connection: APNsConnection, deadline: ContinuousClock.Instant, budget: Duration,
-        resends: Int, ticket: RequestTicket?, completion: @escaping Completion
-    ) {
+    /// Sends on `connection` (which counted the request); it ends in `completed`.
+    private func submit(_ send: Send, on connection: APNsConnection) {
         let sent = ContinuousClock.now
-        connection.submit(request, deadline: max(deadline, sent + budget), ticket: ticket) { [self] result in
-            finished(on: connection, result: result, latency: ContinuousClock.now - sent)
+        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: max(send.deadline, sent + send.budget)))
+    }
+
+    /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
+    /// pool's accounting and learning in one critical section, then resends of what APNs never processed
+    /// (on another connection, while the deadline allows), then each caller.
+    func completed<Batch: Collection>(_ ending: Batch) where Batch.Element == (StreamRequest, Result<APNsResponse, APNsClientError>) {
+        // Each attempt ends once (a second ending would resume its caller twice).
+        let batch = ending.filter { $0.0.end() }
+        // Loads are read outside the pool's lock, once per connection of the batch (usually one).
+        var loads: [(id: Int, load: ConnectionLoad)] = []
+        for (request, _) in batch where !loads.contains(where: { $0.id == request.connection.id }) {
+            loads.append((request.connection.id, request.connection.load))
+        }
+        var actions = Machine.Actions()
+        let now = ContinuousClock.now
+        withMachine { machine, _ in
+            for (request, result) in batch {
+                let outcome = Self.outcome(of: result)
+                let load = loads.first { $0.id == request.connection.id }!.load
+                actions.merge(machine.finished(
+                    on: request.connection.id, load: load, outcome: outcome,
+                    latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now
+                ))
+            }
+        }
+        perform(actions)
+        for (request, result) in batch {
+            var send = request.send
             if case .failure(let error) = result,
                 error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
-                resends < configuration.pool.maxTransparentResends, ContinuousClock.now < deadline
+                send.resends < configuration.pool.maxTransparentResends, now < send.deadline
             {
                 metrics.transparentResends.increment()
-                return attempt(request, deadline: deadline, budget: budget, resends: resends + 1, ticket: ticket, completion: completion)
+                send.resends += 1
+                attempt(send)
+            } else {
+                finish(send, result)
             }
-            completion(result)
+        }
+    }
+
+    /// The send's end: metrics, then its caller.
+    private func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>) {
+        metrics.streamsInUse.record(outstanding.subtract(1, ordering: .relaxed).newValue)
+        switch result {
+        case .success(let response):
+            metrics.latency.recordNanoseconds((ContinuousClock.now - send.startedAt).nanoseconds)
+            metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
+        case .failure:
+            metrics.transportFailures.increment()
+        }
+        send.completion(result)
+    }
+
+    private static func outcome(of result: Result<APNsResponse, APNsClientError>) -> Machine.Outcome {
+        switch result {
+        case .success(let response): .answered(replaceConnection: DeliveryDecision(response: response).replacesConnection)
+        case .failure(let error) where error.code == .cancelled: .cancelled
+        case .failure(let error) where error.transportFailure == .timedOut: .timedOut
+        case .failure: .failed
         }
     }
 
@@ -163,27 +221,6 @@ final class ConnectionPool: Sendable {
             s.machine.refreshLoads(now: now) { $0.load }
             return body(&s.machine, now)
         }
-    }
-
-    /// One critical section per answer: accounting, learning, and handing the freed stream to a waiting
-    /// request (every event loop comes through here).
-    private func finished(on connection: APNsConnection, result: Result<APNsResponse, APNsClientError>, latency: Duration) {
-        let outcome: Machine.Outcome
-        switch result {
-        case .success(let response):
-            outcome = .answered(replaceConnection: DeliveryDecision(response: response).replacesConnection)
-        case .failure(let error) where error.code == .cancelled:
-            outcome = .cancelled
-        case .failure(let error) where error.transportFailure == .timedOut:
-            outcome = .timedOut
-        case .failure:
-            outcome = .failed
-        }
-        let load = connection.load
-        let actions = withMachine { machine, now in
-            machine.finished(on: connection.id, load: load, outcome: outcome, latency: outcome == .cancelled ? nil : latency, now: now)
-        }
-        perform(actions)
     }
 
     /// Carries out the machine's decisions (outside the lock).

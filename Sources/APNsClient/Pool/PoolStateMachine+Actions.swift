@@ -37,6 +37,17 @@ extension PoolStateMachine {
         var startSweeper = false
         /// The adaptive limit changed to this.
         var newLimit: Int?
+
+        /// Adds `later`'s actions to these (several events handled in one critical section).
+        mutating func merge(_ later: Actions) {
+            handOff += later.handOff
+            fail += later.fail
+            open += later.open  // each count was already added to `connecting`
+            retire += later.retire
+            if let delay = later.reconnectAfter { reconnectAfter = delay }
+            startSweeper = startSweeper || later.startSweeper
+            if let limit = later.newLimit { newLimit = limit }
+        }
     }
 
     enum RetireReason: Equatable {

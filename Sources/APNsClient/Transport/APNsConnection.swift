@@ -134,14 +134,10 @@ final class APNsConnection: Sendable {
         }
     }
 
-    /// Hands one prepared request to the connection; `completion` runs once with its response, at most at
-    /// `deadline` (on the loop, or right here when the connection does not take requests any more).
-    func submit(
-        _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
-        completion: @escaping StreamRequest.Completion
-    ) {
-        let stream = StreamRequest(prepared: request, deadline: deadline, completion: completion)
-        if let ticket {
+    /// Hands one request to the connection; it ends once with its response, at most at its deadline (on the
+    /// loop, or right here when the connection does not take requests any more).
+    func submit(_ stream: StreamRequest) {
+        if let ticket = stream.send.ticket {
             // The loop owns the request: flag it and let the loop reset the stream (RST_STREAM CANCEL).
             let live = ticket.enter { [self] in
                 stream.cancelled.store(true, ordering: .releasing)

@@ -1,19 +1,26 @@
 import APNsCore
 import Synchronization
 
-/// One request on its way through a connection.
+/// One attempt of a request, from the pool's choice of a connection to its answer: what nghttp2 sends, what
+/// comes back, and what the pool needs when it ends (which connection, when it was sent, whether it may be
+/// resent, whom to tell). It ends once, through its pool (`ConnectionPool.completed`), in a batch with the
+/// other answers of its event loop's turn — no closure per request on the way.
 ///
-/// Invariant for `@unchecked Sendable`: the sender creates it and hands it over through the connection's
-/// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted).
+/// Invariant for `@unchecked Sendable`: the pool creates it and hands it over through the connection's
+/// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted),
+/// until it ends, after which nobody touches its response fields.
 final class StreamRequest: @unchecked Sendable {
     let prepared: PreparedRequest
+    /// When the stream must have its answer (`timedOut` after).
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
-    /// Runs once, on the event loop with the turn's other answers (or on the submitting thread when the
-    /// connection refuses the request).
-    private var completion: Completion?
     /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
+    let pool: ConnectionPool
+    let connection: APNsConnection
+    /// The send as a whole (every attempt): how long it may wait, resends so far, cancellation, the caller.
+    let send: ConnectionPool.Send
+    private var ended = false
     var streamID: Int32 = 0
     var payloadOffset = 0
     var status: Int?
@@ -23,29 +30,30 @@ final class StreamRequest: @unchecked Sendable {
     /// At most `prepared.maxResponseBody` bytes.
     var body: [UInt8] = []
 
-    typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
-
-    init(prepared: PreparedRequest, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
-        self.prepared = prepared
+    init(_ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant) {
+        self.prepared = send.request
+        self.send = send
+        self.connection = connection
+        self.pool = pool
         self.deadline = deadline
         self.enqueuedAt = .now
-        self.completion = completion
     }
 
-    var isCompleted: Bool { completion == nil }
-
-    /// Completes the request exactly once; later calls are ignored.
-    func complete(_ result: Result<APNsResponse, APNsClientError>) {
-        guard let completion else { return }
-        self.completion = nil
-        completion(result)
+    /// Marks the request ended. - Returns: `false` if it had ended already (the caller drops this ending).
+    func end() -> Bool {
+        guard !ended else { return false }
+        ended = true
+        return true
     }
 
     static let cancelledError = APNsClientError(.cancelled, "cancelled by the caller")
 
-    func completeCancelled() {
-        complete(.failure(Self.cancelledError))
+    /// Ends the request alone (not in a loop's batch): it was refused or cancelled before it reached a loop.
+    func complete(_ result: Result<APNsResponse, APNsClientError>) {
+        pool.completed(CollectionOfOne((self, result)))
     }
+
+    func completeCancelled() { complete(.failure(Self.cancelledError)) }
 
     func fail(_ failure: TransportFailure, _ message: String) {
         complete(.failure(APNsClientError(transport: failure, message)))
