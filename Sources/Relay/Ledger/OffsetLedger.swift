@@ -20,8 +20,12 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     /// Records that the event at `offset` has started, unless it already has (`.seen`).
     @discardableResult
     package mutating func begin(_ partition: Partition, offset: Int64) -> Begin {
-        let frontier = partitions[partition]?.frontier
-        let begin = partitions[partition, default: PartitionLedger()].begin(offset)
+        // Through an index, not `partitions[partition, default:]`: the dictionary's modify accessor is a
+        // coroutine whose frame was allocated on every call (measured: ~4 allocations per event in here).
+        if partitions.index(forKey: partition) == nil { partitions[partition] = PartitionLedger() }
+        let index = partitions.index(forKey: partition)!
+        let frontier = partitions.values[index].frontier
+        let begin = partitions.values[index].begin(offset)
         if begin == .seen, let frontier, offset < frontier { seenBelowFrontier += 1 }
         return begin
     }
@@ -36,9 +40,10 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     ///   advanced, else `nil`.
     package mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
         // In place: a copy of the partition's ledger would copy its deques on every finish.
-        guard let gapsBefore = partitions[partition]?.gaps else { return nil }
-        let frontier = partitions[partition]?.finish(offset)
-        gapsSteppedOver += (partitions[partition]?.gaps ?? gapsBefore) - gapsBefore
+        guard let index = partitions.index(forKey: partition) else { return nil }
+        let gapsBefore = partitions.values[index].gaps
+        let frontier = partitions.values[index].finish(offset)
+        gapsSteppedOver += partitions.values[index].gaps - gapsBefore
         return frontier
     }
 
