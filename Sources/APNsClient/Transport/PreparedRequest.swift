@@ -54,7 +54,15 @@ struct PreparedRequest: Sendable {
     /// A channel id is indexed: broadcasts repeat the few channels of an app.
     init(notification n: APNsNotification, authority: String) {
         payload = n.payload
-        bytes.reserveCapacity(192 + n.topic.utf8.count)
+        // Room for every header at once (no regrowth): the fixed names and values, the path, the topic or
+        // channel, and the ids.
+        var variable = n.topic.utf8.count + (n.apnsID?.utf8.count ?? 0) + (n.collapseID?.utf8.count ?? 0)
+        switch n.target {
+        case .device(let token): variable += token.hex.utf8.count
+        case .channel(let channel): variable += channel.base64.utf8.count
+        }
+        bytes.reserveCapacity(256 + variable)
+        fields.reserveCapacity(10)
         add(":method", "POST")
         add(":scheme", "https")
         switch n.target {  // n.path, written without building the String first

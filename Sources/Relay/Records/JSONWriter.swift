@@ -34,9 +34,12 @@ package struct JSONWriter {
     /// Writes a nested object whose fields `body` writes.
     package mutating func object(_ key: String, _ body: (inout JSONWriter) -> Void) {
         writeKey(key)
-        var nested = JSONWriter(capacity: 64)
-        body(&nested)
-        bytes.append(contentsOf: nested.finish())
+        // Into the same buffer (a nested writer would allocate a buffer of its own).
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+        body(&self)
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
     }
 
     package mutating func finish() -> [UInt8] {
