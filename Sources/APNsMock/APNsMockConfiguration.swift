@@ -22,6 +22,9 @@ public struct APNsMockConfiguration: Sendable {
     /// MAX_CONCURRENT_STREAMS advertised once a token connection has posted a valid token (at once on
     /// certificate connections). Token connections start at 1, as APNs does.
     public var maxConcurrentStreams: Int = 1000
+    /// Answers flushed together leave in one TLS record (true), or each HTTP/2 frame in its own record
+    /// (false: as a server that does not coalesce sends them; a client must read every record that arrived).
+    public var coalescesWrites = true
     /// Also refuse (429 TooManyProviderTokenUpdates) a second, different token of the same key whose `iat` is
     /// within `tokenUpdateInterval` of a token the server already accepted on any connection.
     public var strictFleet: Bool = false

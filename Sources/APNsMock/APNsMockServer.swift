@@ -251,7 +251,7 @@ public final class APNsMockServer: Sendable {
     ) throws {
         let sync = channel.pipeline.syncOperations
         // One TLS record per flush instead of one per HTTP/2 frame.
-        let coalescer = WriteCoalescingHandler()
+        let coalescer = WriteCoalescingHandler(coalesces: context.coalescesWrites)
         try sync.addHandler(coalescer)
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = [

@@ -7,6 +7,8 @@ import Synchronization
 /// State shared by all connections of one mock server, on the push and the channel-management listener.
 final class MockServerContext: Sendable {
     let environment: APNsEnvironment
+    /// `APNsMockConfiguration.coalescesWrites`.
+    let coalescesWrites: Bool
     let clock: WallClock
     let registry: DeviceRegistry
     let channels: ChannelRegistry
@@ -39,6 +41,7 @@ final class MockServerContext: Sendable {
 
     init(configuration: APNsMockConfiguration, logger: Logger) {
         environment = configuration.environment
+        coalescesWrites = configuration.coalescesWrites
         clock = configuration.clock
         registry = DeviceRegistry()
         channels = ChannelRegistry(environment: configuration.environment, maxChannelsPerApp: configuration.maxChannelsPerApp)

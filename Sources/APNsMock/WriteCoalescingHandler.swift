@@ -16,9 +16,14 @@ public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChan
     /// its own `channelReadComplete`, before the mock's handler gets its own).
     var beforeFlush: (() -> Void)?
 
-    public init() {}
+    /// `false`: every frame stays its own write, so NIOSSL sends it as its own TLS record, as servers that do
+    /// not coalesce do (for tests of clients that must read every record that arrived).
+    private let coalesces: Bool
+
+    public init(coalesces: Bool = true) { self.coalesces = coalesces }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard coalesces else { return context.write(data, promise: promise) }
         switch unwrapOutboundIn(data) {
         case .byteBuffer(var buffer):
             if pending == nil {

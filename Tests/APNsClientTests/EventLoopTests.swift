@@ -64,3 +64,27 @@ struct EventLoopTests {
         await stalled.stop()
     }
 }
+
+/// A connection reads every TLS record that has arrived in one turn. (It once read one record per turn, and
+/// a busy loop then waited out its batch window before the next: a server that does not coalesce its
+/// answers — one record each — got one answer through per window.)
+@Suite(.timeLimit(.minutes(2)))
+struct EveryRecordReadTests {
+    @Test func answersArrivingAsSeparateRecordsAreAllReadInOneTurn() async throws {
+        // A long window makes one record per turn unmistakable: 60 answers would take 60 windows (18 s),
+        // far past the requests' 5 s deadline; read in one or two turns they take well under a second.
+        let loops = try APNsEventLoopGroup(loops: 1, batchWindow: .milliseconds(300))
+        defer { loops.stop() }
+        let mock = try await MockFixture.start { $0.coalescesWrites = false }
+        let client = try mock.client { $0.eventLoops = loops; $0.pool.maxConnections = 1 }
+        #expect(try await client.send(try MockFixture.notification(), timeout: hangGuard).status == 200)  // streams ramp up
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<60 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: .seconds(5)).status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 60 && statuses.allSatisfy { $0 == 200 })
+        #expect(client.connectionCount(for: .production) == 1)
+        await client.shutdown()
+        await mock.stop()
+    }
+}

@@ -25,6 +25,8 @@ final class APNsEventLoop: Sendable {
         var work: [Work] = []
         /// The eventfd was written since the loop last took the inbox: later senders need not write it again.
         var wakePending = false
+        /// The loop has stopped (or is stopping): nothing handed over from now on would run.
+        var stopped = false
         var isEmpty: Bool { woken.isEmpty && work.isEmpty }
     }
 
@@ -77,13 +79,17 @@ final class APNsEventLoop: Sendable {
     var inLoop: Bool { thread.value.load(ordering: .acquiring) == UInt(pthread_self()) }
 
     /// Runs `work` on the loop's thread, in its next turn (or this one, when called from the loop).
-    func execute(_ work: @escaping Work) {
-        let wake = inbox.withLock { inbox -> Bool in
+    /// - Returns: `false` when the loop has stopped: `work` will never run (the caller cleans up).
+    @discardableResult
+    func execute(_ work: @escaping Work) -> Bool {
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard !inbox.stopped else { return (false, false) }
             inbox.work.append(work)
             defer { inbox.wakePending = true }
-            return !inbox.wakePending
+            return (true, !inbox.wakePending)
         }
         if wake && !inLoop { signal() }
+        return accepted
     }
 
     /// Runs `work` on the loop's thread once `delay` has passed.
@@ -99,6 +105,7 @@ final class APNsEventLoop: Sendable {
             return
         }
         let wake = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopped else { return false }
             inbox.woken.append(id)
             defer { inbox.wakePending = true }
             return !inbox.wakePending
@@ -106,10 +113,17 @@ final class APNsEventLoop: Sendable {
         if wake { signal() }
     }
 
-    /// Ends the loop's thread after its current turn (connections still on it are closed as lost).
+    /// Ends the loop's thread after its current turn (connections still on it are closed as lost). Work
+    /// handed over later is refused (`execute` returns `false`).
     func stop() {
         execute { core in core.stopping = true }
-        signal()
+    }
+
+    /// The descriptors outlive the thread: a sender holding this loop may still write the eventfd.
+    deinit {
+        close(epollFD)
+        close(eventFD)
+        close(timerFD)
     }
 
     private func signal() {
@@ -117,12 +131,14 @@ final class APNsEventLoop: Sendable {
         _ = write(eventFD, &one, 8)
     }
 
-    /// Called by the loop's thread: what other threads handed over since the last call.
-    fileprivate func takeInbox(into woken: inout [Int], _ work: inout [Work]) {
+    /// Called by the loop's thread: what other threads handed over since the last call. `finally`: the loop
+    /// stops; later hand-overs are refused.
+    fileprivate func takeInbox(into woken: inout [Int], _ work: inout [Work], finally: Bool = false) {
         inbox.withLock { inbox in
             swap(&woken, &inbox.woken)
             swap(&work, &inbox.work)
             inbox.wakePending = false
+            if finally { inbox.stopped = true }
         }
     }
 
@@ -269,6 +285,7 @@ final class EventLoopCore {
             if n > 0 && batchWindow > .zero { lastBusyTurn = now }
             if n < 0 && errno != EINTR {
                 logger.critical("epoll_wait failed: errno \(errno)")
+                Self.sleep(until: now + .milliseconds(100))  // not a busy spin if it keeps failing
             }
             for i in 0..<max(0, Int(n)) {
                 switch tokens[i] {
@@ -365,15 +382,20 @@ final class EventLoopCore {
         _ = cnghttp2_timerfd_arm(timerFD, nanoseconds)
     }
 
+    /// The loop stops: what was handed over last runs (a connection arriving now is started and then
+    /// aborted with the rest), every connection ends as lost, due timers' work runs, later hand-overs are
+    /// refused. The descriptors are closed when the loop object goes (`APNsEventLoop.deinit`).
     private func shutDown() {
+        var woken: [Int] = []
+        var work: [APNsEventLoop.Work] = []
+        loop.takeInbox(into: &woken, &work, finally: true)
+        for body in work { body(self) }
         for connection in connections.values { connection.abort("the APNs event loop stopped") }
         runCompletions()
         for body in timers.removeAll() {
             if case .work(let work) = body { work() }
         }
-        close(epollFD)
-        close(eventFD)
-        close(timerFD)
+        runCompletions()
         loop = nil
     }
 }

@@ -144,8 +144,9 @@ struct PoolStateMachine<Connection, Payload> {
             entry.load = load
             switch outcome {
             case .answered(replaceConnection: true): retireThis = .spoiledByAnswer
-            // The connection counts its timeouts; `load` may have been read before this one was counted.
-            case .timedOut where load.timeouts + 1 >= configuration.maxTimeoutsPerConnection: retireThis = .timeouts
+            // The connection counts its timeouts and publishes them before their requests end (its loop
+            // publishes its load, then runs the turn's completions): `load` already counts this one.
+            case .timedOut where load.timeouts >= configuration.maxTimeoutsPerConnection: retireThis = .timeouts
             default: break
             }
             if retireThis == nil, entry.assigned >= configuration.streamBudget, entry.inFlight == 0 {

@@ -117,16 +117,23 @@ final class APNsConnection: Sendable {
                     live.decrement()
                     return opened(.failure(error))
                 }
+                // This thread is done with OpenSSL before the loop may end the connection and report it (a
+                // process may exit then); the socket needs nothing of this thread's state.
+                OPENSSL_thread_stop()
                 // The socket moves to the loop; this thread never touches it again.
                 let moved = LoopConfined(socket)
-                loop.execute { core in
+                let accepted = loop.execute { core in
                     let io = ConnectionIO(
                         connection: connection, core: core, socket: moved.value, token: token, connectDeadline: deadline,
                         live: live, onEvent: onEvent, onReady: { result in opened(result.map { connection }) }
                     )
                     io.start()
                 }
-                OPENSSL_thread_stop()
+                if !accepted {
+                    moved.value.close(clean: false)
+                    live.decrement()
+                    opened(.failure(APNsClientError(transport: .connectFailed, "the APNs event loop has stopped")))
+                }
             }
         } catch {
             live.decrement()

@@ -99,7 +99,9 @@ final class ConnectionIO {
 
     func readable() {
         guard !closed, fatal == nil else { return }
-        for _ in 0..<32 {
+        // Every record that has arrived (answers come one record each from a server that does not coalesce),
+        // up to a bound so that one busy connection does not hold up its neighbours.
+        for _ in 0..<64 {
             switch socket.read(into: core.readBuffer) {
             case .data(let count):
                 keepalive.lastReceive = core.now
@@ -107,7 +109,6 @@ final class ConnectionIO {
                     fatal = (.connectionLost, error)
                     return
                 }
-                if !socket.mayHaveMoreToRead { return }
             case .wouldBlock:
                 return
             case .closed(let why):
@@ -115,7 +116,7 @@ final class ConnectionIO {
                 return
             }
         }
-        core.readAgainNextTurn(self)  // more may be buffered in OpenSSL: next turn, without waiting.
+        core.readAgainNextTurn(self)  // more may be waiting: next turn, without waiting.
     }
 
     func writable() {
@@ -272,14 +273,17 @@ final class ConnectionIO {
         ])
         connection.retire()
         for (request, failure) in table.retire("connection used up its stream ids") { finish(request, failure) }
+        core.markDirty(self)  // its drain is seen next round: with nothing open it closes at once
     }
 
     /// Wakes the connection at its earliest deadline: a request's, the connect timeout, or the PING's.
     private func scheduleWake() {
         let configuration = connection.configuration
-        var next = keepalive.pingSentAt.map { $0 + configuration.pingTimeout } ?? keepalive.lastReceive + configuration.pingInterval
+        // Before the server's SETTINGS only the connect timeout counts (no PING is sent then).
+        var next = table.phase == .awaitingSettings
+            ? connectDeadline
+            : keepalive.pingSentAt.map { $0 + configuration.pingTimeout } ?? keepalive.lastReceive + configuration.pingInterval
         if let deadline = table.nextDeadline, deadline < next { next = deadline }
-        if table.phase == .awaitingSettings && connectDeadline < next { next = connectDeadline }
         if let scheduled = wakeScheduledAt, scheduled <= next { return }
         wakeScheduledAt = next
         core.schedule(at: next, connection: loopToken)
@@ -290,7 +294,7 @@ final class ConnectionIO {
     /// Moves nghttp2's frames into the socket and writes them, once per batch of frames (bounded by
     /// `maxOutputBufferBytes`); asks the loop for writability while the socket is full.
     private func writeOutput() {
-        for _ in 0..<16 {
+        for round in 0..<16 {
             if let error = session.send(into: socket, limit: connection.configuration.maxOutputBufferBytes) {
                 fatal = (.connectionLost, error)
                 return
@@ -302,6 +306,7 @@ final class ConnectionIO {
                     core.setWriteInterest(self, false)
                 }
                 if !session.wantsWrite { return }
+                if round == 15 { core.markDirty(self) }  // more in nghttp2: the rest next round, without waiting
             case .wouldBlock:
                 if !writeInterest {
                     writeInterest = true
