@@ -20,6 +20,8 @@ struct EventLoopTests {
         }
         for client in clients { #expect(try await client.send(try MockFixture.notification(), timeout: hangGuard).status == 200) }
 
+        // The stalled requests' deadline (20 s) is far beyond what the healthy ones need even on a loaded
+        // machine (about a second): they may only end, as timed out, after the healthy ones finished.
         stalled.server.faults.withholdAllReplies = true
         let stalledEnded = LiveCount()  // the stalled requests that ended
         let stalledRequests = Task {
@@ -28,7 +30,7 @@ struct EventLoopTests {
                     group.addTask {
                         defer { stalledEnded.increment() }
                         do {
-                            _ = try await clients[1].send(try MockFixture.notification(i), timeout: .seconds(10))
+                            _ = try await clients[1].send(try MockFixture.notification(i), timeout: .seconds(20))
                             return nil
                         } catch { return error as? APNsClientError }
                     }
