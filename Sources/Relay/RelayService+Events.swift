@@ -61,7 +61,7 @@ extension RelayService {
         publish(answer, with: records, for: message, source: source, size: size, receivedAt: receivedAt, broadcast: broadcast)
     }
 
-    /// A valid event's delivery ended (on an APNs connection's thread, or a retry's task): publishes its
+    /// A valid event's delivery ended (on an APNs event loop, or a retry's task): publishes its
     /// result (and removed-token record).
     func delivered(
         _ event: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport,

@@ -8,8 +8,8 @@ import Darwin
 ///
 /// A contended `pthread_mutex_lock` sleeps in the kernel at once. Swift's `Mutex` on Linux first spins (up to
 /// a thousand pause instructions) and then sleeps on a priority-inheritance futex. That suits a lock whose
-/// holder is running on another core; in the relay more threads want the hot locks than there are cores (a
-/// connection I/O thread per APNs connection, librdkafka's threads, the cooperative pool — on two cores), so a
+/// holder is running on another core; in the relay more threads want the hot locks than there are cores (the
+/// APNs event loops, the Kafka poll threads, librdkafka's threads, the cooperative pool — on two cores), so a
 /// spinning thread mostly waits for a holder that is not running. A profile at full speed put a third of the
 /// relay's CPU in `Mutex._lockSlow`'s spin loop (Benchmarks/README.md). `Mutex` stays the choice for locks
 /// taken rarely.
