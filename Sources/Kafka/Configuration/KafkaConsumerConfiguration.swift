@@ -20,8 +20,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var maxPollInterval: Duration = .seconds(300)
     /// `auto.offset.reset`.
     public var autoOffsetReset: KafkaAutoOffsetReset = .earliest
-    /// `partition.assignment.strategy`.
-    public var partitionAssignmentStrategy: KafkaPartitionAssignmentStrategy = .cooperativeSticky
+    /// `partition.assignment.strategy`. `range` by default, as the relay's `kafka.assignmentStrategy`:
+    /// cooperative-sticky aborts the process on librdkafka < 2.3 when a consumer that never got an assignment
+    /// is destroyed (`rd_kafka_sticky_assignor_state_destroy: Assertion 'assignor_state' failed`, librdkafka
+    /// #4312; Debian 12 ships 2.0.2).
+    public var partitionAssignmentStrategy: KafkaPartitionAssignmentStrategy = .range
     /// `auto.commit.interval.ms`. Auto commit is on, but it only commits offsets the application stored
     /// (`enable.auto.offset.store` is always false).
     public var autoCommitInterval: Duration = .seconds(5)

@@ -18,9 +18,12 @@ func uniqueGroupID(_ name: String = #function) -> String {
 }
 
 /// Consumer settings for the mock cluster: short timeouts so rebalances and evictions happen quickly.
+/// `range` unless a test asks for cooperative-sticky: with librdkafka 2.0.2 a cooperative-sticky consumer
+/// released without `close()` (a test that failed or hit its time limit) can abort the whole test process
+/// (`rd_kafka_sticky_assignor_state_destroy` assertion, seen in a loaded run), hiding every other result.
 func testConsumerConfiguration(
     _ cluster: MockKafkaCluster, group: String,
-    strategy: KafkaPartitionAssignmentStrategy = .cooperativeSticky
+    strategy: KafkaPartitionAssignmentStrategy = .range
 ) -> KafkaConsumerConfiguration {
     var configuration = KafkaConsumerConfiguration(bootstrapServers: [cluster.bootstrapServers], groupID: group)
     configuration.sessionTimeout = .seconds(6)
