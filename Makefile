@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 # Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools, tinyproxy).
 APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
 APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy
+# The benchmarks also read the relay's /metrics (curl) and build an allocation counter (gcc).
+APT_BENCH := curl gcc
 
 .PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults image-check clean help
 
@@ -72,6 +74,7 @@ test-python: venv
 # Every Benchmarks/*.sh, then one table: the rows end-to-end.sh writes to $$BENCH_TABLE, plus the summary
 # lines of the other scripts (consume path vs kcat, mock APNs vs nghttpd). Logs stay in bench-results/.
 bench: deps-test
+	$(call apt_ensure,$(APT_BENCH))
 	@mkdir -p bench-results; : > bench-results/table.txt
 	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; \
 		BENCH_TABLE=$(CURDIR)/bench-results/table.txt bash $$b 2>&1 | tee bench-results/$$(basename $$b .sh).log; \
