@@ -17,21 +17,21 @@ final class ConnectionIO {
     /// Its key in the event loop (unique in the process, unlike the pool's `connection.id`).
     var loopToken: Int { connection.loopToken }
     var fd: Int32 { socket.fd }
-    private unowned let core: EventLoopCore
+    unowned let core: EventLoopCore
     private let socket: TLSSocket
     /// Set by `start` (its callbacks need this object), released when the connection closes.
-    private var session: HTTP2Session!
-    private var table = StreamTable<StreamRequest>()
+    var session: HTTP2Session!
+    var table = StreamTable<StreamRequest>()
     private let token: TokenSource?
     private var credentials = TokenState()
-    private var keepalive: Keepalive
+    var keepalive: Keepalive
     private var stats = Stats()
     private let connectDeadline: ContinuousClock.Instant
     /// Told once: the first SETTINGS arrived (`.success`), or the connection ended before them.
-    private var onReady: ((Result<Void, APNsClientError>) -> Void)?
-    private let onEvent: @Sendable (ConnectionEvent) -> Void
+    var onReady: ((Result<Void, APNsClientError>) -> Void)?
+    let onEvent: @Sendable (ConnectionEvent) -> Void
     private let live: LiveCount
-    private var logger: Logger { connection.logger }
+    var logger: Logger { connection.logger }
 
     /// Marked for this loop turn's `process` (`EventLoopCore.markDirty`).
     var isDirty = false
@@ -44,7 +44,7 @@ final class ConnectionIO {
     private var wakeScheduledAt: ContinuousClock.Instant?
     private var incoming: [StreamRequest] = []
     /// The stream whose headers and data are arriving (they come together): saves a lookup per header.
-    private var current: (streamID: Int32, request: StreamRequest)?
+    var current: (streamID: Int32, request: StreamRequest)?
 
     struct TokenState {
         var current: ProviderToken?
@@ -187,11 +187,11 @@ final class ConnectionIO {
         }
     }
 
-    private func finish(_ request: StreamRequest, _ failure: StreamTable<StreamRequest>.Failure, code: Int = 0) {
+    func finish(_ request: StreamRequest, _ failure: StreamTable<StreamRequest>.Failure, code: Int = 0) {
         finish(request, .failure(APNsClientError(transport: failure.transport, failure.message, underlyingCode: code)))
     }
 
-    private func finish(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
+    func finish(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
         if case .success = result {
             let seconds = (core.now - request.enqueuedAt).seconds
             stats.latencyEWMA = stats.latencyEWMA == 0 ? seconds : stats.latencyEWMA * 0.9 + seconds * 0.1
@@ -356,95 +356,5 @@ final class ConnectionIO {
             let onEvent = self.onEvent
             core.afterCompletions { onEvent(.closed) }
         }
-    }
-}
-
-// MARK: - nghttp2 events: from the C callbacks (HTTP2Session+Callbacks.swift), inside `receive` / `send`.
-
-extension ConnectionIO {
-    func settingsChanged() {
-        let first = table.settingsReceived(maxConcurrentStreams: session.peerMaxConcurrentStreams)
-        guard first else { return }
-        connection.becameReady(maxConcurrentStreams: table.maxConcurrentStreams)
-        if let onReady {
-            self.onReady = nil
-            core.afterCompletions { onReady(.success(())) }
-        }
-    }
-
-    func goawayReceived(lastStreamID: Int32, errorCode: UInt32, debug: String) {
-        connection.receivedGoaway()
-        logger.notice("GOAWAY received", metadata: ["last-stream-id": "\(lastStreamID)", "error-code": "\(errorCode)", "debug": "\(debug)"])
-        for (request, failure) in table.goawayReceived(lastStreamID: lastStreamID) { finish(request, failure) }
-        let onEvent = self.onEvent
-        core.afterCompletions { onEvent(.goaway(lastStreamID: lastStreamID, errorCode: errorCode, debug: debug)) }
-    }
-
-    private func request(onStream streamID: Int32) -> StreamRequest? {
-        if let current, current.streamID == streamID { return current.request }
-        guard let request = table.request(onStream: streamID) else { return nil }
-        current = (streamID, request)
-        return request
-    }
-
-    func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        guard let r = request(onStream: streamID) else { return }
-        if name.elementsEqual(":status".utf8) {
-            var status = 0
-            for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
-            r.status = status
-        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
-            r.apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
-            r.apnsUniqueID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-channel-id".utf8) {
-            r.channelID = String(decoding: value, as: UTF8.self)
-        }
-    }
-
-    func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
-        guard let r = request(onStream: streamID) else { return }
-        let room = r.prepared.maxResponseBody - r.body.count
-        if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
-    }
-
-    func streamClosed(streamID: Int32, errorCode: UInt32) {
-        if current?.streamID == streamID { current = nil }
-        guard let (r, notProcessed) = table.closed(streamID: streamID) else { return }
-        if notProcessed {
-            finish(r, .init(transport: .notProcessed, message: "stream above GOAWAY last-stream-id"))
-        } else if let status = r.status {
-            let (reason, timestamp) = ResponseBody.parse(r.body)
-            var response = APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)
-            response.channelID = r.channelID
-            if r.prepared.keepsResponseBody { response.body = r.body }
-            finish(r, .success(response))
-        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
-            finish(r, .init(transport: .streamRefused, message: "RST_STREAM REFUSED_STREAM"), code: Int(errorCode))
-        } else {
-            finish(r, .init(transport: .connectionLost, message: "stream closed without a response (HTTP/2 error \(errorCode))"), code: Int(errorCode))
-        }
-    }
-
-    func requestNotSent(streamID: Int32, error: Int32) {
-        if current?.streamID == streamID { current = nil }
-        guard let (r, _) = table.closed(streamID: streamID) else { return }
-        finish(r, .init(transport: .notProcessed, message: "request not sent: \(HTTP2Session.describe(error))"), code: Int(error))
-    }
-
-    func pingAcknowledged() { keepalive.pingSentAt = nil }
-
-    func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let r = request(onStream: streamID) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let payload = r.prepared.payload
-        let n = min(length, payload.count - r.payloadOffset)
-        if n > 0 {
-            payload.withUnsafeBufferPointer { src in
-                buffer.update(from: src.baseAddress! + r.payloadOffset, count: n)
-            }
-        }
-        r.payloadOffset += n
-        if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
     }
 }
