@@ -24,6 +24,7 @@ static inline int copenssl_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int versi
 static inline void copenssl_OPENSSL_free(void *p) { OPENSSL_free(p); }
 static inline long copenssl_BIO_get_mem_data(BIO *bio, char **out) { return BIO_get_mem_data(bio, out); }
 static inline long copenssl_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+static inline void copenssl_SSL_CTX_set_read_ahead(SSL_CTX *ctx, int yes) { SSL_CTX_set_read_ahead(ctx, yes); }
 static inline int copenssl_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn); }
 
 // The EC_KEY API is deprecated in OpenSSL 3.0 but ECDSA_do_sign_ex (the only way to pass our own

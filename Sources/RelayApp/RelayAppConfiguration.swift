@@ -80,7 +80,7 @@ package struct RelayAppConfiguration: Sendable {
         package var proxyCredentialsFile: String?
         /// `apns.ioThreads`: event loops serving every APNs connection; 0: `APNsEventLoopGroup.defaultLoopCount()`.
         package var ioThreads = 0
-        /// `apns.batchWindowMs`: a busy event loop turns at most once per this window.
+        /// `apns.batchWindowMs`: a busy event loop turns at most once per this window (the floor of `BatchWindow`).
         package var batchWindow = APNsEventLoopGroup.defaultBatchWindow
         package var minConnections = APNsClientConfiguration.Pool().minConnections
         package var maxConnections = APNsClientConfiguration.Pool().maxConnections

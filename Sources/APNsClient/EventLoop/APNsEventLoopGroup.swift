@@ -24,7 +24,8 @@ public final class APNsEventLoopGroup: Sendable {
         get throws(APNsClientError) { try shared(loops: 0) }
     }
 
-    /// How long a busy loop gathers answers and requests before it turns again (`apns.batchWindowMs`).
+    /// How long a busy loop gathers answers and requests before it turns again (`apns.batchWindowMs`), at least:
+    /// a slow APNs that answers too few to fill a turn widens it (`BatchWindow`).
     public static let defaultBatchWindow: Duration = .milliseconds(2)
 
     private struct SharedKey: Hashable {

@@ -99,8 +99,9 @@ final class ConnectionIO {
 
     func readable() {
         guard !closed, fatal == nil else { return }
-        // Every record that has arrived (answers come one record each from a server that does not coalesce),
-        // up to a bound so that one busy connection does not hold up its neighbours.
+        // Every record that has arrived (answers come one record each from a server that does not coalesce;
+        // read-ahead brings many in with one read(2)), up to a bound so that one busy connection does not hold
+        // up its neighbours.
         for _ in 0..<64 {
             switch socket.read(into: core.readBuffer) {
             case .data(let count):
@@ -109,6 +110,7 @@ final class ConnectionIO {
                     fatal = (.connectionLost, error)
                     return
                 }
+                if !socket.hasBufferedInput { return }  // the socket wakes the loop again when more arrives
             case .wouldBlock:
                 return
             case .closed(let why):
@@ -195,6 +197,7 @@ final class ConnectionIO {
         if case .success = result {
             let seconds = (core.now - request.enqueuedAt).seconds
             stats.latencyEWMA = stats.latencyEWMA == 0 ? seconds : stats.latencyEWMA * 0.9 + seconds * 0.1
+            core.observeAnswer(seconds: seconds)
         }
         stats.completed += 1
         core.complete(request, result)

@@ -35,7 +35,8 @@ final class TLSSocket {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadOutcome {
         guard let ssl else { return .closed("connection closed") }
         ERR_clear_error()
-        // One TLS record (≤ 16 KiB) per call: the caller reads until `.wouldBlock`.
+        // At most one TLS record (≤ 16 KiB) per call, from what read-ahead buffered: the caller reads until
+        // `.wouldBlock` or until nothing is buffered.
         let n = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
         if n > 0 { return .data(count: Int(n)) }
         let error = SSL_get_error(ssl, n)
@@ -48,6 +49,14 @@ final class TLSSocket {
             let sslError = ERR_get_error()  // read now: it is thread-local state of this failed call.
             return .closed("TLS read failed (SSL error \(error), errno \(errno), OpenSSL \(sslError))")
         }
+    }
+
+    /// Whether the session holds input it has read from the socket and not yet returned (read-ahead took more
+    /// than one record). When it does not, the socket says when more arrives (epoll is level-triggered), so
+    /// the reader stops without the read(2) that would only return EAGAIN.
+    var hasBufferedInput: Bool {
+        guard let ssl else { return false }
+        return SSL_has_pending(ssl) == 1
     }
 
     /// Bytes queued and not yet written.
