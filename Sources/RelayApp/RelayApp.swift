@@ -63,27 +63,7 @@ package struct RelayApp: Sendable {
             watched.isEmpty ? nil : SigningKeyWatcher(watching: watched, interval: interval, logger: logger)
         }
 
-        var consumerConfiguration = KafkaConsumerConfiguration(
-            bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
-        )
-        consumerConfiguration.clientID = configuration.kafka.clientID
-        consumerConfiguration.sessionTimeout = configuration.kafka.sessionTimeout
-        consumerConfiguration.maxPollInterval = configuration.kafka.maxPollInterval
-        consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
-        // The consumer holds revoked partitions a little longer than the relay drains them.
-        consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
-        // The consumer forwards every partition to one queue, so these bound librdkafka's prefetch for all
-        // partitions together (its defaults, 64 MB and 100k messages, would be per partition). While the
-        // relay is the bottleneck the prefetch fills and librdkafka 2.0.2 looks again only up to a second
-        // later; the prefetch is what the relay works on meanwhile, so it holds about a second of full
-        // speed (Benchmarks/README.md: 8 MB / 10k gave 16k events/s, 16 MB / 30k 30–39k).
-        let prefetch = ["queued.max.messages.kbytes": "16384", "queued.min.messages": "30000"]
-        consumerConfiguration.additionalProperties = prefetch
-            .merging(configuration.kafka.properties) { $1 }
-            .merging(configuration.kafka.consumerProperties) { $1 }
-        consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
-        consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
-        consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
+        let consumerConfiguration = Self.consumerConfiguration(configuration)
 
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
         producerConfiguration.clientID = configuration.kafka.clientID
@@ -97,6 +77,45 @@ package struct RelayApp: Sendable {
             configuration: configuration.relay, consumer: consumer, producer: producer,
             sender: CredentialRouter(routes: routes), logger: logger
         )
+    }
+
+    /// The consumer's settings: the relay's keys, then librdkafka's prefetch from `kafka.prefetchBytes`,
+    /// then `kafka.properties` and `kafka.consumerProperties`, which override anything before them.
+    package static func consumerConfiguration(_ configuration: RelayAppConfiguration) -> KafkaConsumerConfiguration {
+        var consumerConfiguration = KafkaConsumerConfiguration(
+            bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
+        )
+        consumerConfiguration.clientID = configuration.kafka.clientID
+        consumerConfiguration.sessionTimeout = configuration.kafka.sessionTimeout
+        consumerConfiguration.maxPollInterval = configuration.kafka.maxPollInterval
+        consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
+        // The consumer holds revoked partitions a little longer than the relay drains them.
+        consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
+        // librdkafka's prefetch, one budget for every partition (`kafka.prefetchBytes`):
+        // - The consumer forwards every partition to one queue, so `queued.max.messages.kbytes` and
+        //   `queued.min.messages` bound the records waiting for all partitions together (librdkafka's
+        //   defaults, 64 MB and 100k messages, would be per partition). While the relay is the bottleneck the
+        //   queue fills and librdkafka 2.0.2 looks again only up to a second later; the queue is what the
+        //   relay works on meanwhile, so it holds about a second of full speed (Benchmarks/README.md: 8 MB /
+        //   10k gave 16k events/s, 16 MB / 30k 30–39k). The count bounds librdkafka's per-record overhead
+        //   (a few hundred bytes each) when records are small.
+        // - Those bounds are checked before a fetch: the response comes on top, up to `fetch.max.bytes`, which
+        //   librdkafka otherwise sets to the whole queue budget. With a backlog every fetch comes back full,
+        //   so that is what made the relay's memory follow the backlog (1M events on 128 partitions: a
+        //   third of the budget measured 111 MiB peak RSS where 16 MiB responses gave 124–140).
+        let budget = configuration.kafka.prefetchBytes
+        let prefetch = [
+            "queued.max.messages.kbytes": String(budget * 2 / 3 / 1024),
+            "queued.min.messages": "30000",
+            "fetch.max.bytes": String(budget / 3),
+        ]
+        consumerConfiguration.additionalProperties = prefetch
+            .merging(configuration.kafka.properties) { $1 }
+            .merging(configuration.kafka.consumerProperties) { $1 }
+        consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
+        consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
+        consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
+        return consumerConfiguration
     }
 
     /// The services in start order: the APNs clients, the key watcher, `extra` (e.g. the admin server), then

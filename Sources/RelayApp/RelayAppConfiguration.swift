@@ -25,6 +25,10 @@ package struct RelayAppConfiguration: Sendable {
         package var statisticsInterval: Duration = .seconds(15)
         /// How often stored offsets are committed; bounds the duplicates a crash can cause.
         package var autoCommitInterval: Duration = .seconds(1)
+        /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: two
+        /// thirds queued (`queued.max.messages.kbytes`), a third for the fetch response on its way
+        /// (`fetch.max.bytes`). See `RelayApp`'s consumer settings.
+        package var prefetchBytes = 24 * 1024 * 1024
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
         package var properties: [String: String] = [:]
         package var consumerProperties: [String: String] = [:]
@@ -146,6 +150,7 @@ package struct RelayAppConfiguration: Sendable {
             ]),
             statisticsInterval: settings.milliseconds("kafka.statisticsIntervalMs", default: kafkaDefaults.statisticsInterval),
             autoCommitInterval: settings.milliseconds("kafka.autoCommitIntervalMs", default: kafkaDefaults.autoCommitInterval, range: 10...60_000),
+            prefetchBytes: settings.int("kafka.prefetchBytes", default: kafkaDefaults.prefetchBytes, range: 4 * 1024 * 1024...1 << 30),
             properties: settings.properties("kafka.properties"),
             consumerProperties: settings.properties("kafka.consumerProperties"),
             producerProperties: settings.properties("kafka.producerProperties")

@@ -289,3 +289,30 @@ import Testing
         }
     }
 }
+
+@Suite struct PrefetchBudgetTests {
+    private func consumerProperties(_ overrides: [String: String]) async throws -> [String: String] {
+        let reader = try await RelayAppConfiguration.reader(
+            file: nil, environment: [:],
+            overrides: ["kafka.bootstrapServers": "broker:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ",
+                        "apns.token.privateKeyFile": "/secrets/key.p8"].merging(overrides) { $1 })
+        let configuration = try RelayAppConfiguration(reader: reader, requireCredential: false)
+        return RelayApp.consumerConfiguration(configuration).additionalProperties
+    }
+
+    @Test func oneBudgetBoundsTheQueueAndTheResponseOnItsWay() async throws {
+        let properties = try await consumerProperties([:])
+        #expect(properties["queued.max.messages.kbytes"] == "16384", "two thirds of 24 MiB")
+        #expect(properties["fetch.max.bytes"] == "8388608", "a third of 24 MiB")
+        #expect(properties["queued.min.messages"] == "30000")
+    }
+
+    @Test func theBudgetFollowsItsKeyAndEachPropertyCanStillBeSet() async throws {
+        let smaller = try await consumerProperties(["kafka.prefetchBytes": "6291456"])
+        #expect(smaller["queued.max.messages.kbytes"] == "4096")
+        #expect(smaller["fetch.max.bytes"] == "2097152")
+        let overridden = try await consumerProperties(["kafka.consumerProperties": "fetch.max.bytes=1048576"])
+        #expect(overridden["fetch.max.bytes"] == "1048576")
+        #expect(overridden["queued.max.messages.kbytes"] == "16384")
+    }
+}
