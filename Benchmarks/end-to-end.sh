@@ -15,10 +15,14 @@
 #   7. relay threads with 1 and with 64 APNs connections open
 #   8. idle: relay CPU (% of a core) with its connections open and no events for IDLE_SECONDS
 #   9. allocations per event at full speed (a relay run of its own with Benchmarks/AllocationCounter preloaded)
+#  10. the Kafka side as the work grows: 100k events on 16 and on 128 partitions, 1M on 128 (CPU, context
+#      switches, peak RSS, librdkafka threads' CPU), each beside kcat on the same topic; then 128 ÷ 16
+#      partitions and 1M ÷ 100k backlog (PARTITION_RUNS=EVENTSxPARTITIONS,… to change the runs)
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
 #                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
 #                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000,
+#                                             PARTITION_RUNS=100000x16,100000x128,1000000x128,
 #                                             BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
@@ -69,6 +73,7 @@ run "$BIN/EndToEndBenchmark" threads --connections 64
 run "$BIN/EndToEndBenchmark" idle --seconds "${IDLE_SECONDS:-20}"
 run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PARTITIONS" --payload 1024 --rtt-ms 40
 run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
+run "$BIN/EndToEndBenchmark" partitions --runs "${PARTITION_RUNS:-100000x16,100000x128,1000000x128}"
 
 echo
 echo "== apns-relay benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -9,6 +9,7 @@
 //   EndToEndBenchmark threads      [--connections N]
 //   EndToEndBenchmark idle         [--seconds S]
 //   EndToEndBenchmark allocations  [--events N] [--partitions P] [--payload BYTES] [--preload PATH]
+//   EndToEndBenchmark partitions   [--runs EVENTSxPARTITIONS,…] [--payload BYTES]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -278,7 +279,8 @@ struct EndToEndBenchmark {
             case "threads": try await threads()
             case "idle": try await idle()
             case "allocations": try await allocations()
-            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle or allocations")
+            case "partitions": try await partitions()
+            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations or partitions")
             }
         } catch {
             print("error: \(error)")

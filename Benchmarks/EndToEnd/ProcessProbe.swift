@@ -16,6 +16,21 @@ struct ProcessProbe {
         return (user + system) / Self.ticksPerSecond
     }
 
+    /// CPU seconds of every thread alive now, summed by thread name (`comm`: librdkafka's are `rdk:…`).
+    var threadCPUSeconds: [String: Double]? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var byName: [String: Double] = [:]
+        for task in tasks {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
+            let name = String(stat[stat.index(after: open)..<close])
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            byName[name, default: 0] += (user + system) / Self.ticksPerSecond
+        }
+        return byName
+    }
+
     /// VmRSS and VmHWM (peak) in MiB.
     var memoryMiB: (rss: Double, peak: Double)? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }

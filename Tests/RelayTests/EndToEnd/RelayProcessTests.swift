@@ -66,9 +66,12 @@ struct RelayProcessTests {
         }
     }
 
-    @Test func twoRelaysShareTheGroupAndNothingIsLostWhenOneJoinsAndTheOtherLeaves() async throws {
+    /// With a few partitions and with as many as production topics for push traffic have (128): the
+    /// rebalance when the second joins, and the first's drain when it leaves, hand every partition over.
+    @Test(arguments: [8, 128])
+    func twoRelaysShareTheGroupAndNothingIsLostWhenOneJoinsAndTheOtherLeaves(partitions: Int) async throws {
         var options = RelaySandbox.Options()
-        options.partitions = 8
+        options.partitions = partitions
         try await withSandbox(options, logger: logger) { sandbox in
             let count = 4000
             let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
@@ -94,7 +97,7 @@ struct RelayProcessTests {
             await reader.close()
             let keys = collected.filter { $0.topic == results }.map(\.keyString)
             #expect(Set(keys) == Set(events.map(\.key)), "nothing lost across the join and the leave")
-            print("two relays: \(count) events, \(keys.count - Set(keys).count) duplicates")
+            print("two relays, \(partitions) partitions: \(count) events, \(keys.count - Set(keys).count) duplicates")
             #expect(a.log.contains("partitions revoked"), "the first relay saw its partitions revoked when the second joined")
         }
     }
