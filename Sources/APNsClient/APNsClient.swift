@@ -121,6 +121,14 @@ public final class APNsClient: Sendable {
         try await send(notification, deadline: .now.advanced(by: timeout))
     }
 
+    /// From now on no request goes out: those waiting for a stream or a connection, and any sent later, end
+    /// with `.notSent` when a connection would start them (or at their deadline); those already sent finish.
+    /// For a caller that can no longer use answers (the relay draining while Kafka is unreachable: every
+    /// push it started then would be pushed again by whoever redoes the event). It cannot be undone.
+    public func holdUnsentRequests() {
+        for pool in pools.values { pool.holdsUnsent.store(true, ordering: .relaxed) }
+    }
+
     /// Stops taking requests, lets in-flight ones finish until `deadline`, then closes every connection.
     public func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
         for pool in pools.values { await pool.shutdown(deadline: deadline) }

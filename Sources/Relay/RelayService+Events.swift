@@ -35,7 +35,7 @@ extension RelayService {
             refuse(message, result: answer, refusal: refusal, source: source, size: size, receivedAt: receivedAt, broadcast: broadcast)
         case .deliver(let event, let notification):
             let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned] in abandoned.isSet }) { [self] report in
+            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
                 delivered(event, notification, report: report, for: message, source: source, size: size, receivedAt: receivedAt)
             }
         }
@@ -67,7 +67,7 @@ extension RelayService {
         _ event: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport,
         for message: KafkaConsumerMessage, source: SourcePosition, size: Int, receivedAt: Int64
     ) {
-        if abandoned.isSet {
+        if abandoned.isSet || report.abandoned {
             finishAbandoned(size: size)
             return
         }

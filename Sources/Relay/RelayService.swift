@@ -48,6 +48,9 @@ package final class RelayService: Service, Sendable {
     let explanations = DispatchQueue(label: "apns-relay.explanations")
     /// Set when the relay gives up its in-flight events (see `abandon()`).
     let abandoned = Flag()
+    /// Set when a drain finds Kafka unreachable (see `holdWhileKafkaIsUnreachable()`): deliveries not yet
+    /// sent end without a result, those already sent finish.
+    let holding = Flag()
     /// Closed by the in-flight gate: the consumer loop takes no events meanwhile.
     private let intake = IntakeValve()
 
@@ -220,6 +223,7 @@ package final class RelayService: Service, Sendable {
             if !Task.isCancelled {
                 phase.withLock { if $0 == .running { $0 = .stopping } }
                 logger.info("relay stopping: draining in-flight events", metadata: ["inFlight": "\(state.inFlightEvents)"])
+                group.addTask { [self] in await holdWhileKafkaIsUnreachable() }
                 let drained = await state.waitUntilDrained(nil, timeout: configuration.drainTimeout)
                 if !drained {
                     logger.warning(
@@ -236,6 +240,24 @@ package final class RelayService: Service, Sendable {
             let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
             if !Task.isCancelled { try? await producer.flush(timeout: grace) }
             await producer.withdrawAll()
+        }
+    }
+
+    /// During a drain, watches whether results can reach Kafka. Once they cannot, the drain sends nothing
+    /// more to APNs: an event whose result cannot be published is redone by its partition's next owner, so
+    /// every push started now would reach the device twice (measured before: 1,516 pushes in a 20 s drain
+    /// with Kafka unreachable). Requests not yet sent end unsent, retries stop, and the drain waits only
+    /// for what APNs already has. Ends when the task is cancelled (the drain is over).
+    private func holdWhileKafkaIsUnreachable() async {
+        while !Task.isCancelled {
+            if !consumer.health.isKafkaReachable {
+                holding.set()
+                sender.holdUnsentRequests()
+                logger.warning("Kafka is unreachable while draining: no new APNs requests; waiting only for those already sent (the rest is redone by the partitions' next owner)",
+                               metadata: ["inFlight": "\(state.inFlightEvents)"])
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(100))
         }
     }
 

@@ -7,6 +7,7 @@ import Relay
 import ServiceLifecycle
 
 extension APNsClient: NotificationSender {
+    // `holdUnsentRequests()` is the client's own.
     package func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void

@@ -40,6 +40,8 @@ final class ConnectionPool: Sendable {
     private let nextID = Atomic<Int>(0)
     /// Requests sent through this pool and not finished (waiting or on a stream): `apns_client_streams_in_use`.
     let outstanding = Atomic<Int>(0)
+    /// Set by `APNsClient.holdUnsentRequests()`: no request starts a stream from then on.
+    let holdsUnsent = Atomic<Bool>(false)
 
     init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, loops: APNsEventLoopGroup, logger: Logger, metrics: ClientMetrics) {

@@ -175,6 +175,10 @@ final class ConnectionIO {
                 return
             }
             guard let next = table.nextToStart() else { return }
+            if next.request.pool.holdsUnsent.load(ordering: .relaxed) {
+                finish(next.request, .init(transport: .notSent, message: "not sent: the client holds requests it has not sent yet"))
+                continue
+            }
             let streamID = session.submit(next.request.prepared, authorization: credentials.authorization)
             guard streamID > 0 else {
                 finish(next.request, .init(transport: .notProcessed, message: "nghttp2_submit_request: \(HTTP2Session.describe(streamID))"), code: Int(streamID))

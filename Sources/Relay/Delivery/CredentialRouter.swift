@@ -62,4 +62,8 @@ package struct CredentialRouter: NotificationSender {
         }
         route.sender.send(notification, deadline: deadline, completion: completion)
     }
+
+    package func holdUnsentRequests() {
+        for route in routes { route.sender.holdUnsentRequests() }
+    }
 }

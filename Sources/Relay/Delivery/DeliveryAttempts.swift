@@ -16,6 +16,9 @@ package struct DeliveryReport: Sendable, Hashable {
     /// Resends after an attempt APNs may have received (a timeout or a lost connection after the request
     /// was sent): each may have pushed the notification twice.
     package var possibleDuplicates = 0
+    /// The attempts stopped because the caller abandoned them (`isAbandoned`), not because of an answer: the
+    /// event has no result and is redone later.
+    package var abandoned = false
 }
 
 /// Sends one notification until it is delivered, finally refused, expired or out of attempts.
@@ -109,7 +112,8 @@ package struct DeliveryAttempts: Sendable {
             case .retry(let delay, let strategy):
                 if strategy == .refreshToken { progress.tokenRefreshes += 1 }
                 if failure?.mayHaveReachedAPNs == true { progress.possibleDuplicates += 1 }
-                let giveUp = report(.failed)
+                var giveUp = report(.failed)
+                giveUp.abandoned = true
                 let next = { [progress] in
                     if isAbandoned() { completion(giveUp) } else { attempt(progress, notification, sender, isAbandoned, completion) }
                 }

@@ -20,11 +20,17 @@ package protocol NotificationSender: Sendable {
     /// The name of the credential that sends pushes to `topic`. `TokenRemovalGuard` counts answers per
     /// (credential, environment): one misconfigured credential must not hide behind another's traffic.
     func credentialName(forTopic topic: String) -> String
+
+    /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
+    /// sent (`.notSent`); those already sent finish. Irrevocable.
+    func holdUnsentRequests()
 }
 
 extension NotificationSender {
     /// A sender with one credential.
     package func credentialName(forTopic topic: String) -> String { "default" }
+    /// A sender that queues nothing has nothing to hold.
+    package func holdUnsentRequests() {}
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no
