@@ -69,9 +69,13 @@ final class APNsEventLoop: Sendable {
         core.value.loop = self
         let core = self.core
         let thread = self.thread
-        try DetachedThread.start(name: name) {
-            thread.value.store(UInt(pthread_self()), ordering: .releasing)
-            core.value.run()
+        do {
+            try DedicatedThread.start(name: name) {
+                thread.value.store(UInt(pthread_self()), ordering: .releasing)
+                core.value.run()
+            }
+        } catch {
+            throw APNsClientError(transport: .connectFailed, "\(error)", underlyingCode: Int(error.code))
         }
     }
 

@@ -107,8 +107,8 @@ final class APNsConnection: Sendable {
         let connection = APNsConnection(id: id, configuration: configuration, loop: loop, logger: logger)
         let deadline = ContinuousClock.now.advanced(by: configuration.connectTimeout)
         live.increment()
-        do throws(APNsClientError) {
-            try DetachedThread.start(name: "apns-connect") {
+        do throws(DedicatedThread.StartFailure) {
+            try DedicatedThread.start(name: "apns-connect") {
                 let socket: TLSSocket
                 do throws(APNsClientError) {
                     socket = try TLSSocket.connect(configuration, tls: tls, deadline: deadline)
@@ -137,7 +137,8 @@ final class APNsConnection: Sendable {
             }
         } catch {
             live.decrement()
-            opened(.failure(error))
+            // The pool backs off and retries as after any failed connect.
+            opened(.failure(APNsClientError(transport: .connectFailed, "\(error)", underlyingCode: Int(error.code))))
         }
     }
 

@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import ServiceSupport
 
 /// What a cluster says about some topics and a consumer group, read without joining the group (joining
 /// would make every running member rebalance): for `apns-relay check`.

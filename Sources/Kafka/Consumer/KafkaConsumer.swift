@@ -90,7 +90,11 @@ public final class KafkaConsumer: Sendable {
         client.destroyWithoutConsumerClose.store(false, ordering: .releasing)
         let client = self.client
         let shared = self.shared
-        DedicatedThread.start(name: "kafka-consumer") { shared.runPollLoop(client: client) }
+        do {
+            try DedicatedThread.start(name: "kafka-consumer") { shared.runPollLoop(client: client) }
+        } catch {
+            throw KafkaError(code: .clientCreation, message: "\(error)")
+        }
     }
 
     /// Starts polling if needed and suspends until the consumer is closed: the shape of

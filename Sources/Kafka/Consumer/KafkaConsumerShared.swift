@@ -116,21 +116,27 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         guard let client, !isProbing.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // librdkafka says when every broker is down but not when one is back: ask for metadata (on a thread
         // of its own: the call blocks) until a broker answers.
-        DedicatedThread.start(name: "kafka-reachable") { [self] in
-            while brokersDown.load(ordering: .acquiring), !isClosing.load(ordering: .acquiring) {
-                let reachable = client.withHandle { handle -> Bool in
-                    var metadata: UnsafePointer<rd_kafka_metadata>?
-                    guard rd_kafka_metadata(handle, 0, nil, &metadata, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR else { return false }
-                    if let metadata { rd_kafka_metadata_destroy(metadata) }
-                    return true
+        do {
+            try DedicatedThread.start(name: "kafka-reachable") { [self] in
+                while brokersDown.load(ordering: .acquiring), !isClosing.load(ordering: .acquiring) {
+                    let reachable = client.withHandle { handle -> Bool in
+                        var metadata: UnsafePointer<rd_kafka_metadata>?
+                        guard rd_kafka_metadata(handle, 0, nil, &metadata, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR else { return false }
+                        if let metadata { rd_kafka_metadata_destroy(metadata) }
+                        return true
+                    }
+                    if reachable {
+                        brokersDown.store(false, ordering: .releasing)
+                        logger.info("Kafka reachable again")
+                    } else {
+                        usleep(500_000)
+                    }
                 }
-                if reachable {
-                    brokersDown.store(false, ordering: .releasing)
-                    logger.info("Kafka reachable again")
-                } else {
-                    usleep(500_000)
-                }
+                isProbing.store(false, ordering: .releasing)
             }
+        } catch {
+            // Readiness then stays "Kafka unreachable" until the next such error tries again.
+            logger.error("cannot watch for Kafka coming back", metadata: ["error": "\(error)"])
             isProbing.store(false, ordering: .releasing)
         }
     }

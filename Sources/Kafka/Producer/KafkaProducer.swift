@@ -59,11 +59,16 @@ public final class KafkaProducer: Sendable {
         let client = self.client
         let pollThread = self.pollThread
         // The thread holds the client and the stop flag, not the producer, so releasing the producer stops it.
-        DedicatedThread.start(name: "kafka-producer") {
-            while !pollThread.isStopping.load(ordering: .acquiring) {
-                client.withHandle { _ = rd_kafka_poll($0, timeout) }
+        do {
+            try DedicatedThread.start(name: "kafka-producer") {
+                while !pollThread.isStopping.load(ordering: .acquiring) {
+                    client.withHandle { _ = rd_kafka_poll($0, timeout) }
+                }
+                pollThread.stopped.set()
             }
-            pollThread.stopped.set()
+        } catch {
+            pollThread.stopped.set()  // no thread: nothing to wait for on close
+            throw KafkaError(code: .clientCreation, message: "\(error)")
         }
     }
 
