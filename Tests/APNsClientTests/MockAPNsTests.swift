@@ -242,7 +242,7 @@ import Testing
         let start: Int64 = 1_700_000_000
         let clock = ManualWallClock(millisecondsSinceEpoch: start * 1000)
         let mock = try await MockFixture.start(strictFleet: true, clock: clock)
-        let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
+        let tool = try BuiltProducts.executable("apns-client-tool").path
         let clockFile = mock.directory.appendingPathComponent("clock").path
         try String(start).write(toFile: clockFile, atomically: true, encoding: .utf8)
         var processes: [(Process, Pipe, String)] = []

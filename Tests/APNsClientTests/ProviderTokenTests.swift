@@ -92,7 +92,7 @@ import Testing
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (keyPath, pem) = try await generateP8Key(in: dir)
-        let tool = buildProductsDirectory().appendingPathComponent("apns-client-tool").path
+        let tool = try BuiltProducts.executable("apns-client-tool").path
         let args = ["token", "--key", keyPath, "--kid", "ABC123DEFG", "--team", "DEF123GHIJ", "--now", "1700000123"]
         let first = try await runProcess(tool, args, check: true).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let second = try await runProcess(tool, args, check: true).stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -84,12 +84,3 @@ final class NGHTTPD: @unchecked Sendable {
     }
 }
 
-/// The directory holding the build's executables (next to the test bundle).
-func buildProductsDirectory() -> URL {
-    var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-    while url.path != "/" {
-        url = url.deletingLastPathComponent()
-        if FileManager.default.fileExists(atPath: url.appendingPathComponent("apns-client-tool").path) { return url }
-    }
-    return URL(fileURLWithPath: ".build/debug")
-}

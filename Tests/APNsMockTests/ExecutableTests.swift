@@ -4,14 +4,7 @@ import Testing
 
 /// The `apns-mock` executable: first line `listening port=… ca=…`, serves, exits 0 on SIGTERM.
 @Suite struct ExecutableTests {
-    static var executable: URL? {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let url = candidate.appendingPathComponent("apns-mock")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return nil
-    }
+    static var executable: URL? { BuiltProducts.find("apns-mock") }
 
     @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
     func anUnreadableOrWrongPublicKeySaysWhichOptionFileAndWhy() async throws {

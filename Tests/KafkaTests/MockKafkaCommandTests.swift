@@ -3,28 +3,10 @@ import Kafka
 import TestSupport
 import Testing
 
-/// Runs the built `apns-relay` binary. It is found, in order: `$APNS_RELAY_BINARY`; next to the running
-/// test bundle (`swift build --build-tests` puts `apns-relay` and `apns-relayPackageTests.xctest` in the
-/// same products folder, e.g. `.build/debug/`); `.build/debug/apns-relay` under the package root.
+/// Runs the built `apns-relay` binary (found by `BuiltProducts`).
 @Suite("apns-relay mock-kafka with an independent client")
 struct MockKafkaCommandTests {
-    static func relayBinary() throws -> URL {
-        let fileManager = FileManager.default
-        var candidates: [URL] = []
-        if let path = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] {
-            candidates.append(URL(fileURLWithPath: path))
-        }
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("apns-relay"))
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("apns-relay"))
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        candidates.append(packageRoot.appendingPathComponent(".build/debug/apns-relay"))
-        guard let found = candidates.first(where: { fileManager.isExecutableFile(atPath: $0.path) }) else {
-            throw TestFailure("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
-        }
-        return found
-    }
+    static func relayBinary() throws -> URL { try BuiltProducts.executable("apns-relay") }
 
     static let kcat = "/usr/bin/kcat"
 

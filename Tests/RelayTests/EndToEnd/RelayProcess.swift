@@ -10,17 +10,7 @@ final class RelayProcess: @unchecked Sendable {
     let logPath: String
     private let exits: AsyncStream<Int32>
 
-    static func binary() throws -> URL {
-        var candidates: [URL] = []
-        if let path = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] { candidates.append(URL(fileURLWithPath: path)) }
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("apns-relay"))
-        candidates.append(Checkout.root.appendingPathComponent(".build/debug/apns-relay"))
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw TestFailure("apns-relay binary not found (build it with `swift build`); looked at \(candidates.map(\.path))")
-        }
-        return found
-    }
+    static func binary() throws -> URL { try BuiltProducts.executable("apns-relay") }
 
     /// Starts `apns-relay run` with `environment` (APNS_RELAY_* variables) added to this process's.
     init(environment: [String: String]) throws {
