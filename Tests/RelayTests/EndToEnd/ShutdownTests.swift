@@ -10,6 +10,32 @@ import Testing
 struct ShutdownTests {
     let logger = Logger.quiet("shutdown")
 
+    private static func events(_ count: Int) -> [(key: String, value: [UInt8])] {
+        (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+    }
+
+    /// The relay's environment for these tests: its admin endpoint on `port`, `extra` on top.
+    private func environment(_ sandbox: RelaySandbox, group: String, port: String, extra: [String: String]) -> [String: String] {
+        var environment = sandbox.relayEnvironment(groupID: "\(group)-\(UUID().uuidString.prefix(8))")
+        environment["APNS_RELAY_LOG_LEVEL"] = "info"
+        environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
+        environment["APNS_RELAY_ADMIN_PORT"] = port
+        return environment.merging(extra) { $1 }
+    }
+
+    /// Brings every broker back, runs a relay with `environment` again and expects a result for every event.
+    private func restartAndExpectEveryResult(_ sandbox: RelaySandbox, environment: [String: String], events: [(key: String, value: [UInt8])]) async throws {
+        for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerUp(Int32(broker)) }
+        let reader = try OutputReader(sandbox: sandbox, logger: logger)
+        let restarted = try RelayProcess(environment: environment)
+        let collected = try await reader.collect(timeout: .seconds(120)) { records in
+            Set(records.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)).count >= events.count
+        }
+        #expect(await restarted.terminate(timeout: .seconds(20)) == 0)
+        await reader.close()
+        #expect(Set(collected.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)) == Set(events.map(\.key)))
+    }
+
     /// Every broker down while results wait for their delivery reports: a send used to await its report
     /// through cancellation (up to `message.timeout.ms`, 300 s), far past Kubernetes' grace period. Now the
     /// producer withdraws what is unacknowledged after the drain deadline and nothing undurable is committed:
@@ -17,14 +43,11 @@ struct ShutdownTests {
     @Test func sigtermWithEveryBrokerDownExitsWithinTheDrainDeadline() async throws {
         try await withSandbox(logger: logger) { sandbox in
             let count = 50
-            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            let events = Self.events(count)
             let port = String(try freeLocalPort())
-            var environment = sandbox.relayEnvironment(groupID: "down-\(UUID().uuidString.prefix(8))")
-            environment["APNS_RELAY_LOG_LEVEL"] = "info"
-            environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "2000"
-            environment["APNS_RELAY_RELAY_REQUEST_TIMEOUT_MS"] = "1000"
-            environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
-            environment["APNS_RELAY_ADMIN_PORT"] = port
+            let environment = environment(sandbox, group: "down", port: port, extra: [
+                "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "2000", "APNS_RELAY_RELAY_REQUEST_TIMEOUT_MS": "1000",
+            ])
             let relay = try RelayProcess(environment: environment)
             try await eventually("/readyz answers 200", within: .seconds(60)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
             sandbox.apns.faults.withholdAllReplies = true
@@ -45,15 +68,7 @@ struct ShutdownTests {
             #expect(took < .seconds(8), "exited \(took) after SIGTERM; the drain deadline is 2 s")
             print("shutdown with every broker down: exit status \(status.map(String.init) ?? "none") after \(took)")
 
-            for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerUp(Int32(broker)) }
-            let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let restarted = try RelayProcess(environment: environment)
-            let collected = try await reader.collect(timeout: .seconds(120)) { records in
-                Set(records.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)).count >= count
-            }
-            #expect(await restarted.terminate(timeout: .seconds(20)) == 0)
-            await reader.close()
-            #expect(Set(collected.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)) == Set(events.map(\.key)))
+            try await restartAndExpectEveryResult(sandbox, environment: environment, events: events)
         }
     }
 
@@ -67,14 +82,11 @@ struct ShutdownTests {
         options.maxConcurrentStreams = 10
         try await withSandbox(options, logger: logger) { sandbox in
             let count = 300
-            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            let events = Self.events(count)
             let port = String(try freeLocalPort())
-            var environment = sandbox.relayEnvironment(groupID: "hold-\(UUID().uuidString.prefix(8))")
-            environment["APNS_RELAY_LOG_LEVEL"] = "info"
-            environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "3000"
-            environment["APNS_RELAY_APNS_POOL_MAX_CONNECTIONS"] = "1"
-            environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
-            environment["APNS_RELAY_ADMIN_PORT"] = port
+            let environment = environment(sandbox, group: "hold", port: port, extra: [
+                "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "3000", "APNS_RELAY_APNS_POOL_MAX_CONNECTIONS": "1",
+            ])
             // One connection, 10 streams, 300 ms per answer: ~33 pushes a second, the rest waits in the pool.
             sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(300))
             let relay = try RelayProcess(environment: environment)
@@ -99,16 +111,8 @@ struct ShutdownTests {
             #expect(sentDuringDrain <= 10, "\(sentDuringDrain) pushes started during the drain; log:\n\(relay.log.suffix(3000))")
             #expect(relay.log.contains("Kafka is unreachable while draining"))
 
-            for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerUp(Int32(broker)) }
             sandbox.apns.faults.latency = nil
-            let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let restarted = try RelayProcess(environment: environment)
-            let collected = try await reader.collect(timeout: .seconds(120)) { records in
-                Set(records.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)).count >= count
-            }
-            #expect(await restarted.terminate(timeout: .seconds(20)) == 0)
-            await reader.close()
-            #expect(Set(collected.filter { $0.topic == sandbox.options.topics.results }.map(\.keyString)) == Set(events.map(\.key)))
+            try await restartAndExpectEveryResult(sandbox, environment: environment, events: events)
         }
     }
 }
