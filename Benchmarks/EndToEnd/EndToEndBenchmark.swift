@@ -140,6 +140,13 @@ func kcatFloor(_ sandbox: RelaySandbox, messages: Int) throws -> Double {
     return cpu * 1e6 / Double(messages)
 }
 
+/// Events per second from the first consume to the last completion (`tally` keeps timings).
+func eventsPerSecond(_ tally: ResultTally, _ count: Int) -> Double {
+    let first = tally.timings.map(\.receivedAt).min() ?? 0
+    let last = tally.timings.map(\.completedAt).max() ?? 0
+    return Double(count) / max(0.001, Double(last - first) / 1000)
+}
+
 func throughput() async throws {
     let count = option("events", 200_000)
     let payload = option("payload", 300)
@@ -191,9 +198,7 @@ func throughput() async throws {
     await reader.close()
 
     let latencies = tally.timings.map { $0.completedAt - $0.receivedAt }.sorted()
-    let first = tally.timings.map(\.receivedAt).min() ?? 0
-    let last = tally.timings.map(\.completedAt).max() ?? 0
-    let rate = Double(count) / max(0.001, Double(last - first) / 1000)
+    let rate = eventsPerSecond(tally, count)
     let delivered = tally.outcomes["delivered"] ?? 0
     say("relay: \(count) results (\(delivered) delivered, \(tally.duplicates) duplicates) in \(wall) wall incl. start-up and group join")
     say("relay: \(f(rate, 0)) events/s (first consume → last completion), latency p50 \(percentile(latencies, 0.5)) ms p99 \(percentile(latencies, 0.99)) ms")

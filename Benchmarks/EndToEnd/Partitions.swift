@@ -42,9 +42,7 @@ func partitions() async throws {
         await sandbox.stop()
         if tally.distinctKeys < run.events { throw BenchmarkError("only \(tally.distinctKeys) of \(run.events) events have a result") }
 
-        let first = tally.timings.map(\.receivedAt).min() ?? 0
-        let last = tally.timings.map(\.completedAt).max() ?? 0
-        let rate = Double(run.events) / max(0.001, Double(last - first) / 1000)
+        let rate = eventsPerSecond(tally, run.events)
         let perEvent = cpu * 1e6 / Double(run.events)
         let switchesPerEvent = Double(switches.voluntary + switches.involuntary) / Double(run.events)
         let floorSwitchesPerEvent = Double(floorSwitches.voluntary + floorSwitches.involuntary) / Double(run.events)

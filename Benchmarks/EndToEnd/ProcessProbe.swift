@@ -6,14 +6,17 @@ struct ProcessProbe {
     static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
     /// utime + stime in seconds (fields 14 and 15 of /proc/<pid>/stat).
-    var cpuSeconds: Double? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
+    var cpuSeconds: Double? { Self.stat("/proc/\(pid)/stat")?.cpuSeconds }
+
+    /// The name (`comm`) and utime + stime in seconds of a /proc `stat` file (a process's or a thread's).
+    private static func stat(_ path: String) -> (name: String, cpuSeconds: Double)? {
+        guard let stat = try? String(contentsOfFile: path, encoding: .utf8),
+            let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
         else { return nil }
         // After "pid (comm)" the fields start at 3 (state): utime is field 14, stime 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Self.ticksPerSecond
+        return (String(stat[stat.index(after: open)..<close]), (user + system) / ticksPerSecond)
     }
 
     /// CPU seconds of every thread alive now, summed by thread name (`comm`: librdkafka's are `rdk:…`).
@@ -21,12 +24,8 @@ struct ProcessProbe {
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
         var byName: [String: Double] = [:]
         for task in tasks {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
-            let name = String(stat[stat.index(after: open)..<close])
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            byName[name, default: 0] += (user + system) / Self.ticksPerSecond
+            guard let thread = Self.stat("/proc/\(pid)/task/\(task)/stat") else { continue }  // it exited meanwhile
+            byName[thread.name, default: 0] += thread.cpuSeconds
         }
         return byName
     }

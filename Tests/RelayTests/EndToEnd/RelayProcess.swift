@@ -3,8 +3,8 @@ import TestSupport
 import Testing
 
 /// The built `apns-relay` binary run as a separate process, as a user runs it.
+// @unchecked Sendable: mutated only by the test task that owns it (start, terminate, reading the log).
 final class RelayProcess: @unchecked Sendable {
-    // Mutated only by the test task that owns it.
     let process = Process()
     private let output: FileHandle
     let logPath: String
