@@ -61,11 +61,19 @@ venv: deps-test
 test: deps-test venv test-swift test-python
 
 # The suite's output is long and CI keeps only its tail: when it fails, the failures are repeated last.
+# A crash prints the crashed thread only (a backtrace of every thread of a test process with hundreds of them
+# once ran past CI's time limit), and the run is stopped after TEST_TIMEOUT seconds so that a hang still ends
+# with its evidence printed.
+TEST_TIMEOUT ?= 2700
 test-swift:
 	$(SWIFT) build --build-tests
-	@mkdir -p .build; set -o pipefail; $(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-swift.log; status=$$?; \
+	@mkdir -p .build; set -o pipefail; \
+	SWIFT_BACKTRACE=enable=yes,interactive=no,threads=crashed,registers=none,images=none \
+		timeout --kill-after=60 $(TEST_TIMEOUT) $(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-swift.log; status=$$?; \
 	if [ $$status != 0 ]; then echo; echo "== make test-swift failed (exit $$status); the failures, from .build/test-swift.log:"; \
-		grep -E '✘|error:|Fatal error|Crash|signal [0-9]+' .build/test-swift.log | cut -c1-600 | tail -n 40; fi; \
+		[ $$status = 124 ] && echo "the suite did not finish within $(TEST_TIMEOUT) s"; \
+		grep -E '✘|error:|Fatal error|Crash|signal [0-9]+' .build/test-swift.log | cut -c1-600 | tail -n 40; \
+		grep -A 40 -E 'Program crashed' .build/test-swift.log | cut -c1-300 | head -n 60; fi; \
 	exit $$status
 
 test-python: venv

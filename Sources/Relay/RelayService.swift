@@ -12,7 +12,8 @@ import Glibc
 import Darwin
 #endif
 
-/// The pipeline: consume → triage (size, schema, APNs rules) → deliver → publish results → store offsets.
+/// The relay as a service: consumes, hands each event to the `EventPipeline` (triage → deliver → publish →
+/// ledger), answers rebalances, and drains and closes on shutdown.
 ///
 /// At least once: an event's offset is stored only when its result (and removed-token or dead-letter
 /// record) is acknowledged by Kafka *and* every earlier event of its partition is, too (`OffsetLedger`).
@@ -28,29 +29,14 @@ package final class RelayService: Service, Sendable {
     let logger: Logger
     let state: RelayState
     let metrics = RelayMetrics()
-    /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
-    let tokenRemovals: TokenRemovalScreen
-    let clock: WallClock
+    /// What happens to each event, from admission to its ledger entry.
+    private let pipeline: EventPipeline
     private let phase = BlockingMutex(Phase.created)
     /// Why the relay must stop at once (a fatal Kafka error, a record Kafka refuses in every form): set
     /// once; the relay then stops taking events, abandons what is in flight and `run()` throws.
     private let failure = Latch<String>()
-    /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
-    let connectFailureStreak = Atomic<Int>(0)
     /// Publishes each event's records; knows whether results are stuck on their way to Kafka.
-    let publisher: ResultPublisher
-    let outputs: OutputRecords
-    /// The reference validator, explaining schema-invalid events; `nil` if it cannot be built (the fast
-    /// decoder's message is published then). Thread-safe.
-    let explainer = try? SchemaValidator.notificationEvent()
-    /// Where explanations run: a serial queue of its own (libdispatch gives it a thread outside Swift's
-    /// cooperative pool), so a slow explanation never holds up the consumer loop.
-    let explanations = DispatchQueue(label: "apns-relay.explanations")
-    /// Set when the relay gives up its in-flight events (see `abandon()`).
-    let abandoned = Flag()
-    /// Set when a drain finds Kafka unreachable (see `holdWhileKafkaIsUnreachable()`): deliveries not yet
-    /// sent end without a result, those already sent finish.
-    let holding = Flag()
+    private let publisher: ResultPublisher
     /// Closed by the in-flight gate: the consumer loop takes no events meanwhile.
     private let intake = IntakeValve()
 
@@ -79,10 +65,18 @@ package final class RelayService: Service, Sendable {
         self.producer = producer
         self.sender = sender
         self.logger = logger
-        self.clock = clock
         let metrics = self.metrics
         let intake = self.intake
-        self.state = RelayState(limits: configuration.inFlight) { pause, partitions in
+        let state = RelayState(limits: configuration.inFlight, storeFrontier: { [consumer] partition, processed in
+            do {
+                try consumer.storeOffset(topic: partition.topic, partition: partition.partition, offset: processed)
+            } catch {
+                // Not assigned any more: the next owner redoes the events after its committed offset.
+                logger.debug("offset not stored", metadata: [
+                    "topic": "\(partition.topic)", "partition": "\(partition.partition)", "offset": "\(processed)", "error": "\(error)",
+                ])
+            }
+        }) { pause, partitions in
             if pause {
                 guard !intake.isClosed else { return }
                 intake.close()
@@ -94,10 +88,13 @@ package final class RelayService: Service, Sendable {
                 logger.info("below the in-flight low-water mark; intake resumed")
             }
         }
-        self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
-        self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
-        self.publisher = ResultPublisher(
+        let publisher = ResultPublisher(
             producer: producer, retryBackoff: configuration.publishRetryBackoff, failure: failure, metrics: metrics, logger: logger
+        )
+        self.state = state
+        self.publisher = publisher
+        self.pipeline = EventPipeline(
+            configuration: configuration, sender: sender, state: state, publisher: publisher, metrics: metrics, logger: logger, clock: clock
         )
     }
 
@@ -195,9 +192,7 @@ package final class RelayService: Service, Sendable {
         // The decoder is single-threaded: it lives in this task only.
         let triage: EventTriage
         do {
-            // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
-            let decoder = try EventDecoder()
-            triage = EventTriage(configuration: configuration, decoder: decoder) { [sender] in sender.authentication(forTopic: $0) }
+            triage = try pipeline.makeTriage()
         } catch {
             failure.set("cannot create the event decoder: \(error)")
             return
@@ -251,8 +246,7 @@ package final class RelayService: Service, Sendable {
     private func holdWhileKafkaIsUnreachable() async {
         while !Task.isCancelled {
             if !consumer.health.isKafkaReachable {
-                holding.set()
-                sender.holdUnsentRequests()
+                pipeline.holdUnsentRequests()
                 logger.warning("Kafka is unreachable while draining: no new APNs requests; waiting only for those already sent (the rest is redone by the partitions' next owner)",
                                metadata: ["inFlight": "\(state.inFlightEvents)"])
                 return
@@ -325,7 +319,7 @@ package final class RelayService: Service, Sendable {
     private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
         switch event {
         case .message(let message):
-            accept(message, triage: triage)
+            pipeline.take(message, triage: triage)
         case .partitionsAssigned(let partitions):
             let all = state.assign(partitions)
             metrics.assignedPartitions.record(all.count)
@@ -350,9 +344,8 @@ package final class RelayService: Service, Sendable {
 
     /// Gives up what is in flight (shutdown deadline passed, or a failure): deliveries end at their next
     /// answer or retry without a result, publishing stops retrying; none of their offsets is stored.
-    func abandon() {
-        abandoned.set()
-        publisher.stop()
+    private func abandon() {
+        pipeline.abandon()
     }
 
 }

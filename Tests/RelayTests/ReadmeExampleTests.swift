@@ -13,7 +13,7 @@ import Testing
         let triage = EventTriage(configuration: RelayConfiguration(topics: .init(input: ["notifications"], results: "results", removedTokens: "removed", deadLetters: "dead")), decoder: try EventDecoder()) { _ in .token }
         let message = KafkaConsumerMessage(topic: "notifications", partition: 0, offset: 0, key: nil, value: Array(example.utf8))
         let inTenYears = Int64(Date().timeIntervalSince1970) + 10 * 365 * 86_400
-        switch triage.triage(message, receivedAt: 0, nowSeconds: inTenYears) {
+        switch triage.triage(InFlightEvent(message, receivedAt: 0), nowSeconds: inTenYears) {
         case .deliver(let event, _):
             #expect(event.id == "order-4711-shipped")
         case .answer(let result, let refusal, _):

@@ -12,7 +12,12 @@ import Testing
     /// consumer must see strictly alternating pause/resume, ending resumed.
     @Test(.timeLimit(.minutes(1))) func pausesAndResumesReachTheConsumerInGateOrder() async {
         let calls = Mutex<[Bool]>([])
-        let state = RelayState(limits: InFlightGate.Limits(maxEvents: 4, maxBytes: 1 << 30, resumeFraction: 0.5)) { pause, _ in
+        // Frontiers as stored, per partition: they must only ever move forward, and end past the last event.
+        let frontiers = Mutex<[KafkaTopicPartition: [Int64]]>([:])
+        let state = RelayState(
+            limits: InFlightGate.Limits(maxEvents: 4, maxBytes: 1 << 30, resumeFraction: 0.5),
+            storeFrontier: { partition, processed in frontiers.withLock { $0[partition, default: []].append(processed) } }
+        ) { pause, _ in
             calls.withLock { $0.append(pause) }
         }
         let partitions = (0..<8).map { KafkaTopicPartition(topic: "t", partition: Int32($0)) }
@@ -30,7 +35,7 @@ import Testing
                     for offset in first..<first + 3 where state.admit(partition, offset: offset, bytes: 1) != .admitted {
                         Issue.record("offset \(offset) of \(partition) skipped")
                     }
-                    for offset in first..<first + 3 { state.finish(partition, offset: offset, bytes: 1) { _ in } }
+                    for offset in first..<first + 3 { state.finish(partition, offset: offset, bytes: 1) }
                 }
             }
         }
@@ -43,18 +48,23 @@ import Testing
         }
         #expect(seen.last == false, "the gate is open at the end, so the last call must be a resume")
         #expect(!state.isPaused)
+        for (partition, stored) in frontiers.withLock({ $0 }) {
+            #expect(stored == stored.sorted() && Set(stored).count == stored.count, "\(partition): frontiers stored out of order")
+            #expect(stored.last == 2_999, "\(partition): the last frontier stored is \(stored.last ?? -1)")
+        }
+        #expect(frontiers.withLock { $0.count } == partitions.count)
     }
 
     /// A drain wait with a zero deadline is answered by the state, not lost to the timer.
     @Test func aZeroDrainTimeoutReportsTheTruth() async {
-        let state = RelayState(limits: InFlightGate.Limits()) { _, _ in }
+        let state = RelayState(limits: InFlightGate.Limits(), storeFrontier: { _, _ in }) { _, _ in }
         let partition = KafkaTopicPartition(topic: "t", partition: 0)
         _ = state.assign([partition])
         #expect(await state.waitUntilDrained(nil, timeout: .zero), "nothing in flight: drained")
         _ = state.admit(partition, offset: 0, bytes: 1)
         #expect(await !state.waitUntilDrained([partition], timeout: .zero))
         async let drained = state.waitUntilDrained([partition], timeout: .seconds(30))
-        state.finish(partition, offset: 0, bytes: 1) { _ in }
+        state.finish(partition, offset: 0, bytes: 1)
         #expect(await drained)
     }
 }

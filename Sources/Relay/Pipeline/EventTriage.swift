@@ -27,8 +27,10 @@ struct EventTriage {
     /// Which credential kind would send a topic; `nil`: none covers it.
     let authentication: (String) -> AuthenticationKind?
 
-    func triage(_ message: KafkaConsumerMessage, receivedAt: Int64, nowSeconds: Int64) -> Triage {
-        let source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
+    func triage(_ event: InFlightEvent, nowSeconds: Int64) -> Triage {
+        let message = event.message
+        let source = event.source
+        let receivedAt = event.receivedAt
         func invalid(
             _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil,
             decodingError: EventDecodingError? = nil, broadcast: Bool = false

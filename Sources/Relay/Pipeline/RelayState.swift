@@ -3,7 +3,8 @@ import ServiceSupport
 import Synchronization
 
 /// The relay's shared bookkeeping: offsets in flight, the in-flight gate, the assignment, and tasks
-/// waiting for partitions to drain. One lock.
+/// waiting for partitions to drain. One lock. It is also the one place a partition's frontier is stored
+/// (`storeFrontier`, when an event's finish advances it).
 ///
 /// Pauses and resumes (closing and opening the intake valve; Kafka partitions are not paused) are carried
 /// out *under* the lock (through `partitionControl`), in the order the gate decides them: a finishing
@@ -12,6 +13,8 @@ import Synchronization
 final class RelayState: Sendable {
     /// Pauses (`true`) or resumes (`false`) partitions in the consumer.
     typealias PartitionControl = @Sendable (_ pause: Bool, _ partitions: [KafkaTopicPartition]) -> Void
+    /// Stores a partition's new frontier: every offset up to `processedOffset` has its records in Kafka.
+    typealias FrontierStore = @Sendable (_ partition: KafkaTopicPartition, _ processedOffset: Int64) -> Void
 
     private struct State {
         var ledger = OffsetLedger<KafkaTopicPartition>()
@@ -29,9 +32,11 @@ final class RelayState: Sendable {
 
     private let state: BlockingMutex<State>
     private let partitionControl: PartitionControl
+    private let storeFrontier: FrontierStore
 
-    init(limits: InFlightGate.Limits, partitionControl: @escaping PartitionControl) {
+    init(limits: InFlightGate.Limits, storeFrontier: @escaping FrontierStore, partitionControl: @escaping PartitionControl) {
         state = BlockingMutex(State(gate: InFlightGate(limits: limits)))
+        self.storeFrontier = storeFrontier
         self.partitionControl = partitionControl
     }
 
@@ -57,13 +62,13 @@ final class RelayState: Sendable {
         }
     }
 
-    /// Marks an event's results durable. Stores the partition's new frontier through `store` while still
+    /// Marks an event's results durable. Stores the partition's new frontier (`storeFrontier`) while still
     /// holding the lock, so concurrent finishes can never store frontiers out of order; resumes the
     /// assigned partitions when the gate opens.
-    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, store: (_ processedOffset: Int64) -> Void) {
+    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) {
         state.withLock { state in
             if let frontier = state.ledger.finish(partition, offset: offset) {
-                store(frontier - 1)
+                storeFrontier(partition, frontier - 1)
             }
             release(bytes: bytes, &state)
             Self.resolveDrained(&state)

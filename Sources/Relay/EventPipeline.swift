@@ -1,0 +1,217 @@
+import APNsCore
+import Dispatch
+import Kafka
+import Logging
+import ServiceSupport
+import Synchronization
+
+/// The per-event path, in the order an event takes it:
+///
+/// 1. `take` (the consumer loop): admit the event in the ledger and the in-flight gate (`RelayState`), then
+///    triage it (`EventTriage`: size, schema, APNs rules).
+/// 2. An event refused or expired is answered at once (`refuse`); a schema-invalid one is first explained
+///    by the reference validator, off the loop. A valid one is delivered (`DeliveryAttempts`, on an APNs
+///    event loop) and its answer read into a result and a removed-token record (`delivered`).
+/// 3. `publish`: the records go to Kafka (`ResultPublisher`); once Kafka acknowledged all of them, the event
+///    finishes in the ledger, which stores its partition's new frontier (`RelayState.finish`).
+///
+/// Every event admitted ends in exactly one of two ways: finished (its records in Kafka) or given up
+/// (`finishAbandoned`: shutdown or a failure; its offset is never stored and its partition's next owner
+/// redoes it). Thread-safe: steps 2 and 3 run on APNs event loops, the explanation queue and the
+/// producer's thread.
+final class EventPipeline: Sendable {
+    private let configuration: RelayConfiguration
+    private let sender: any NotificationSender
+    private let state: RelayState
+    private let publisher: ResultPublisher
+    private let outputs: OutputRecords
+    /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
+    private let tokenRemovals: TokenRemovalScreen
+    private let metrics: RelayMetrics
+    private let logger: Logger
+    private let clock: WallClock
+    /// The reference validator, explaining schema-invalid events; `nil` if it cannot be built (the fast
+    /// decoder's message is published then). Thread-safe.
+    private let explainer = try? SchemaValidator.notificationEvent()
+    /// Where explanations run: a serial queue of its own (libdispatch gives it a thread outside Swift's
+    /// cooperative pool), so a slow explanation never holds up the consumer loop.
+    private let explanations = DispatchQueue(label: "apns-relay.explanations")
+    /// Set when the relay gives up its in-flight events (see `abandon()`).
+    private let abandoned = Flag()
+    /// Set when a drain finds Kafka unreachable (see `holdUnsentRequests()`).
+    private let holding = Flag()
+    /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
+    private let connectFailureStreak = Atomic<Int>(0)
+
+    init(
+        configuration: RelayConfiguration, sender: any NotificationSender, state: RelayState, publisher: ResultPublisher,
+        metrics: RelayMetrics, logger: Logger, clock: WallClock
+    ) {
+        self.configuration = configuration
+        self.sender = sender
+        self.state = state
+        self.publisher = publisher
+        self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
+        self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// The triage for the consumer loop, which owns its (single-threaded) decoder.
+    func makeTriage() throws -> EventTriage {
+        // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
+        try EventTriage(configuration: configuration, decoder: EventDecoder()) { [sender] in sender.authentication(forTopic: $0) }
+    }
+
+    // MARK: 1. Admission and triage, on the consumer loop
+
+    func take(_ message: KafkaConsumerMessage, triage: EventTriage) {
+        metrics.consumed.increment()
+        let now = clock.now()
+        let event = InFlightEvent(message, receivedAt: Int64(now * 1000))
+        switch state.admit(event.partition, offset: message.offset, bytes: event.bytes) {
+        case .skip:
+            logger.debug("skipping an event already in flight, done, or not assigned here", metadata: event.logMetadata)
+            return
+        case .admittedLate:
+            logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: event.logMetadata)
+        case .admitted:
+            break
+        }
+        updateInFlightGauges()
+        switch triage.triage(event, nowSeconds: Int64(now)) {
+        case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
+            // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
+            // refusal is published from there.
+            explanations.async { [self] in
+                let (result, refusal) = EventTriage.explained(answer, refusal, bytes: message.value ?? [], by: explainer!)
+                refuse(event, result: result, refusal: refusal)
+            }
+        case .answer(let answer, let refusal, let broadcast):
+            refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
+        case .deliver(let decoded, let notification):
+            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
+            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
+                delivered(event, decoded, notification, report: report)
+            }
+        }
+    }
+
+    // MARK: 2. The answer: refused before sending, or delivered
+
+    /// Publishes the answer to an event refused (invalid, expired) before any delivery, with its dead letter.
+    private func refuse(_ event: InFlightEvent, result: DeliveryResult, refusal: Refusal?, broadcast: Bool = false) {
+        if abandoned.isSet {
+            finishAbandoned(event)
+            return
+        }
+        var records: [OutgoingRecord] = []
+        if let refusal {
+            logger.info("event refused", metadata: event.logMetadata.merging([
+                "reason": "\(result.reason ?? "")", "eventId": "\(result.eventID ?? "")",
+            ]) { $1 })
+            records.append(outputs.deadLetter(for: event.message, source: event.source, refusal: refusal))
+            metrics.deadLetters.increment()
+        }
+        publish(event, result, with: records, broadcast: broadcast)
+    }
+
+    /// A valid event's delivery ended (on an APNs event loop, or a retry's task): publishes its result (and
+    /// removed-token or removed-channel record).
+    private func delivered(_ event: InFlightEvent, _ decoded: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport) {
+        if abandoned.isSet || report.abandoned {
+            finishAbandoned(event)
+            return
+        }
+        let broadcast = notification.isBroadcast
+        if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
+        if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
+        if report.response != nil {
+            connectFailureStreak.store(0, ordering: .relaxed)
+            metrics.connectFailureStreak.record(0)
+        } else if report.failure == .connectFailed {
+            metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
+        }
+        let result = DeliveryResult(
+            eventID: decoded.id, metadata: decoded.metadata, outcome: report.outcome,
+            status: report.response?.status, reason: Self.reason(of: report),
+            message: report.failure.map { failure in
+                "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
+            },
+            apnsID: broadcast ? nil : report.response?.apnsID,
+            apnsRequestID: broadcast ? report.response?.apnsID : nil, apnsUniqueID: report.response?.apnsUniqueID,
+            attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: event.source,
+            receivedAt: event.receivedAt, completedAt: clock.nowMilliseconds()
+        )
+        var records: [OutgoingRecord] = []
+        let removalAllowed = tokenRemovals.allowsRemoval(
+            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: decoded.environment,
+            targets: broadcast ? .channels : .deviceTokens
+        )
+        if removalAllowed, let removal = outputs.removal(for: decoded, notification: notification, report: report) {
+            records.append(removal)
+            (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
+        }
+        logger.debug("event delivered", metadata: event.logMetadata.merging([
+            "eventId": "\(decoded.id)", "outcome": "\(report.outcome.rawValue)",
+            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(notification.target)",
+        ]) { $1 })
+        publish(event, result, with: records, broadcast: broadcast)
+    }
+
+    // MARK: 3. Publication and the ledger
+
+    /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them — in
+    /// the delivery-report callback, on the producer's thread — finishes the event in the ledger.
+    private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with records: [OutgoingRecord], broadcast: Bool) {
+        let all = [outputs.result(result, key: event.message.key, source: event.source)] + records
+        publisher.publish(all) { [self] published in
+            guard published else {
+                // The relay is stopping (shutdown deadline, or a failure): the offset is never stored.
+                logger.log(level: abandoned.isSet ? .debug : .warning, "result not published; the event is given up and redone after a restart",
+                           metadata: event.logMetadata)
+                finishAbandoned(event)
+                return
+            }
+            metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
+            metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000))
+            state.finish(event.partition, offset: event.source.offset, bytes: event.bytes)
+            updateInFlightGauges()
+        }
+    }
+
+    /// Gives an event up without a result: its offset is never stored.
+    private func finishAbandoned(_ event: InFlightEvent) {
+        state.abandon(bytes: event.bytes)
+        updateInFlightGauges()
+    }
+
+    private func updateInFlightGauges() {
+        metrics.inFlight.record(state.inFlightEvents)
+        metrics.inFlightBytes.record(state.inFlightBytes)
+    }
+
+    // MARK: Stopping
+
+    /// Gives up what is in flight (shutdown deadline passed, or a failure): deliveries end at their next
+    /// answer or retry without a result, publishing stops retrying; none of their offsets is stored.
+    func abandon() {
+        abandoned.set()
+        publisher.stop()
+    }
+
+    /// Sends nothing more to APNs (a drain while Kafka is unreachable): requests not yet sent end without a
+    /// result, retries stop; deliveries already sent finish and publish as usual.
+    func holdUnsentRequests() {
+        holding.set()
+        sender.holdUnsentRequests()
+    }
+
+    static func reason(of report: DeliveryReport) -> String? {
+        if let reason = report.response?.reason { return reason.rawValue }
+        if report.outcome == .expired { return "Expired" }
+        if let failure = report.failure { return "\(failure)" }
+        return nil
+    }
+}
