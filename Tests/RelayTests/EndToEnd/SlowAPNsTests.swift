@@ -4,9 +4,15 @@ import Logging
 import RelaySandbox
 import Testing
 
-/// A slow APNs (it answers 400 requests a second) and a backlog of 1500 events. Sent all at once, most
-/// would wait there past the request timeout and be resent: pushes a user sees twice. With the adaptive
-/// concurrency limit the backlog waits here, unsent, and every device gets its notification once.
+/// A slow APNs (it answers 250 requests a second) and a backlog of 1500 events. Sent as fast as APNs'
+/// streams allow (1000 per connection), those beyond the first 625 would wait there past the 2.5 s request
+/// timeout and be resent: pushes a user sees twice. With the adaptive concurrency limit the backlog waits
+/// here, unsent, and every device gets its notification once.
+///
+/// The limit starts at 100 requests (0.4 s of this APNs). The timeout leaves that first window 2 s of
+/// slack: with 400 answers/s and a 1.5 s timeout (1.25 s of slack) a suite that loaded both cores once
+/// expired the whole window — the mock runs in the test process and was not scheduled in time — and its
+/// 100 resends counted as duplicates.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SlowAPNsTests {
     let logger = Logger.quiet("slow-apns")
@@ -16,13 +22,13 @@ struct SlowAPNsTests {
     private func run(adaptive: Bool) async throws -> (duplicatePushes: Int, outcomes: [String: Int], unflagged: [String]) {
         try await withSandbox(logger: logger) { sandbox in
             let count = 1500
-            sandbox.apns.faults.latency = .init(rtt: .milliseconds(5), answersPerSecond: 400)
+            sandbox.apns.faults.latency = .init(rtt: .milliseconds(5), answersPerSecond: 250)
             let events = faultEvents(0..<count, prefix: "s")
             try await sandbox.produce(events)
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             try await withRelay(sandbox, overrides: [
-                "relay.requestTimeoutMs": "1500", "apns.pool.adaptiveConcurrency": String(adaptive),
+                "relay.requestTimeoutMs": "2500", "apns.pool.adaptiveConcurrency": String(adaptive),
                 "relay.retry.maxAttempts": "30",
             ], logger: logger) { _ in
                 try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(120))
