@@ -129,7 +129,9 @@ public final class APNsMockServer: Sendable {
             control = server
         }
         context.faults.onFlowControlResumed.withLock { resume in
-            resume = { [context] in Task { await context.forEachConnection { _ in } } }
+            // Straight to the connections' event loops: a task could wait for a busy cooperative pool, and
+            // the clients stalled on their windows with it.
+            resume = { [context] in context.onEachConnection { _ in } }
         }
         state.withLock {
             $0 = RunState(group: group, channel: channel, control: control, management: management, port: port,

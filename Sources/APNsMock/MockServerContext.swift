@@ -91,4 +91,17 @@ final class MockServerContext: Sendable {
             try? await future.get()
         }
     }
+
+    /// Runs `body` on every open connection's event loop without waiting: for callers that are not async
+    /// (a fault's setter), which must not depend on Swift's cooperative pool being free to run a task.
+    func onEachConnection(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) {
+        let handles = connections.withLock { Array($0.values) }
+        for handle in handles {
+            handle.channel.eventLoop.execute {
+                let handler = handle.handler.value
+                body(handler)
+                handler.flushFromCommand()
+            }
+        }
+    }
 }
