@@ -14,17 +14,19 @@ package struct RelayAppConfiguration: Sendable {
     /// The defaults written here (and in `RelayConfiguration`, `APNs`, `Admin`) are the only copy: the
     /// reader takes them from a default instance, and a test checks README.md and the chart against them.
     package struct Kafka: Sendable {
+        /// The consumer's own defaults (`KafkaConsumerConfiguration`): the one copy of every setting the
+        /// relay only passes on to it.
+        private static let consumer = KafkaConsumerConfiguration(bootstrapServers: [], groupID: "apns-relay")
+
         package var bootstrapServers: [String] = []
-        package var groupID = "apns-relay"
-        package var clientID = "apns-relay"
-        package var sessionTimeout: Duration = .seconds(45)
-        package var maxPollInterval: Duration = .seconds(300)
-        /// Not cooperative-sticky by default: librdkafka before 2.3 aborts in rd_kafka_destroy when that
-        /// assignor's state was never set (librdkafka #4312), which Debian 12's 2.0.2 hits on shutdown.
-        package var assignmentStrategy = KafkaPartitionAssignmentStrategy(assignors: ["range"])
+        package var groupID = Self.consumer.groupID
+        package var clientID = Self.consumer.clientID
+        package var sessionTimeout = Self.consumer.sessionTimeout
+        package var maxPollInterval = Self.consumer.maxPollInterval
+        package var assignmentStrategy = Self.consumer.partitionAssignmentStrategy
+        /// The relay's own: its consumer-lag gauges read librdkafka's statistics (the library's default is off).
         package var statisticsInterval: Duration = .seconds(15)
-        /// How often stored offsets are committed; bounds the duplicates a crash can cause.
-        package var autoCommitInterval: Duration = .seconds(1)
+        package var autoCommitInterval = Self.consumer.autoCommitInterval
         /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: two
         /// thirds queued (`queued.max.messages.kbytes`), a third for the fetch response on its way
         /// (`fetch.max.bytes`). See `RelayApp`'s consumer settings.
