@@ -14,7 +14,7 @@
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
 import APNsClient
-import APNsMock
+@_spi(Faults) import APNsMock
 import Foundation
 import Kafka
 import Logging

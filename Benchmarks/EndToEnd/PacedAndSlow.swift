@@ -1,4 +1,4 @@
-import APNsMock
+@_spi(Faults) import APNsMock
 import Foundation
 import Kafka
 import RelaySandbox

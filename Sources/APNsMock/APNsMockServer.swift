@@ -31,8 +31,9 @@ public final class APNsMockServer: Sendable {
     /// Broadcast channels, shared by broadcast sends and the channel-management port; tests may create and
     /// delete channels here directly.
     public var channels: ChannelRegistry { context.channels }
-    /// Fault injection, programmable while the server runs.
-    public var faults: FaultInjector { context.faults }
+    /// Fault injection, programmable while the server runs. SPI (`@_spi(Faults) import APNsMock`): for tests,
+    /// benchmarks, the demo and `apns-mock`'s fault flags, not for code that only needs an APNs to talk to.
+    @_spi(Faults) public var faults: FaultInjector { context.faults }
     /// The clock the server reads (the configured one).
     public var clock: WallClock { context.clock }
 

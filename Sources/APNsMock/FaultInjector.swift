@@ -10,7 +10,7 @@ import Synchronization
 /// Per-request faults are applied in this order when a request's last frame arrives: refuse (RST_STREAM
 /// REFUSED_STREAM, not processed) → drop the connection (abrupt TCP close, no reply) → withhold the reply
 /// (not processed, no reply ever) → injected error (`failNext`, then `failureRates`) → normal validation.
-public final class FaultInjector: Sendable {
+@_spi(Faults) public final class FaultInjector: Sendable {
     /// Emulated network round trip: replies and connection WINDOW_UPDATEs leave `rtt` (± `jitter`) after the
     /// request batch that caused them arrived, so a connection carries at most one flow-control window per RTT.
     public struct Latency: Sendable, Hashable {

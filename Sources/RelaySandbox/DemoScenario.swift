@@ -1,6 +1,6 @@
 import APNsClient
 import APNsCore
-import APNsMock
+@_spi(Faults) import APNsMock
 import Foundation
 import Logging
 import Relay

@@ -1,5 +1,5 @@
 import APNsCore
-import APNsMock
+@_spi(Faults) import APNsMock
 import Foundation
 import ServiceSupport
 import TestSupport

@@ -1,4 +1,4 @@
-import Kafka
+@_spi(Faults) import Kafka
 import TestSupport
 import Testing
 

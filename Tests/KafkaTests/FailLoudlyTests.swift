@@ -1,6 +1,7 @@
 @testable import Kafka
 import TestSupport
 import Testing
+@_spi(Faults) import Kafka
 
 /// What the Kafka layer tells its application when things go wrong for good, and how it lets go.
 @Suite("Failing loudly")
@@ -40,7 +41,7 @@ struct FailLoudlyTests {
         try cluster.createTopic("fatal", partitions: 1)
         let producer = try testProducer(cluster)
         _ = try await producer.send(topic: "fatal", key: "warm-up", value: "x")
-        producer.injectFatalErrorForTesting(.outOfOrderSequenceNumber, reason: "injected by the test")
+        producer.injectFatalError(.outOfOrderSequenceNumber, reason: "injected by the test")
         let fatal = try #require(await producer.fatalError.wait(timeout: .seconds(10)), "no fatal error announced")
         #expect(fatal.isFatal)
         let error = await #expect(throws: KafkaError.self) {

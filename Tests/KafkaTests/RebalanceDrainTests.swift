@@ -1,4 +1,4 @@
-import Kafka
+@_spi(Faults) import Kafka
 import ServiceSupport
 import TestSupport
 import Testing

@@ -63,18 +63,18 @@ public final class MockKafkaCluster: Sendable {
     /// Holds ``ForkGuard``: librdkafka closes the broker's listener and binds its port again at once, and
     /// aborts the process if a child process being started still holds a copy of the listener (see
     /// ``ForkGuard``).
-    public func setBrokerDown(_ brokerID: Int32) throws {
+    @_spi(Faults) public func setBrokerDown(_ brokerID: Int32) throws {
         let error = ForkGuard.withLock { cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) } }
         try check(error, "set broker \(brokerID) down")
     }
 
     /// Brings a broker back (on the port it had).
-    public func setBrokerUp(_ brokerID: Int32) throws {
+    @_spi(Faults) public func setBrokerUp(_ brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_broker_set_up($0, brokerID) }, "set broker \(brokerID) up")
     }
 
     /// Delays every response of a broker by `rtt`.
-    public func setBrokerRoundTripTime(_ brokerID: Int32, _ rtt: Duration) throws {
+    @_spi(Faults) public func setBrokerRoundTripTime(_ brokerID: Int32, _ rtt: Duration) throws {
         try check(cluster.with { rd_kafka_mock_broker_set_rtt($0, brokerID, Int32(clamping: rtt.kafkaMilliseconds)) },
                   "set broker \(brokerID) rtt")
     }
@@ -88,7 +88,7 @@ public final class MockKafkaCluster: Sendable {
     /// first one was written — right against a real broker, which refuses a sequence gap — and reports its
     /// records delivered although the mock never stored them. A producer that must lose nothing under
     /// injected produce errors needs `max.in.flight.requests.per.connection=1`.
-    public func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
+    @_spi(Faults) public func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
         let raw = errors.map(\.raw)
         raw.withUnsafeBufferPointer { buffer in
             cluster.with { rd_kafka_mock_push_request_errors_array($0, api.rawValue, buffer.count, buffer.baseAddress) }
@@ -96,24 +96,24 @@ public final class MockKafkaCluster: Sendable {
     }
 
     /// Forgets queued request errors for `api`.
-    public func clearRequestErrors(_ api: APIKey) {
+    @_spi(Faults) public func clearRequestErrors(_ api: APIKey) {
         cluster.with { rd_kafka_mock_clear_request_errors($0, api.rawValue) }
     }
 
     /// Makes `brokerID` the leader of a partition (e.g. to fail over away from a downed broker).
-    public func setPartitionLeader(topic: String, partition: Int32, brokerID: Int32) throws {
+    @_spi(Faults) public func setPartitionLeader(topic: String, partition: Int32, brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_partition_set_leader($0, topic, partition, brokerID) },
                   "move leader of \(topic)[\(partition)] to broker \(brokerID)")
     }
 
     /// Makes metadata requests report `error` for the topic (e.g. `.unknownTopicOrPartition`);
     /// `.noError` clears it.
-    public func setTopicError(_ topic: String, _ error: KafkaResponseCode) {
+    @_spi(Faults) public func setTopicError(_ topic: String, _ error: KafkaResponseCode) {
         cluster.with { rd_kafka_mock_topic_set_error($0, topic, error.raw) }
     }
 
     /// Makes `brokerID` the coordinator of a consumer group.
-    public func setGroupCoordinator(group: String, brokerID: Int32) throws {
+    @_spi(Faults) public func setGroupCoordinator(group: String, brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_coordinator_set($0, "group", group, brokerID) },
                   "set coordinator of group \(group)")
     }

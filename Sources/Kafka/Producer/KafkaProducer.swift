@@ -176,7 +176,7 @@ public final class KafkaProducer: Sendable {
 
     /// Raises a fatal error in librdkafka as if the broker had caused one (`rd_kafka_test_fatal_error`),
     /// for tests of what the application does then. Only an idempotent producer has fatal errors.
-    public func injectFatalErrorForTesting(_ code: KafkaResponseCode, reason: String) {
+    @_spi(Faults) public func injectFatalError(_ code: KafkaResponseCode, reason: String) {
         client.withHandle { handle in _ = rd_kafka_test_fatal_error(handle, code.raw, reason) }
     }
 

@@ -23,7 +23,7 @@ import Testing
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         let output = directory.appendingPathComponent("stdout").path
-        FileManager.default.createFile(atPath: output, contents: nil)
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         try startProcess(process)
         defer { process.terminate(); process.waitUntilExit() }

@@ -1,5 +1,5 @@
 import Foundation
-import Kafka
+@_spi(Faults) import Kafka
 import Logging
 import Relay
 import RelayApp
@@ -7,6 +7,7 @@ import RelaySandbox
 import ServiceLifecycle
 import TestSupport
 import Testing
+@_spi(Faults) import APNsMock
 
 /// Inputs whose records Kafka would refuse: every event still gets its result and the partition moves on.
 @Suite(.serialized, .timeLimit(.minutes(3)))
@@ -97,7 +98,7 @@ struct RefusedRecordTests {
             try await eventually("events are in flight", within: .seconds(60)) { app.relay.status.inFlightEvents > 0 }
             let clock = ContinuousClock()
             let failedAt = clock.now
-            app.producer.injectFatalErrorForTesting(.outOfOrderSequenceNumber, reason: "injected by the test")
+            app.producer.injectFatalError(.outOfOrderSequenceNumber, reason: "injected by the test")
             let outcome = await withTaskGroup(of: String?.self) { race in
                 race.addTask { do { try await running.value; return "ended without an error" } catch { return nil } }
                 race.addTask { try? await Task.sleep(for: .seconds(20)); return "still running 20 s after the fatal error" }  // deadline

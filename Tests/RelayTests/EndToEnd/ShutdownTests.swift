@@ -1,9 +1,10 @@
-import APNsMock
+@_spi(Faults) import APNsMock
 import Foundation
 import Logging
 import RelaySandbox
 import TestSupport
 import Testing
+@_spi(Faults) import Kafka
 
 /// SIGTERM ends the relay within its drain deadline whatever state Kafka is in.
 @Suite(.serialized, .timeLimit(.minutes(5)))

@@ -1,5 +1,5 @@
 import Foundation
-import Kafka
+@_spi(Faults) import Kafka
 import RelaySandbox
 import TestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import RelaySandbox
 import TestSupport
 import Testing
+@_spi(Faults) import APNsMock
 
 extension FaultTests {
     /// The relay process is SIGKILLed at random points of a stream of events (during the group join, mid
