@@ -171,11 +171,26 @@ import Testing
         #expect(early.expired.isEmpty && early.keepSweeping)
         let late = m.sweep(now: at(20))
         #expect(late.expired.map(\.waiter.payload) == ["short"])
-        #expect(late.expired.first?.error.transportFailure == .notSent, "never sent")
+        // Never sent, and why: its connection was still being opened (a connect that hangs until its timeout).
+        #expect(late.expired.first?.error.transportFailure == .connectFailed)
+        #expect(late.expired.first?.error.message.contains("still under way") == true, "\(String(describing: late.expired.first?.error))")
         #expect(late.keepSweeping, "one still waits")
         _ = m.connectFailed(APNsClientError(transport: .connectFailed, "TLS handshake failed"))
         #expect(m.waiterCount == 0, "the failed connect failed the last waiter: nothing else could serve it")
         #expect(!m.sweep(now: at(30)).keepSweeping)
+    }
+
+    /// With a connection up, a request that waited past its deadline waited for a stream (or the adaptive
+    /// limit), not for a connect: `notSent`, not `connectFailed`.
+    @Test func expiredWaitersBehindBusyConnectionsAreNotSent() {
+        var m = machine { $0.maxConnections = 1 }
+        connect(&m, 1...1, load: ready(streams: 1))
+        #expect(picked(m.request(id: 1, deadline: at(1000), payload: "sent", now: at(0)).0) == 1)
+        _ = m.request(id: 2, deadline: at(10), payload: "waits", now: at(0))
+        let late = m.sweep(now: at(20))
+        #expect(late.expired.map(\.waiter.payload) == ["waits"])
+        #expect(late.expired.first?.error.transportFailure == .notSent)
+        #expect(late.expired.first?.error.message == "no free stream before the deadline")
     }
 
     @Test func cancelledWaitersLeaveTheQueue() {

@@ -181,8 +181,12 @@ struct PoolStateMachine<Connection, Payload> {
         }
         let connected = entries.values.contains { $0.load.phase == .ready }
         let error: APNsClientError
-        if !connected, let lastConnectError {
-            error = APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastConnectError.message)")
+        if !connected {
+            // Why there was none, so that an operator can act: the last connect's cause (refused, TLS, proxy,
+            // DNS), or that the connect was still under way (an address that drops packets answers nothing
+            // until the connect timeout).
+            let cause = lastConnectError?.message ?? "a connect to APNs was still under way (none has succeeded yet; each may take up to the connect timeout)"
+            error = APNsClientError(transport: .connectFailed, "no connection before the deadline: \(cause)")
         } else {
             error = APNsClientError(transport: .notSent, "no free stream before the deadline")
         }

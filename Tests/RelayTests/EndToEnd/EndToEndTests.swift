@@ -230,6 +230,30 @@ extension EndToEndTests {
             #expect(readiness == nil, "\(readiness ?? "ready")")
         }
     }
+
+    /// An APNs address that takes the TCP connection and then says nothing (a firewall or a dead proxy on the
+    /// way): the TLS handshake hangs until the connect timeout. A request whose deadline passes first is an
+    /// attempt that failed to connect, and its result says so. (It used to end `notSent`, not counted as an
+    /// attempt, and wait again: the event's result came only at the connect timeout, 5 s here.)
+    @Test func aConnectStillHangingAtTheDeadlineIsNamedInTheResult() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let silent = try SilentListener()
+            defer { withExtendedLifetime(silent) {} }
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let overrides = [
+                "apns.development.port": String(silent.port), "apns.connectTimeoutMs": "5000",
+                "relay.requestTimeoutMs": "300", "relay.retry.maxAttempts": "1",
+            ]
+            let result = try await withRelay(sandbox, overrides: overrides, logger: logger) { _ in
+                try await sandbox.produce([(key: "hanging", value: SampleEvents.event(id: "h", deviceToken: SampleEvents.token(6)))])
+                return try await reader.results(count: 1, timeout: .seconds(60))[0].json ?? [:]
+            }
+            await reader.close()
+            #expect(result["outcome"] as? String == "failed", "\(result)")
+            #expect(result["reason"] as? String == "connectFailed", "\(result)")
+            #expect((result["message"] as? String ?? "").contains("still under way"), "\(result)")
+        }
+    }
 }
 
 extension EndToEndTests {
