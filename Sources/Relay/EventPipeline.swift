@@ -146,8 +146,8 @@ final class EventPipeline: Sendable {
         )
         var records: [OutgoingRecord] = []
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, credential: sender.credentialName(forTopic: notification.topic), environment: decoded.environment,
-            targets: broadcast ? .channels : .deviceTokens
+            after: report, to: notification.target, credential: sender.credentialName(forTopic: notification.topic),
+            environment: decoded.environment
         )
         if removalAllowed, let removal = outputs.removal(for: decoded, notification: notification, report: report) {
             records.append(removal)

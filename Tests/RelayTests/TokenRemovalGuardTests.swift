@@ -1,4 +1,5 @@
 import APNsCore
+import Foundation
 import Logging
 import RelayApp
 import Synchronization
@@ -14,10 +15,17 @@ import Testing
     static let development = Key(credential: "acme", environment: .development)
     static let otherCredential = Key(credential: "beta", environment: .production)
 
+    /// The `n`th device token (distinct for each `n`).
+    static func token(_ n: Int) -> PushTarget {
+        .device(try! DeviceToken(hex: String(repeating: "0", count: 48) + String(format: "%016x", n)))
+    }
+
     /// A guard at a fixed origin; `at` is seconds after it. 60 s window (slices of 3 s), 50 %, sample 10.
+    /// Each answer recorded without a target comes from a device token of its own.
     struct Machine {
         let origin = ContinuousClock.now
         var machine: TokenRemovalGuard
+        private var tokens = 0
 
         init(percent: Int = 50, minimumSample: Int = 10, window: Duration = .seconds(60)) {
             var configuration = TokenRemovalGuard.Configuration()
@@ -28,8 +36,11 @@ import Testing
         }
 
         @discardableResult
-        mutating func record(_ answer: TokenRemovalGuard.Answer, _ key: Key = production, at seconds: Double = 0) -> TokenRemovalGuard.Verdict {
-            machine.record(answer, for: key, at: origin + .milliseconds(Int64(seconds * 1000)))
+        mutating func record(
+            _ answer: TokenRemovalGuard.Answer, _ key: Key = production, at seconds: Double = 0, from target: PushTarget? = nil
+        ) -> TokenRemovalGuard.Verdict {
+            tokens += 1
+            return machine.record(answer, of: target ?? TokenRemovalGuardTests.token(tokens), for: key, at: origin + .milliseconds(Int64(seconds * 1000)))
         }
 
         /// Records `count` answers and returns their verdicts.
@@ -171,6 +182,39 @@ import Testing
         #expect(guardian.record(.other, Self.production).sample == .init(answers: 12, badDeviceTokens: 11))
     }
 
+    /// Targets are counted, not answers: one deleted channel broadcast to ten times as often as the others
+    /// is one ChannelNotRegistered channel among eleven, and its removal is published.
+    @Test func aTargetAnsweredOftenCountsOnce() throws {
+        var guardian = Machine()
+        let channels = Key(credential: "acme", environment: .production, targets: .channels)
+        let deleted = PushTarget.channel(try ChannelID(base64: "dGhlIGRlbGV0ZWQgb25lIQ=="))
+        let live = try (0..<10).map { PushTarget.channel(try ChannelID(base64: Data("live channel \($0)!".utf8).base64EncodedString())) }
+        for round in 0..<10 {
+            for channel in live { guardian.record(.other, channels, at: Double(round), from: channel) }
+            for _ in 0..<9 { guardian.record(.badDeviceToken, channels, at: Double(round), from: deleted) }
+            let verdict = guardian.record(.badDeviceToken, channels, at: Double(round), from: deleted)
+            #expect(verdict.publishesRemoval, "round \(round): \(verdict.sample)")
+            #expect(verdict.sample == .init(answers: 11, badDeviceTokens: 1))
+        }
+        #expect(!guardian.machine.isTripped(channels))
+        // The same target answering differently later counts by its last answer.
+        #expect(guardian.record(.other, channels, at: 10, from: deleted).sample == .init(answers: 11, badDeviceTokens: 0))
+    }
+
+    /// Past `sampleCapacity` targets in the window the guard counts a hash-chosen share of them: memory stays
+    /// bounded and the share stays measured (here 60 % of 40 000 tokens, within a few points).
+    @Test func manyTargetsAreSampledAndTheShareHolds() {
+        var guardian = Machine(minimumSample: 200)
+        var last: TokenRemovalGuard.Verdict?
+        for n in 0..<40_000 {
+            last = guardian.record(n % 5 < 3 ? .badDeviceToken : .other, at: Double(n) / 1000, from: TokenRemovalGuardTests.token(n))
+        }
+        let sample = try! #require(last).sample
+        #expect(sample.answers > 30_000 && sample.answers < 50_000, "\(sample)")
+        #expect(abs(sample.percent - 60) < 5, "\(sample)")
+        #expect(guardian.machine.isTripped(Self.production))
+    }
+
     @Test func atOneHundredPercentOnlyAnAllBadWindowTrips() {
         var guardian = Machine(percent: 100)
         _ = guardian.record(1, .other)
@@ -240,8 +284,10 @@ import Testing
         var configuration = TokenRemovalGuard.Configuration()
         configuration.minimumSample = 10
         let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger(), clock: { clock.now })
+        var tokens = 0
         func allows(_ report: DeliveryReport) -> Bool {
-            screen.allowsRemoval(after: report, credential: "acme", environment: .production)
+            tokens += 1
+            return screen.allowsRemoval(after: report, to: TokenRemovalGuardTests.token(tokens), credential: "acme", environment: .production)
         }
         #expect((0..<30).map { _ in allows(Self.badDeviceToken) }.allSatisfy { !$0 }, "a storm publishes nothing")
         #expect(allows(Self.unregistered), "410 is authoritative, even while tripped")
@@ -271,8 +317,13 @@ import Testing
         var configuration = TokenRemovalGuard.Configuration()
         configuration.minimumSample = 10
         let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger())
-        func allows(_ report: DeliveryReport, _ targets: TokenRemovalGuard.Targets) -> Bool {
-            screen.allowsRemoval(after: report, credential: "acme", environment: .production, targets: targets)
+        var targets = 0
+        func allows(_ report: DeliveryReport, _ kind: TokenRemovalGuard.Targets) -> Bool {
+            targets += 1
+            let target = kind == .channels
+                ? PushTarget.channel(try! ChannelID(base64: Data("channel \(targets)".utf8).base64EncodedString()))
+                : TokenRemovalGuardTests.token(targets)
+            return screen.allowsRemoval(after: report, to: target, credential: "acme", environment: .production)
         }
         for _ in 0..<100 { _ = allows(Self.delivered, .deviceTokens) }
         #expect((0..<20).map { _ in allows(Self.channelNotRegistered, .channels) }.allSatisfy { !$0 },

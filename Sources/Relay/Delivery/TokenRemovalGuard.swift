@@ -10,10 +10,15 @@ import APNsCore
 /// push still says BadDeviceToken). So when in doubt the guard withholds.
 ///
 /// The decisions, and why:
-/// - **What is counted.** Every push of one (credential, environment) that got an APNs answer, once per
-///   event (its final answer), over a sliding `window`. 410s (Unregistered and ExpiredToken) are counted as
-///   answers but never pass through the guard's decision: APNs' 410 is authoritative for the token and
+/// - **What is counted.** Distinct targets (device tokens, or channels) of one (credential, environment)
+///   that got an APNs answer, by their last final answer, over a sliding `window`. Targets, not answers: one
+///   deleted channel (or a bad token of a chatty app) sent to far more often than the others would otherwise
+///   make the share implausible and withhold its own removal. 410s (Unregistered and ExpiredToken) are
+///   counted but never pass through the guard's decision: APNs' 410 is authoritative for the token and
 ///   carries its timestamp, so those records are always published.
+/// - **Memory.** Exact up to `Self.sampleCapacity` targets in the window; beyond, a fixed half, quarter, …
+///   of all targets (chosen by their hash, so a target is always in or always out) stands for the rest:
+///   the share is measured on thousands of targets, and memory stays bounded however many there are.
 /// - **When a BadDeviceToken removal is published.** Only when the window, counting this answer, shows a
 ///   BadDeviceToken share below `badDeviceTokenPercent` and the guard is not tripped. This applies below
 ///   the minimum sample too: a small sample cannot tell a misconfiguration from noise, and publishing
@@ -31,10 +36,10 @@ import APNsCore
 ///   that sends every token to both environments answers exactly 50 %) from flapping the alarm; while
 ///   tripped, every BadDeviceToken removal is withheld.
 ///
-/// Time is passed in (no clock in here); the window is counted in `Self.slices` slices, so an answer
-/// leaves it between `window - window / slices` and `window` after it arrived. A `now` earlier than one
-/// already seen (concurrent events read the clock before they take the lock) counts in the latest slice.
-/// Keys are few (credentials × 2 environments), so the state is small and bounded.
+/// Time is passed in (no clock in here); the window is counted in `Self.slices` slices, so a target
+/// leaves it between `window - window / slices` and `window` after its last answer. A `now` earlier than
+/// one already seen (concurrent events read the clock before they take the lock) counts in the latest
+/// slice. Keys are few (credentials × 2 environments × 2 target kinds).
 package struct TokenRemovalGuard: Sendable {
     /// When BadDeviceToken answers are too many to be believed.
     package struct Configuration: Sendable, Hashable {
@@ -87,7 +92,8 @@ package struct TokenRemovalGuard: Sendable {
         case other
     }
 
-    /// What the window holds after an answer.
+    /// What the window holds after an answer: distinct targets (estimated, once they are more than
+    /// `sampleCapacity`), and how many of them answered BadDeviceToken (ChannelNotRegistered) last.
     package struct Sample: Sendable, Hashable {
         package var answers: Int
         package var badDeviceTokens: Int
@@ -115,18 +121,32 @@ package struct TokenRemovalGuard: Sendable {
 
     /// How finely the window slides.
     package static let slices = 20
+    /// Targets a key's window remembers at most (about 100 KiB); beyond, it samples (see the type's comment).
+    package static let sampleCapacity = 4_096
 
-    private struct Slice {
-        var index: Int64 = -1
-        var answers = 0
-        var badDeviceTokens = 0
+    /// A target in the window: the slice of its last answer, and whether that answer was BadDeviceToken.
+    private struct Seen {
+        var slice: Int64
+        var bad: Bool
     }
 
     private struct Tally {
-        var slices = [Slice](repeating: Slice(), count: TokenRemovalGuard.slices)
+        /// The window's targets, by hash: all of them, or those of the sample (`level`).
+        var seen: [UInt64: Seen] = [:]
+        var bad = 0
+        /// Targets are in the sample when their hash's top `level` bits are zero (one in 2^level).
+        var level = 0
         var latest: Int64 = 0
         var tripped = false
         var withheldWhileTripped = 0
+
+        func samples(_ hash: UInt64) -> Bool { level == 0 || hash >> (64 - level) == 0 }
+
+        /// Forgets the targets whose last answer left the window, and those out of the sample.
+        mutating func prune(before slice: Int64) {
+            seen = seen.filter { $0.value.slice >= slice && samples($0.key) }
+            bad = seen.values.reduce(0) { $0 + ($1.bad ? 1 : 0) }
+        }
     }
 
     package let configuration: Configuration
@@ -146,32 +166,36 @@ package struct TokenRemovalGuard: Sendable {
         tallies[key]?.tripped ?? false
     }
 
-    /// Counts `answer` for `key` at `now` and says whether a BadDeviceToken removal may be published.
-    package mutating func record(_ answer: Answer, for key: Key, at now: ContinuousClock.Instant) -> Verdict {
+    /// Counts `answer` of `target` for `key` at `now` and says whether a BadDeviceToken removal may be published.
+    package mutating func record(
+        _ answer: Answer, of target: PushTarget, for key: Key, at now: ContinuousClock.Instant
+    ) -> Verdict {
         let slice = Self.nanoseconds(now - origin) / sliceNanoseconds
-        // In place: a copy of the tally would copy its slices on every answer.
-        return Self.record(answer, inSlice: slice, configuration: configuration, tally: &tallies[key, default: Tally()])
+        // In place: a copy of the tally would copy its table on every answer.
+        return Self.record(answer, of: Self.hash(target), inSlice: slice, configuration: configuration, tally: &tallies[key, default: Tally()])
     }
 
-    private static func record(_ answer: Answer, inSlice now: Int64, configuration: Configuration, tally: inout Tally) -> Verdict {
+    private static func record(_ answer: Answer, of target: UInt64, inSlice now: Int64, configuration: Configuration, tally: inout Tally) -> Verdict {
         let slice = max(now, tally.latest)
-        tally.latest = slice
-        let position = Int(slice % Int64(Self.slices))
-        if tally.slices[position].index != slice {
-            tally.slices[position] = Slice(index: slice)
+        if slice > tally.latest {
+            tally.latest = slice
+            tally.prune(before: slice - Int64(Self.slices) + 1)
         }
-        tally.slices[position].answers += 1
-        if answer == .badDeviceToken { tally.slices[position].badDeviceTokens += 1 }
-
-        var sample = Sample(answers: 0, badDeviceTokens: 0)
-        for counted in tally.slices where counted.index > slice - Int64(Self.slices) {
-            sample.answers += counted.answers
-            sample.badDeviceTokens += counted.badDeviceTokens
+        let isBad = answer == .badDeviceToken
+        if tally.samples(target) {
+            let previous = tally.seen.updateValue(Seen(slice: slice, bad: isBad), forKey: target)
+            tally.bad += (isBad ? 1 : 0) - (previous?.bad == true ? 1 : 0)
+            if tally.seen.count > Self.sampleCapacity {
+                tally.level += 1
+                tally.prune(before: slice - Int64(Self.slices) + 1)
+            }
         }
-        // Shares compared in integers: bad / answers ≥ percent / 100, and < (4/5 · percent) / 100.
+        let sample = Sample(answers: tally.seen.count << tally.level, badDeviceTokens: tally.bad << tally.level)
+        // Shares compared in integers, on the sample: bad / all ≥ percent / 100, and < (4/5 · percent) / 100.
+        let (sampled, sampledBad) = (tally.seen.count, tally.bad)
         let percent = configuration.badDeviceTokenPercent
-        let atThreshold = sample.badDeviceTokens * 100 >= percent * sample.answers
-        let wellBelow = sample.badDeviceTokens * 100 * 5 < percent * 4 * sample.answers
+        let atThreshold = sampledBad * 100 >= percent * sampled
+        let wellBelow = sampledBad * 100 * 5 < percent * 4 * sampled
         var change: Change?
         if !tally.tripped, atThreshold, sample.answers >= configuration.minimumSample {
             tally.tripped = true
@@ -187,6 +211,23 @@ package struct TokenRemovalGuard: Sendable {
             publishesRemoval: publishes, withholdsRemoval: answer == .badDeviceToken && !publishes,
             change: change, sample: sample
         )
+    }
+
+    /// A target's 64-bit hash, the same in every process (FNV-1a over its id, then SplitMix64's finalizer to
+    /// spread FNV's low-entropy top bits, which choose the sample).
+    static func hash(_ target: PushTarget) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ text: String, kind: UInt8) {
+            hash = (hash ^ UInt64(kind)) &* 0x100_0000_01b3
+            for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        }
+        switch target {
+        case .device(let token): mix(token.hex, kind: 1)
+        case .channel(let channel): mix(channel.base64, kind: 2)
+        }
+        hash = (hash ^ (hash >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        hash = (hash ^ (hash >> 27)) &* 0x94d0_49bb_1331_11eb
+        return hash ^ (hash >> 31)
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

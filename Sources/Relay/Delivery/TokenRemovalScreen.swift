@@ -27,15 +27,15 @@ final class TokenRemovalScreen: Sendable {
     ///
     /// - Returns: `false` only for a BadDeviceToken removal the guard withholds; 410 removals (and events
     ///   without a removal) always get `true`.
-    func allowsRemoval(
-        after report: DeliveryReport, credential: String, environment: APNsEnvironment, targets: TokenRemovalGuard.Targets = .deviceTokens
-    ) -> Bool {
+    func allowsRemoval(after report: DeliveryReport, to target: PushTarget, credential: String, environment: APNsEnvironment) -> Bool {
         // No answer from APNs: nothing to count, and no removal to decide on.
         guard report.response != nil else { return true }
         let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesTarget: true) ? .badDeviceToken : .other
+        let targets: TokenRemovalGuard.Targets
+        if case .channel = target { targets = .channels } else { targets = .deviceTokens }
         let key = TokenRemovalGuard.Key(credential: credential, environment: environment, targets: targets)
         let now = clock()
-        let verdict = machine.withLock { $0.record(answer, for: key, at: now) }
+        let verdict = machine.withLock { $0.record(answer, of: target, for: key, at: now) }
 
         switch verdict.change {
         case .tripped(let sample)?:
@@ -65,7 +65,7 @@ final class TokenRemovalScreen: Sendable {
     private static func metadata(_ key: TokenRemovalGuard.Key, _ sample: TokenRemovalGuard.Sample, window: Duration) -> Logger.Metadata {
         [
             "credential": "\(key.credential)", "environment": "\(key.environment.rawValue)",
-            "answers": "\(sample.answers)", "\(key.targets.reason.rawValue)": "\(sample.badDeviceTokens)",
+            "\(key.targets == .channels ? "channels" : "deviceTokens")": "\(sample.answers)", "\(key.targets.reason.rawValue)": "\(sample.badDeviceTokens)",
             "percent": "\(Int(sample.percent.rounded()))", "window": "\(window)",
         ]
     }
