@@ -88,12 +88,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The relay's public output contract: the records it publishes (result, removed token, removed channel,
+        // dead letter and its headers) and their JSON encoders, beside `Schemas/`. Values only, no I/O: the
+        // pipeline, `apns-relay replay` and the tests share it.
+        .target(name: "RelayContract", dependencies: ["APNsCore"]),
         // The pipeline: consume → triage → deliver → publish → store offsets. Knows APNs only through
         // `NotificationSender`, Kafka through the Kafka target.
         .target(
             name: "Relay",
             dependencies: [
-                "Kafka", "APNsCore", "CEventJSON", "ServiceSupport",
+                "Kafka", "APNsCore", "CEventJSON", "RelayContract", "ServiceSupport",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -105,7 +109,7 @@ let package = Package(
         .target(
             name: "RelayApp",
             dependencies: [
-                "Relay", "Kafka", "APNsCore", "APNsClient", "ServiceSupport",
+                "Relay", "RelayContract", "Kafka", "APNsCore", "APNsClient", "ServiceSupport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -128,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "apns-relay",
             dependencies: [
-                "Relay", "RelayApp", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
+                "Relay", "RelayApp", "RelayContract", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -164,7 +168,7 @@ let package = Package(
         .executableTarget(
             name: "EndToEndBenchmark",
             dependencies: [
-                "Relay", "RelayApp", "RelaySandbox", "APNsClient", "APNsMock", "Kafka", "ServiceSupport",
+                "Relay", "RelayApp", "RelayContract", "RelaySandbox", "APNsClient", "APNsMock", "Kafka", "ServiceSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -219,6 +223,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", .product(name: "Yams", package: "Yams")]),
     ]
 )

@@ -2,6 +2,7 @@ import APNsClient
 import Crypto
 import Foundation
 import Relay
+import RelayContract
 
 /// Best of `rounds` rounds of the mean time per call, in microseconds (the minimum is the least disturbed
 /// estimate on a shared machine).

@@ -2,6 +2,7 @@ import APNsCore
 import Dispatch
 import Kafka
 import Logging
+import RelayContract
 import ServiceSupport
 import Synchronization
 

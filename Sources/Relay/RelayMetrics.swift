@@ -1,6 +1,7 @@
-import ServiceSupport
 import APNsCore
 import CoreMetrics
+import RelayContract
+import ServiceSupport
 import Synchronization
 
 /// The relay's metrics, named for Prometheus (`apns_relay_*`, seconds for time, `_total` for counters).

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Relay
+import RelayContract
 import Synchronization
 
 /// One JSON object per line, for log collectors: `timestamp`, `level`, `label`, `message`, then the

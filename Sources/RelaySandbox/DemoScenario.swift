@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Relay
 import RelayApp
+import RelayContract
 
 /// The broadcast channels the demo sends to, made through the channel-management API as a backend would.
 package struct DemoChannels: Sendable {

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import RelayApp
+import RelayContract
 
 /// `apns-relay replay`: dead letters back to the topic they came from, once the producer bug behind them is
 /// fixed — their original bytes, key and headers, without the dead-letter headers.
@@ -146,19 +147,19 @@ struct ReplayCommand: AsyncParsableCommand {
         func header(_ name: String) -> String? {
             message.headers.first { $0.name == name }?.value.map { String(decoding: $0, as: UTF8.self) }
         }
-        let code = header("__connect.errors.exception.class.name") ?? "?"
-        let stage = header("__connect.errors.stage") ?? "?"
+        let code = header(DeadLetter.Header.errorCode) ?? "?"
+        let stage = header(DeadLetter.Header.stage) ?? "?"
         if !reason.isEmpty && !reason.contains(code) { return }
         if !self.stage.isEmpty && !self.stage.contains(stage) { return }
         let time = message.timestampMilliseconds ?? 0
         if let since, time < since { return }
         if let until, time >= until { return }
         counts.matched += 1
-        let origin = header("__connect.errors.topic")
-        let position = "\(origin ?? "?")[\(header("__connect.errors.partition") ?? "?")]@\(header("__connect.errors.offset") ?? "?")"
+        let origin = header(DeadLetter.Header.topic)
+        let position = "\(origin ?? "?")[\(header(DeadLetter.Header.partition) ?? "?")]@\(header(DeadLetter.Header.offset) ?? "?")"
         // A cut value, a replaced key or dropped headers would not be the event the producer sent.
-        if header("apns-relay.truncated") != nil || header("apns-relay.original.key.size") != nil
-            || header("apns-relay.original.headers.dropped") != nil
+        if header(DeadLetter.Header.truncated) != nil || header(DeadLetter.Header.originalKeySize) != nil
+            || header(DeadLetter.Header.originalHeadersDropped) != nil
         {
             counts.notReplayable += 1
             print("  skip \(position) \(code): cut to fit the dead-letter topic; not replayable as it was")
@@ -170,7 +171,7 @@ struct ReplayCommand: AsyncParsableCommand {
             return
         }
         counts.byReason["\(stage)/\(code)", default: 0] += 1
-        let headers = message.headers.filter { !$0.name.hasPrefix("__connect.errors.") && !$0.name.hasPrefix("apns-relay.") }
+        let headers = message.headers.filter { !$0.name.hasPrefix(DeadLetter.Header.connectPrefix) && !$0.name.hasPrefix(DeadLetter.Header.relayPrefix) }
         guard let producer else {
             counts.replayed += 1
             print("  would replay \(position) \(code) → \(target)")

@@ -1,12 +1,11 @@
-import Kafka
-import Relay
+import RelayContract
 import Testing
 
 /// A dead letter always fits its budget, whatever the original key, value and headers were.
 @Suite struct DeadLetterLimitsTests {
     let source = SourcePosition(topic: "in", partition: 2, offset: 7)
 
-    func letter(key: Int?, value: Int, headers: [KafkaHeader] = [], limits: DeadLetter.Limits = .init(maxBytes: 921_600)) -> DeadLetter {
+    func letter(key: Int?, value: Int, headers: [RecordHeader] = [], limits: DeadLetter.Limits = .init(maxBytes: 921_600)) -> DeadLetter {
         DeadLetter(
             originalKey: key.map { Array(repeating: 1, count: $0) }, originalValue: Array(repeating: 2, count: value),
             originalHeaders: headers, source: source, stage: .size, errorCode: "event_too_large", message: "too large", limits: limits)
@@ -14,7 +13,7 @@ import Testing
 
     @Test(arguments: [(0, 0, 0), (200_000, 800_000, 0), (10, 2_000_000, 0), (10, 10, 950_000), (900_000, 900_000, 900_000)])
     func staysWithinItsBudget(key: Int, value: Int, headerBytes: Int) {
-        let headers = headerBytes == 0 ? [] : [KafkaHeader(name: "big", value: Array(repeating: 3, count: headerBytes))]
+        let headers = headerBytes == 0 ? [] : [RecordHeader(name: "big", value: Array(repeating: 3, count: headerBytes))]
         let dead = letter(key: key, value: value, headers: headers)
         #expect(dead.byteCount <= 921_600, "\(dead.byteCount) bytes")
     }
@@ -31,7 +30,7 @@ import Testing
     }
 
     @Test func theFallbackIsSmallAndKeyedBySourcePosition() {
-        let headers = [KafkaHeader(name: "trace", value: Array("abc".utf8))]
+        let headers = [RecordHeader(name: "trace", value: Array("abc".utf8))]
         let fallback = letter(key: nil, value: 100_000, headers: headers, limits: .fallback)
         #expect(fallback.key == Array("in/2/7".utf8), "never a null key: a compacted topic refuses those")
         #expect(fallback.byteCount <= RecordLimits.fallbackBytes)

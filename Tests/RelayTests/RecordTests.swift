@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import RelayContract
 import Testing
 @testable import Relay
 

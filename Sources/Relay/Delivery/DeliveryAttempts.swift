@@ -1,4 +1,5 @@
 import APNsCore
+import RelayContract
 import ServiceSupport
 
 /// The end of delivering one notification: its outcome and what APNs said last.

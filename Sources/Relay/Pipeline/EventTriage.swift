@@ -1,5 +1,6 @@
 import APNsCore
 import Kafka
+import RelayContract
 
 /// The first decision about a consumed message: send it, or answer it at once without sending.
 enum Triage: Sendable {

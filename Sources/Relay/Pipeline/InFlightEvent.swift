@@ -1,5 +1,6 @@
 import Kafka
 import Logging
+import RelayContract
 
 /// One consumed event on its way through the relay, from its admission on the consumer loop to its entry
 /// in the offset ledger: what every stage needs to know about where it came from. Built once, when the

@@ -1,5 +1,6 @@
 import APNsCore
 import Kafka
+import RelayContract
 
 /// The records the relay publishes for an event, each with a smaller form Kafka always accepts
 /// (`OutgoingRecord.fallback`) for when it refuses the full one.
@@ -26,15 +27,15 @@ struct OutputRecords: Sendable {
         let topic = topics.deadLetters
         @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
             DeadLetter(
-                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers,
+                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers.map(RecordHeader.init),
                 source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
         }
         let letter = make(DeadLetter.Limits(maxBytes: maxDeadLetterBytes))
         return OutgoingRecord(
-            topic: topic, key: letter.key, value: letter.value, headers: letter.headers,
+            topic: topic, key: letter.key, value: letter.value, headers: letter.headers.map(KafkaHeader.init),
             fallback: {
                 let small = make(.fallback)
-                return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers)
+                return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers.map(KafkaHeader.init))
             }
         )
     }

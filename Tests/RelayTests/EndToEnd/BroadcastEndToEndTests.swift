@@ -92,16 +92,16 @@ struct BroadcastEndToEndTests {
         options.partitions = 1
         try await withSandbox(options, logger: logger) { sandbox in
             let channels = sandbox.apns.channels
-            let live = try channels.create(bundleID: bundle, storagePolicy: 1)
+            let live = try (0..<5).map { _ in try channels.create(bundleID: bundle, storagePolicy: 1) }
             let gone = try channels.create(bundleID: bundle, storagePolicy: 0)
             #expect(channels.delete(bundleID: bundle, channelID: gone))
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let topics = sandbox.options.topics
             let records = try await withRelay(sandbox, logger: logger) { _ in
                 // First broadcasts that succeed, so the removal guard sees a plausible share of
-                // ChannelNotRegistered (1 in 6), as in any deployment with more than one channel.
+                // ChannelNotRegistered channels (1 in 6; it counts channels, not broadcasts).
                 try await sandbox.produce((0..<5).map { n in
-                    (key: "live-\(n)", value: SampleEvents.broadcast(id: "live-\(n)", channelID: live))
+                    (key: "live-\(n)", value: SampleEvents.broadcast(id: "live-\(n)", channelID: live[n]))
                 })
                 _ = try await reader.collect(timeout: .seconds(60)) { records in
                     records.filter { $0.topic == topics.results }.count >= 5

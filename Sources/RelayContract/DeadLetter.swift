@@ -1,5 +1,3 @@
-import Kafka
-
 /// A dead-letter record: the original message, plus headers that say where it came from and why it was
 /// refused. Header names follow Kafka Connect's DLQ conventions so existing tooling reads them.
 ///
@@ -15,6 +13,29 @@ package struct DeadLetter: Sendable, Hashable {
         case schema
         /// Valid against the schema but refused by an APNs rule (e.g. collapse id over 64 bytes).
         case apnsRules = "apns-rules"
+    }
+
+    /// The headers a dead letter adds to the original's: Kafka Connect's DLQ names where there is one, then
+    /// the relay's own notes about what it had to cut. `apns-relay replay` reads them back.
+    package enum Header {
+        /// Kafka Connect's prefix: every header of this kind says where the record came from or why it failed.
+        package static let connectPrefix = "__connect.errors."
+        /// The relay's prefix: notes on what the dead letter left out of the original.
+        package static let relayPrefix = "apns-relay."
+        package static let topic = "__connect.errors.topic"
+        package static let partition = "__connect.errors.partition"
+        package static let offset = "__connect.errors.offset"
+        package static let stage = "__connect.errors.stage"
+        /// The relay's error code (`schema_violation`, `event_too_large`, an APNs reason, …).
+        package static let errorCode = "__connect.errors.exception.class.name"
+        package static let message = "__connect.errors.exception.message"
+        /// The original key was too large and was replaced by the source position; its size.
+        package static let originalKeySize = "apns-relay.original.key.size"
+        /// The original headers were too large and were left out; how many there were.
+        package static let originalHeadersDropped = "apns-relay.original.headers.dropped"
+        /// The original value was cut; its full size.
+        package static let originalSize = "apns-relay.original.size"
+        package static let truncated = "apns-relay.truncated"
     }
 
     /// How large a dead letter may be.
@@ -41,40 +62,40 @@ package struct DeadLetter: Sendable, Hashable {
 
     package var key: [UInt8]?
     package var value: [UInt8]?
-    package var headers: [KafkaHeader]
+    package var headers: [RecordHeader]
 
     package init(
-        originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [KafkaHeader],
+        originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [RecordHeader],
         source: SourcePosition, stage: Stage, errorCode: String, message: String, limits: Limits
     ) {
         var headers = originalHeaders
-        var notes: [KafkaHeader] = [
-            KafkaHeader(name: "__connect.errors.topic", value: Array(source.topic.utf8)),
-            KafkaHeader(name: "__connect.errors.partition", value: Array(String(source.partition).utf8)),
-            KafkaHeader(name: "__connect.errors.offset", value: Array(String(source.offset).utf8)),
-            KafkaHeader(name: "__connect.errors.stage", value: Array(stage.rawValue.utf8)),
-            KafkaHeader(name: "__connect.errors.exception.class.name", value: Array(errorCode.utf8)),
-            KafkaHeader(name: "__connect.errors.exception.message", value: Array(message.prefix(2048).utf8)),
+        var notes: [RecordHeader] = [
+            RecordHeader(name: Header.topic, value: Array(source.topic.utf8)),
+            RecordHeader(name: Header.partition, value: Array(String(source.partition).utf8)),
+            RecordHeader(name: Header.offset, value: Array(String(source.offset).utf8)),
+            RecordHeader(name: Header.stage, value: Array(stage.rawValue.utf8)),
+            RecordHeader(name: Header.errorCode, value: Array(errorCode.utf8)),
+            RecordHeader(name: Header.message, value: Array(message.prefix(2048).utf8)),
         ]
         if limits.replacesKey || (originalKey?.count ?? 0) > limits.maxKeyBytes {
             key = source.recordKey
             if let originalKey {
-                notes.append(KafkaHeader(name: "apns-relay.original.key.size", value: Array(String(originalKey.count).utf8)))
+                notes.append(RecordHeader(name: Header.originalKeySize, value: Array(String(originalKey.count).utf8)))
             }
         } else {
             key = originalKey
         }
         if RecordLimits.bytes(of: originalHeaders) > limits.maxOriginalHeaderBytes {
             headers = []
-            notes.append(KafkaHeader(name: "apns-relay.original.headers.dropped", value: Array(String(originalHeaders.count).utf8)))
+            notes.append(RecordHeader(name: Header.originalHeadersDropped, value: Array(String(originalHeaders.count).utf8)))
         }
         // What the value may take: the budget less the key, the headers and the notes about the cut.
         let cutNotes = 64
         let room = max(0, limits.maxBytes - (key?.count ?? 0) - RecordLimits.bytes(of: headers + notes) - cutNotes)
         if let originalValue, originalValue.count > room {
             value = Array(originalValue.prefix(room))
-            notes.append(KafkaHeader(name: "apns-relay.original.size", value: Array(String(originalValue.count).utf8)))
-            notes.append(KafkaHeader(name: "apns-relay.truncated", value: Array("true".utf8)))
+            notes.append(RecordHeader(name: Header.originalSize, value: Array(String(originalValue.count).utf8)))
+            notes.append(RecordHeader(name: Header.truncated, value: Array("true".utf8)))
         } else {
             value = originalValue
         }
