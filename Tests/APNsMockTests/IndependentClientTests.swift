@@ -146,7 +146,8 @@ import Testing
     @Test(arguments: ChannelManagementTests.cases)
     func curlGetsEveryChannelManagementReason(_ testCase: ChannelManagementTests.Case) async throws {
         let fixture = try await ChannelManagementTests.start()
-        let response = try await curl(fixture, testCase.make(fixture), port: try #require(fixture.server.managementPort))
+        let port: Int = try #require(fixture.server.managementPort)
+        let response = try await curl(fixture, testCase.make(fixture), port: port)
         #expect(response.status == testCase.status, "curl: \(response)")
         #expect(response.body == #"{"reason":"\#(testCase.reason)"}"#)
         #expect(APNsNotification.isCanonicalUUID(response.headers["apns-request-id"] ?? ""))
@@ -157,7 +158,8 @@ import Testing
     @Test func curlReadsALargeChannelList() async throws {
         let fixture = try await ChannelManagementTests.start()
         for _ in 0..<3_000 { try fixture.server.channels.create(bundleID: bundleID, storagePolicy: 1) }
-        let list = try await curl(fixture, fixture.channelRequest("GET", all: true), port: try #require(fixture.server.managementPort))
+        let port: Int = try #require(fixture.server.managementPort)
+        let list = try await curl(fixture, fixture.channelRequest("GET", all: true), port: port)
         #expect(list.status == 200)
         let ids = jsonObject(list.body)?["channels"] as? [String]
         #expect(ids == fixture.server.channels.channels(bundleID: bundleID), "\(list.body.utf8.count) bytes")
