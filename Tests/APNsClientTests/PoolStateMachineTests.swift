@@ -193,6 +193,24 @@ import Testing
         #expect(late.expired.first?.error.message == "no free stream before the deadline")
     }
 
+    /// Waiters are served by class: one app's backlog does not hold up another app's request, and a
+    /// priority-10 push goes before priority 5.
+    @Test func waitersAreServedByPriorityThenAppsInTurn() {
+        var m = machine { $0.maxConnections = 1 }
+        connect(&m, 1...1, load: ready(streams: 1))
+        let app = { (flow: String, rank: Int) in WaitClass(rank: rank, flow: flow) }
+        #expect(picked(m.request(id: 0, deadline: at(1000), class: app("a", 0), payload: "a0", now: at(0)).0) == 1)
+        for n in 1...3 { _ = m.request(id: n, deadline: at(1000), class: app("a", 0), payload: "a\(n)", now: at(0)) }
+        _ = m.request(id: 4, deadline: at(1000), class: app("b", 0), payload: "b0", now: at(0))
+        _ = m.request(id: 5, deadline: at(1000), class: app("a", 1), payload: "a-priority-5", now: at(0))
+        var served: [String] = []
+        for step in 0..<5 {
+            let actions = m.finished(on: 1, load: ready(streams: 1), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(step + 1))
+            served += actions.handOff.map(\.waiter.payload)
+        }
+        #expect(served == ["a1", "b0", "a2", "a3", "a-priority-5"])
+    }
+
     @Test func cancelledWaitersLeaveTheQueue() {
         var m = machine()
         _ = m.request(id: 1, deadline: at(1000), payload: "a", now: at(0))

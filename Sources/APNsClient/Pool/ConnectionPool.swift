@@ -132,7 +132,7 @@ final class ConnectionPool: Sendable {
         // The closure that resumes a waiting request is made only when it has to wait: most requests get a
         // connection at once, and an escaping closure costs an allocation.
         let (pick, actions) = withMachine { machine, now in
-            machine.request(id: id, deadline: send.deadline, now: now) {
+            machine.request(id: id, deadline: send.deadline, class: send.request.waitClass, now: now) {
                 { [self] acquired in
                     switch acquired {
                     case .success(let connection): submit(send, on: connection)

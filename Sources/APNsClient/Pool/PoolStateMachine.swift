@@ -104,19 +104,25 @@ struct PoolStateMachine<Connection, Payload> {
 
     /// A request wants a connection: the least-loaded usable one with a free stream (the request counted
     /// against it), or it waits (until a connection frees up, opens, or its deadline passes).
-    mutating func request(id: Int, deadline: ContinuousClock.Instant, payload: Payload, now: ContinuousClock.Instant) -> (Pick, Actions) {
-        request(id: id, deadline: deadline, now: now) { payload }
+    /// Waiters are served by `class` (`WaitQueue`: priority, then apps in turn).
+    mutating func request(
+        id: Int, deadline: ContinuousClock.Instant, class waitClass: WaitClass = .default, payload: Payload, now: ContinuousClock.Instant
+    ) -> (Pick, Actions) {
+        request(id: id, deadline: deadline, class: waitClass, now: now) { payload }
     }
 
-    /// As `request(id:deadline:payload:now:)`, making the waiter's payload only if the request has to wait.
-    mutating func request(id: Int, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant, waiter payload: () -> Payload) -> (Pick, Actions) {
+    /// As `request(id:deadline:class:payload:now:)`, making the waiter's payload only if the request has to wait.
+    mutating func request(
+        id: Int, deadline: ContinuousClock.Instant, class waitClass: WaitClass = .default, now: ContinuousClock.Instant,
+        waiter payload: () -> Payload
+    ) -> (Pick, Actions) {
         var actions = Actions()
         guard !isShuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), actions) }
         lastRequest = now
         let choice = choose()
         actions.open = connectionsToOpen()
         if let choice { return (.connection(choice), actions) }
-        waiters.append(Waiter(id: id, deadline: deadline, payload: payload()))
+        waiters.append(Waiter(id: id, deadline: deadline, payload: payload()), in: waitClass)
         earliestDeadline = min(earliestDeadline ?? deadline, deadline)
         if !sweeperRunning {
             sweeperRunning = true

@@ -1,37 +1,145 @@
+import APNsCore
 import DequeModule
 
-/// Callers waiting for a free stream, first in first out (a `Deque`: taking the first waiter is O(1) under
-/// the pool's lock). Removal by id (cancellation) and by deadline is rare and linear.
+/// Requests waiting for a connection with a free stream (or for the adaptive limit), in the order they are
+/// served:
+/// - by class `rank`, lower first (apns-priority 10 before 5 before 1; see `WaitClass`);
+/// - within a rank the apps (`WaitClass.flow`, the APNs topic) take turns, one request each (deficit
+///   round-robin with a quantum of one request: requests are near enough in cost), so one bundle id's
+///   backlog never starves another's;
+/// - one app's requests in one rank stay first in, first out.
+///
+/// Taking the next waiter is O(1) under the pool's lock. Removal by id (cancellation) and by deadline is rare
+/// and linear.
 struct WaitQueue<Element> {
-    private var items = Deque<Element>()
+    private struct Rank {
+        /// Each waiting app's requests, oldest first; an app leaves when it has none.
+        var flows: [String: Deque<Element>] = [:]
+        /// The apps with requests, in the order they are served next.
+        var turns = Deque<String>()
+        var count = 0
+    }
 
-    var count: Int { items.count }
-    var isEmpty: Bool { items.isEmpty }
+    /// Indexed by rank; ranks are few and small.
+    private var ranks: [Rank] = []
+    private(set) var count = 0
 
-    mutating func append(_ element: Element) { items.append(element) }
+    var isEmpty: Bool { count == 0 }
 
-    mutating func popFirst() -> Element? { items.popFirst() }
+    mutating func append(_ element: Element, in waitClass: WaitClass = .default) {
+        let rank = waitClass.rank
+        while ranks.count <= rank { ranks.append(Rank()) }
+        if ranks[rank].flows[waitClass.flow]?.append(element) == nil {
+            ranks[rank].flows[waitClass.flow] = [element]
+            ranks[rank].turns.append(waitClass.flow)
+        }
+        ranks[rank].count += 1
+        count += 1
+    }
 
-    /// Removes the first element matching `predicate`.
+    /// The next waiter to serve: the first rank with any, the app whose turn it is there.
+    mutating func popFirst() -> Element? {
+        guard count > 0, let rank = ranks.firstIndex(where: { $0.count > 0 }) else { return nil }
+        let flow = ranks[rank].turns.removeFirst()
+        let element = ranks[rank].flows[flow]!.removeFirst()
+        if ranks[rank].flows[flow]!.isEmpty {
+            ranks[rank].flows[flow] = nil
+        } else {
+            ranks[rank].turns.append(flow)
+        }
+        ranks[rank].count -= 1
+        count -= 1
+        return element
+    }
+
+    /// Removes the first element matching `predicate` (in no particular order of apps).
     mutating func remove(where predicate: (Element) -> Bool) -> Element? {
-        guard let index = items.firstIndex(where: predicate) else { return nil }
-        return items.remove(at: index)
+        for rank in ranks.indices where ranks[rank].count > 0 {
+            for flow in ranks[rank].turns {
+                guard let index = ranks[rank].flows[flow]!.firstIndex(where: predicate) else { continue }
+                let element = ranks[rank].flows[flow]!.remove(at: index)
+                forget(flow, inRank: rank, ifEmpty: true)
+                ranks[rank].count -= 1
+                count -= 1
+                return element
+            }
+        }
+        return nil
     }
 
     /// Removes and returns every element matching `predicate`, keeping the order of the rest.
     mutating func removeAll(where predicate: (Element) -> Bool) -> [Element] {
-        let removed: [Element] = items.filter(predicate)
-        if !removed.isEmpty { items.removeAll(where: predicate) }
+        var removed: [Element] = []
+        for rank in ranks.indices where ranks[rank].count > 0 {
+            for flow in ranks[rank].turns {
+                let before = removed.count
+                removed += ranks[rank].flows[flow]!.filter(predicate)
+                let gone = removed.count - before
+                guard gone > 0 else { continue }
+                ranks[rank].flows[flow]!.removeAll(where: predicate)
+                ranks[rank].count -= gone
+                count -= gone
+            }
+            for flow in ranks[rank].turns where ranks[rank].flows[flow]!.isEmpty {
+                forget(flow, inRank: rank, ifEmpty: true)
+            }
+        }
         return removed
     }
 
     /// The smallest `key` of the elements (a linear scan), `nil` when empty.
     func minimum<Key: Comparable>(of key: (Element) -> Key) -> Key? {
-        items.lazy.map(key).min()
+        var smallest: Key?
+        for rank in ranks {
+            for flow in rank.flows.values {
+                for element in flow {
+                    let value = key(element)
+                    if smallest.map({ value < $0 }) ?? true { smallest = value }
+                }
+            }
+        }
+        return smallest
     }
 
+    /// Removes every element, in the order they would have been served within each app.
     mutating func removeAll() -> [Element] {
-        defer { items.removeAll() }
-        return Array(items)
+        defer {
+            ranks.removeAll()
+            count = 0
+        }
+        return ranks.flatMap { rank in rank.turns.flatMap { rank.flows[$0]! } }
+    }
+
+    private mutating func forget(_ flow: String, inRank rank: Int, ifEmpty: Bool) {
+        guard ifEmpty, ranks[rank].flows[flow]?.isEmpty == true else { return }
+        ranks[rank].flows[flow] = nil
+        if let turn = ranks[rank].turns.firstIndex(of: flow) { ranks[rank].turns.remove(at: turn) }
+    }
+}
+
+/// How a waiting request is ordered against the others (`WaitQueue`).
+public struct WaitClass: Hashable, Sendable {
+    /// Lower is served first.
+    public var rank: Int
+    /// Whose request it is (the APNs topic): requests of one rank are served one app at a time, in turn.
+    public var flow: String
+
+    public init(rank: Int, flow: String) {
+        self.rank = max(0, rank)
+        self.flow = flow
+    }
+
+    /// A request without a class of its own: served with the most urgent, as one app.
+    public static let `default` = WaitClass(rank: 0, flow: "")
+
+    /// The class of a notification: ranked by its apns-priority (10, APNs' default when none is given,
+    /// before 5 before 1), one flow per APNs topic.
+    public init(_ notification: APNsNotification) {
+        let rank = switch notification.priority ?? .immediate {
+        case .immediate: 0
+        case .powerConsiderate: 1
+        case .low: 2
+        }
+        self.init(rank: rank, flow: notification.topic)
     }
 }

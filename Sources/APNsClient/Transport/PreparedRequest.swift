@@ -21,6 +21,8 @@ struct PreparedRequest: Sendable {
     var maxResponseBody = 4096
     /// Whether the response carries the body (channel management); pushes keep only the parsed reason.
     var keepsResponseBody = false
+    /// Its place among requests waiting for a connection: by apns-priority, then its app's turn.
+    var waitClass = WaitClass.default
 
     private mutating func add(_ name: StaticString, _ value: String, neverIndex: Bool = false) {
         name.withUTF8Buffer { add(name: $0, value, neverIndex: neverIndex) }
@@ -54,6 +56,7 @@ struct PreparedRequest: Sendable {
     /// A channel id is indexed: broadcasts repeat the few channels of an app.
     init(notification n: APNsNotification, authority: String) {
         payload = n.payload
+        waitClass = WaitClass(n)
         // Room for every header at once (no regrowth): the fixed names and values, the path, the topic or
         // channel, and the ids.
         var variable = n.topic.utf8.count + (n.apnsID?.utf8.count ?? 0) + (n.collapseID?.utf8.count ?? 0)
