@@ -71,7 +71,7 @@ test-swift:
 	SWIFT_BACKTRACE=enable=yes,interactive=no,threads=crashed,registers=none,images=none \
 		timeout --kill-after=60 $(TEST_TIMEOUT) $(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-swift.log; status=$$?; \
 	if [ $$status != 0 ]; then echo; echo "== make test-swift failed (exit $$status); the failures, from .build/test-swift.log:"; \
-		[ $$status = 124 ] && echo "the suite did not finish within $(TEST_TIMEOUT) s"; \
+		case $$status in 124|137) echo "the suite did not finish within $(TEST_TIMEOUT) s";; esac; \
 		grep -E '✘|error:|Fatal error|Crash|signal [0-9]+' .build/test-swift.log | cut -c1-600 | tail -n 40; \
 		grep -A 40 -E 'Program crashed' .build/test-swift.log | cut -c1-300 | head -n 60; fi; \
 	exit $$status

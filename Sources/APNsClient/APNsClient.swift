@@ -50,8 +50,8 @@ public final class APNsClient: Sendable {
     /// The hot path for callers with many requests in flight: no task and no continuation per request.
     /// `completion` runs on a connection's event loop (or on the thread that ended a wait): it must not
     /// block. Requests wait in the client (without a thread) while every connection is full or the
-    /// adaptive concurrency limit is reached, at most until `deadline` (then `.notSent`: nothing went
-    /// out). Once sent, the request has as long for its answer as `deadline` allowed when `send` was
+    /// adaptive concurrency limit is reached, at most until `deadline` (then nothing went out: `.notSent`,
+    /// or `.connectFailed` with the connect's cause when no connection could be made). Once sent, the request has as long for its answer as `deadline` allowed when `send` was
     /// called (`.timedOut` after that: APNs may have it). Requests APNs provably did not process are resent
     /// on another connection before `deadline`; nothing else is retried here.
     ///

@@ -9,7 +9,8 @@ public enum TransportFailure: Hashable, Sendable {
     /// The deadline passed before the request got a stream (the pool's concurrency limit or the peer's
     /// MAX_CONCURRENT_STREAMS was in use): it never left this process, so resending cannot duplicate it.
     case notSent
-    /// TCP, TLS or HTTP/2 set-up failed.
+    /// TCP, TLS or HTTP/2 set-up failed, or no connection was up when the request's deadline passed (it was
+    /// never sent).
     case connectFailed
     /// The connection closed with the request in flight. APNs may have delivered it.
     case connectionLost

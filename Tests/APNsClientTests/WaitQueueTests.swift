@@ -24,7 +24,7 @@ import Testing
         #expect(queue.isEmpty && queue.count == 0)
     }
 
-    @Test func aLowerRankIsAlwaysServedFirst() {
+    @Test func aLowerRankIsServedFirst() {
         var queue = Queue()
         queue.append("low", in: WaitClass(rank: 2, flow: "com.a"))
         queue.append("normal", in: WaitClass(rank: 1, flow: "com.a"))
@@ -33,6 +33,18 @@ import Testing
         #expect(queue.popFirst() == "high-a")
         queue.append("high-a2", in: WaitClass(rank: 0, flow: "com.a"))
         #expect(drain(&queue) == ["high-b", "high-a2", "normal", "low"])
+    }
+
+    /// A steady backlog of priority 10 slows priority 5 down, never to nothing: one in nine.
+    @Test func higherRanksStillGetAShare() {
+        var queue = Queue()
+        queue.append("low0", in: WaitClass(rank: 1, flow: "a"))
+        queue.append("low1", in: WaitClass(rank: 1, flow: "a"))
+        for n in 0..<20 { queue.append("high\(n)", in: WaitClass(rank: 0, flow: "a")) }
+        let served = drain(&queue)
+        #expect(served.firstIndex(of: "low0") == Queue.priorityStreak)
+        #expect(served.firstIndex(of: "low1") == 2 * Queue.priorityStreak + 1)
+        #expect(served.filter { $0.hasPrefix("high") } == (0..<20).map { "high\($0)" }, "each rank keeps its order")
     }
 
     @Test func anAppThatComesBackWaitsForItsTurn() {

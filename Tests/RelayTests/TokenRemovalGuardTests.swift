@@ -213,6 +213,12 @@ import Testing
         #expect(sample.answers > 30_000 && sample.answers < 50_000, "\(sample)")
         #expect(abs(sample.percent - 60) < 5, "\(sample)")
         #expect(guardian.machine.isTripped(Self.production))
+        // Once the burst has left the window the sample is whole again: a quiet key is judged on every one
+        // of its targets, not on a scaled-up few.
+        for n in 0..<19 { guardian.record(.other, at: 200, from: TokenRemovalGuardTests.token(100_000 + n)) }
+        let quiet = guardian.record(.badDeviceToken, at: 200, from: TokenRemovalGuardTests.token(200_000))
+        #expect(quiet.sample == .init(answers: 20, badDeviceTokens: 1), "\(quiet.sample)")
+        #expect(quiet.publishesRemoval && !guardian.machine.isTripped(Self.production))
     }
 
     @Test func atOneHundredPercentOnlyAnAllBadWindowTrips() {

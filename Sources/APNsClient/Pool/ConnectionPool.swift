@@ -93,8 +93,8 @@ final class ConnectionPool: Sendable {
     /// once, on a connection's event loop or on the thread that gave up waiting (never on the caller's
     /// stack unless the request could not be sent at all).
     ///
-    /// `deadline` bounds the wait for a connection and a free stream (`notSent` when it passes: nothing was
-    /// sent). Once sent, the request has as long for its answer as the deadline allowed when `send` was
+    /// `deadline` bounds the wait for a connection and a free stream (when it passes, nothing was sent:
+    /// `connectFailed` with the cause when no connection could be made, else `notSent`). Once sent, the request has as long for its answer as the deadline allowed when `send` was
     /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
     /// have it and a resend may push it twice.
     func send(

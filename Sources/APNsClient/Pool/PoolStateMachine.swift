@@ -185,14 +185,18 @@ struct PoolStateMachine<Connection, Payload> {
             expired = waiters.removeAll { $0.deadline <= now }
             self.earliestDeadline = waiters.minimum(of: \.deadline)
         }
-        let connected = entries.values.contains { $0.load.phase == .ready }
+        // Why a request waited in vain, so that an operator can act: with no usable connection, the last
+        // connect's cause (refused, TLS, proxy, DNS) or, before any connection, that the first connect was
+        // still under way (an address that drops packets answers nothing until the connect timeout).
+        // Otherwise it waited for a stream or the limit (or for a replacement of draining connections).
+        let usable = entries.values.contains { $0.load.phase == .ready && !$0.load.retired }
         let error: APNsClientError
-        if !connected {
-            // Why there was none, so that an operator can act: the last connect's cause (refused, TLS, proxy,
-            // DNS), or that the connect was still under way (an address that drops packets answers nothing
-            // until the connect timeout).
-            let cause = lastConnectError?.message ?? "a connect to APNs was still under way (none has succeeded yet; each may take up to the connect timeout)"
-            error = APNsClientError(transport: .connectFailed, "no connection before the deadline: \(cause)")
+        if !usable, let lastConnectError {
+            error = APNsClientError(transport: .connectFailed, "no connection before the deadline: \(lastConnectError.message)")
+        } else if entries.isEmpty {
+            error = APNsClientError(
+                transport: .connectFailed,
+                "no connection before the deadline: a connect to APNs was still under way (none has succeeded yet; each may take up to the connect timeout)")
         } else {
             error = APNsClientError(transport: .notSent, "no free stream before the deadline")
         }

@@ -3,7 +3,11 @@ import DequeModule
 
 /// Requests waiting for a connection with a free stream (or for the adaptive limit), in the order they are
 /// served:
-/// - by class `rank`, lower first (apns-priority 10 before 5 before 1; see `WaitClass`);
+/// - by class `rank`, lower first (apns-priority 10 before 5 before 1; see `WaitClass`), except that after
+///   `Self.priorityStreak` requests in a row served ahead of waiting lower ranks, the next lower rank with
+///   waiters gets one: a sustained priority-10 backlog slows priority 5 and 1 down to a ninth of the
+///   service, never to nothing (a request starved to its deadline would end unsent and wait again, holding
+///   its partition's offsets);
 /// - within a rank the apps (`WaitClass.flow`, the APNs topic) take turns, one request each (deficit
 ///   round-robin with a quantum of one request: requests are near enough in cost), so one bundle id's
 ///   backlog never starves another's;
@@ -23,6 +27,9 @@ struct WaitQueue<Element> {
     /// Indexed by rank; ranks are few and small.
     private var ranks: [Rank] = []
     private(set) var count = 0
+    /// Requests served in a row from a rank while a lower one had waiters.
+    private var streak = 0
+    static var priorityStreak: Int { 8 }
 
     var isEmpty: Bool { count == 0 }
 
@@ -39,7 +46,18 @@ struct WaitQueue<Element> {
 
     /// The next waiter to serve: the first rank with any, the app whose turn it is there.
     mutating func popFirst() -> Element? {
-        guard count > 0, let rank = ranks.firstIndex(where: { $0.count > 0 }) else { return nil }
+        guard count > 0, let first = ranks.firstIndex(where: { $0.count > 0 }) else { return nil }
+        var rank = first
+        if let lower = ranks[(first + 1)...].firstIndex(where: { $0.count > 0 }) {
+            if streak >= Self.priorityStreak {
+                rank = lower
+                streak = 0
+            } else {
+                streak += 1
+            }
+        } else {
+            streak = 0
+        }
         let flow = ranks[rank].turns.removeFirst()
         let element = ranks[rank].flows[flow]!.removeFirst()
         if ranks[rank].flows[flow]!.isEmpty {
@@ -106,6 +124,7 @@ struct WaitQueue<Element> {
         defer {
             ranks.removeAll()
             count = 0
+            streak = 0
         }
         return ranks.flatMap { rank in rank.turns.flatMap { rank.flows[$0]! } }
     }
@@ -118,23 +137,25 @@ struct WaitQueue<Element> {
 }
 
 /// How a waiting request is ordered against the others (`WaitQueue`).
-public struct WaitClass: Hashable, Sendable {
-    /// Lower is served first.
-    public var rank: Int
+struct WaitClass: Hashable, Sendable {
+    /// Lower is served first; at most `maxRank`.
+    var rank: Int
     /// Whose request it is (the APNs topic): requests of one rank are served one app at a time, in turn.
-    public var flow: String
+    var flow: String
 
-    public init(rank: Int, flow: String) {
-        self.rank = max(0, rank)
+    static let maxRank = 7
+
+    init(rank: Int, flow: String) {
+        self.rank = min(max(0, rank), Self.maxRank)
         self.flow = flow
     }
 
     /// A request without a class of its own: served with the most urgent, as one app.
-    public static let `default` = WaitClass(rank: 0, flow: "")
+    static let `default` = WaitClass(rank: 0, flow: "")
 
     /// The class of a notification: ranked by its apns-priority (10, APNs' default when none is given,
     /// before 5 before 1), one flow per APNs topic.
-    public init(_ notification: APNsNotification) {
+    init(_ notification: APNsNotification) {
         let rank = switch notification.priority ?? .immediate {
         case .immediate: 0
         case .powerConsiderate: 1

@@ -142,10 +142,13 @@ package struct TokenRemovalGuard: Sendable {
 
         func samples(_ hash: UInt64) -> Bool { level == 0 || hash >> (64 - level) == 0 }
 
-        /// Forgets the targets whose last answer left the window, and those out of the sample.
+        /// Forgets the targets whose last answer left the window, and those out of the sample. A sample
+        /// that shrank to a quarter of the table widens again (a burst must not leave a quiet key judged on a
+        /// handful of targets); targets it admits again are counted from their next answer.
         mutating func prune(before slice: Int64) {
             seen = seen.filter { $0.value.slice >= slice && samples($0.key) }
             bad = seen.values.reduce(0) { $0 + ($1.bad ? 1 : 0) }
+            while level > 0, seen.count < TokenRemovalGuard.sampleCapacity / 4 { level -= 1 }
         }
     }
 
@@ -192,12 +195,17 @@ package struct TokenRemovalGuard: Sendable {
         }
         let sample = Sample(answers: tally.seen.count << tally.level, badDeviceTokens: tally.bad << tally.level)
         // Shares compared in integers, on the sample: bad / all ≥ percent / 100, and < (4/5 · percent) / 100.
-        let (sampled, sampledBad) = (tally.seen.count, tally.bad)
+        // An empty sample (this target is not in it, and no other answered lately) says nothing: judged as
+        // this answer alone, as a first answer is.
+        let (sampled, sampledBad) = tally.seen.isEmpty ? (1, isBad ? 1 : 0) : (tally.seen.count, tally.bad)
         let percent = configuration.badDeviceTokenPercent
         let atThreshold = sampledBad * 100 >= percent * sampled
         let wellBelow = sampledBad * 100 * 5 < percent * 4 * sampled
+        // The alarm needs the targets themselves, not their estimate: a few sampled ones scaled up must not
+        // trip it.
+        let enough = sample.answers >= configuration.minimumSample && sampled >= min(configuration.minimumSample, Self.sampleCapacity / 2)
         var change: Change?
-        if !tally.tripped, atThreshold, sample.answers >= configuration.minimumSample {
+        if !tally.tripped, atThreshold, enough {
             tally.tripped = true
             change = .tripped(sample)
         } else if tally.tripped, wellBelow {
