@@ -47,6 +47,20 @@ import Testing
         #expect(served.filter { $0.hasPrefix("high") } == (0..<20).map { "high\($0)" }, "each rank keeps its order")
     }
 
+    /// Apps whose queues emptied are remembered up to a bound (so that waiting costs no allocation) and
+    /// forgotten beyond it; either way the turns stay right.
+    @Test func manyAppsComeAndGo() {
+        var queue = Queue()
+        for round in 0..<3 {
+            for app in 0..<100 { queue.append("\(round)-\(app)", in: WaitClass(rank: 0, flow: "app\(app)")) }
+            #expect(drain(&queue) == (0..<100).map { "\(round)-\($0)" })
+            #expect(queue.isEmpty)
+        }
+        queue.append("x", in: WaitClass(rank: 0, flow: "app7"))
+        #expect(queue.remove { $0 == "x" } == "x")
+        #expect(queue.isEmpty && queue.popFirst() == nil)
+    }
+
     @Test func anAppThatComesBackWaitsForItsTurn() {
         var queue = Queue()
         queue.append("a0", in: WaitClass(rank: 0, flow: "a"))

@@ -17,7 +17,8 @@ import DequeModule
 /// and linear.
 struct WaitQueue<Element> {
     private struct Rank {
-        /// Each waiting app's requests, oldest first; an app leaves when it has none.
+        /// Each app's waiting requests, oldest first. An app without any keeps its (empty) queue, so that
+        /// a request that waits costs no allocation, unless more than `keptIdleFlows` apps are known.
         var flows: [String: Deque<Element>] = [:]
         /// The apps with requests, in the order they are served next.
         var turns = Deque<String>()
@@ -30,16 +31,18 @@ struct WaitQueue<Element> {
     /// Requests served in a row from a rank while a lower one had waiters.
     private var streak = 0
     static var priorityStreak: Int { 8 }
+    /// Apps whose empty queues are kept per rank (beyond, an app's queue goes when it empties).
+    static var keptIdleFlows: Int { 64 }
 
     var isEmpty: Bool { count == 0 }
 
     mutating func append(_ element: Element, in waitClass: WaitClass = .default) {
         let rank = waitClass.rank
         while ranks.count <= rank { ranks.append(Rank()) }
-        if ranks[rank].flows[waitClass.flow]?.append(element) == nil {
-            ranks[rank].flows[waitClass.flow] = [element]
-            ranks[rank].turns.append(waitClass.flow)
-        }
+        let waiting = ranks[rank].flows[waitClass.flow]?.count
+        if waiting == nil { ranks[rank].flows[waitClass.flow] = Deque() }
+        ranks[rank].flows[waitClass.flow]!.append(element)
+        if (waiting ?? 0) == 0 { ranks[rank].turns.append(waitClass.flow) }
         ranks[rank].count += 1
         count += 1
     }
@@ -61,7 +64,7 @@ struct WaitQueue<Element> {
         let flow = ranks[rank].turns.removeFirst()
         let element = ranks[rank].flows[flow]!.removeFirst()
         if ranks[rank].flows[flow]!.isEmpty {
-            ranks[rank].flows[flow] = nil
+            if ranks[rank].flows.count > Self.keptIdleFlows { ranks[rank].flows[flow] = nil }
         } else {
             ranks[rank].turns.append(flow)
         }
@@ -129,9 +132,10 @@ struct WaitQueue<Element> {
         return ranks.flatMap { rank in rank.turns.flatMap { rank.flows[$0]! } }
     }
 
+    /// Takes an app that has no more waiting requests out of the turns.
     private mutating func forget(_ flow: String, inRank rank: Int, ifEmpty: Bool) {
         guard ifEmpty, ranks[rank].flows[flow]?.isEmpty == true else { return }
-        ranks[rank].flows[flow] = nil
+        if ranks[rank].flows.count > Self.keptIdleFlows { ranks[rank].flows[flow] = nil }
         if let turn = ranks[rank].turns.firstIndex(of: flow) { ranks[rank].turns.remove(at: turn) }
     }
 }
