@@ -193,6 +193,19 @@ import Testing
         #expect(late.expired.first?.error.message == "no free stream before the deadline")
     }
 
+    /// Connections that only drain (after GOAWAY, or retired), no connect error: the wait was for their
+    /// replacement, not a connect that failed, so it is `notSent` and costs no attempt.
+    @Test(arguments: [true, false]) func expiredWaitersBehindDrainingConnectionsAreNotSent(goaway: Bool) {
+        var m = machine { $0.maxConnections = 1 }
+        var retired = ready(streams: 10)
+        if goaway { retired.phase = .draining } else { retired.retired = true }
+        connect(&m, 1...1, load: retired)
+        _ = m.request(id: 1, deadline: at(10), payload: "waits", now: at(0))
+        let late = m.sweep(now: at(20))
+        #expect(late.expired.map(\.waiter.payload) == ["waits"])
+        #expect(late.expired.first?.error.transportFailure == .notSent, "\(String(describing: late.expired.first?.error))")
+    }
+
     /// Waiters are served by class: one app's backlog does not hold up another app's request, and a
     /// priority-10 push goes before priority 5.
     @Test func waitersAreServedByPriorityThenAppsInTurn() {

@@ -96,5 +96,7 @@ import Testing
         #expect(WaitClass(notification(.immediate)).rank == 0)
         #expect(WaitClass(notification(.powerConsiderate)).rank == 1)
         #expect(WaitClass(notification(.low)).rank == 2)
+        #expect(WaitClass(rank: 1_000_000, flow: "x").rank == WaitClass.maxRank, "ranks are bounded (the queue keeps one slot per rank)")
+        #expect(WaitClass(rank: -3, flow: "x").rank == 0)
     }
 }
