@@ -81,27 +81,23 @@ final class MockServerContext: Sendable {
 
     /// Runs `body` on every open connection's event loop and waits for all of them.
     func forEachConnection(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) async {
-        let handles = connections.withLock { Array($0.values) }
-        for handle in handles {
-            let future = handle.channel.eventLoop.submit {
-                let handler = handle.handler.value
-                body(handler)
-                handler.flushFromCommand()
-            }
-            try? await future.get()
+        for handle in connections.withLock({ Array($0.values) }) {
+            try? await handle.channel.eventLoop.submit { Self.run(body, on: handle) }.get()
         }
     }
 
     /// Runs `body` on every open connection's event loop without waiting: for callers that are not async
     /// (a fault's setter), which must not depend on Swift's cooperative pool being free to run a task.
     func onEachConnection(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) {
-        let handles = connections.withLock { Array($0.values) }
-        for handle in handles {
-            handle.channel.eventLoop.execute {
-                let handler = handle.handler.value
-                body(handler)
-                handler.flushFromCommand()
-            }
+        for handle in connections.withLock({ Array($0.values) }) {
+            handle.channel.eventLoop.execute { Self.run(body, on: handle) }
         }
+    }
+
+    /// A command on one connection, on its event loop: `body`, then what it changed goes out.
+    private static func run(_ body: (APNsConnectionHandler) -> Void, on handle: ConnectionHandle) {
+        let handler = handle.handler.value
+        body(handler)
+        handler.flushFromCommand()
     }
 }

@@ -1,16 +1,7 @@
-import APNsCore
-import Dispatch
 import Kafka
 import Logging
 import ServiceLifecycle
 import ServiceSupport
-import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The relay as a service: consumes, hands each event to the `EventPipeline` (triage → deliver → publish →
 /// ledger), answers rebalances, and drains and closes on shutdown.

@@ -79,7 +79,7 @@ struct WaitQueue<Element> {
             for flow in ranks[rank].turns {
                 guard let index = ranks[rank].flows[flow]!.firstIndex(where: predicate) else { continue }
                 let element = ranks[rank].flows[flow]!.remove(at: index)
-                forget(flow, inRank: rank, ifEmpty: true)
+                forget(flow, inRank: rank)
                 ranks[rank].count -= 1
                 count -= 1
                 return element
@@ -102,7 +102,7 @@ struct WaitQueue<Element> {
                 count -= gone
             }
             for flow in ranks[rank].turns where ranks[rank].flows[flow]!.isEmpty {
-                forget(flow, inRank: rank, ifEmpty: true)
+                forget(flow, inRank: rank)
             }
         }
         return removed
@@ -133,8 +133,8 @@ struct WaitQueue<Element> {
     }
 
     /// Takes an app that has no more waiting requests out of the turns.
-    private mutating func forget(_ flow: String, inRank rank: Int, ifEmpty: Bool) {
-        guard ifEmpty, ranks[rank].flows[flow]?.isEmpty == true else { return }
+    private mutating func forget(_ flow: String, inRank rank: Int) {
+        guard ranks[rank].flows[flow]?.isEmpty == true else { return }
         if ranks[rank].flows.count > Self.keptIdleFlows { ranks[rank].flows[flow] = nil }
         if let turn = ranks[rank].turns.firstIndex(of: flow) { ranks[rank].turns.remove(at: turn) }
     }

@@ -27,9 +27,7 @@ struct InFlightEvent: Sendable {
     var partition: KafkaTopicPartition { message.topicPartition }
 
     /// Topic, partition and offset, for log lines about this event.
-    var logMetadata: Logger.Metadata { Self.logMetadata(message) }
-
-    static func logMetadata(_ message: KafkaConsumerMessage) -> Logger.Metadata {
-        ["topic": "\(message.topic)", "partition": "\(message.partition)", "offset": "\(message.offset)"]
+    var logMetadata: Logger.Metadata {
+        ["topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(source.offset)"]
     }
 }
