@@ -21,6 +21,8 @@ public struct APNsNotification: Sendable, Hashable {
     public var environment: APNsEnvironment
     /// The JSON body, byte for byte.
     public var payload: [UInt8]
+    /// Where the push waits its turn on this side (never sent to APNs): urgent before bulk.
+    public var lane: DeliveryLane = .bulk
 
     public init(
         target: PushTarget,
