@@ -71,7 +71,7 @@ final class EventPipeline: Sendable {
         metrics.consumed.increment()
         let now = clock.now()
         let event = InFlightEvent(message, receivedAt: Int64(now * 1000))
-        switch state.admit(event.partition, offset: message.offset, bytes: event.bytes) {
+        switch state.admit(event.partition, offset: message.offset, bytes: event.bytes, lane: event.lane) {
         case .skip:
             logger.debug("skipping an event already in flight, done, or not assigned here", metadata: event.logMetadata)
             return
@@ -80,7 +80,7 @@ final class EventPipeline: Sendable {
         case .admitted:
             break
         }
-        updateInFlightGauges()
+        updateInFlightGauges(event.lane)
         switch triage.triage(event, nowSeconds: Int64(now)) {
         case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
@@ -91,7 +91,10 @@ final class EventPipeline: Sendable {
             }
         case .answer(let answer, let refusal, let broadcast):
             refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
-        case .deliver(let decoded, let notification):
+        case .deliver(let decoded, let triaged):
+            var laned = triaged
+            laned.lane = event.lane
+            let notification = laned
             let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
             attempts.deliver(notification, with: sender, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
                 delivered(event, decoded, notification, report: report)
@@ -176,21 +179,24 @@ final class EventPipeline: Sendable {
                 return
             }
             metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
-            metrics.latency.recordNanoseconds(max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000))
-            state.finish(event.partition, offset: event.source.offset, bytes: event.bytes)
-            updateInFlightGauges()
+            let latency = max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000)
+            metrics.latency.recordNanoseconds(latency)
+            metrics.lanes[event.lane].latency.recordNanoseconds(latency)
+            state.finish(event.partition, offset: event.source.offset, bytes: event.bytes, lane: event.lane)
+            updateInFlightGauges(event.lane)
         }
     }
 
     /// Gives an event up without a result: its offset is never stored.
     private func finishAbandoned(_ event: InFlightEvent) {
-        state.abandon(bytes: event.bytes)
-        updateInFlightGauges()
+        state.abandon(bytes: event.bytes, lane: event.lane)
+        updateInFlightGauges(event.lane)
     }
 
-    private func updateInFlightGauges() {
+    private func updateInFlightGauges(_ lane: DeliveryLane) {
         metrics.inFlight.record(state.inFlightEvents)
         metrics.inFlightBytes.record(state.inFlightBytes)
+        metrics.lanes[lane].inFlight.record(state.inFlightEvents(in: lane))
     }
 
     // MARK: Stopping

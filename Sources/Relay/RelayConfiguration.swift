@@ -4,8 +4,11 @@ import APNsCore
 package struct RelayConfiguration: Sendable {
     /// Kafka topics the relay reads and writes.
     package struct Topics: Sendable, Hashable {
-        /// Input topics carrying notification events.
+        /// Input topics carrying notification events: the bulk lane.
         package var input: [String]
+        /// Input topics whose events form the urgent lane (`kafka.topics.urgent`): they go before bulk events
+        /// wherever events wait, and have a share of the in-flight budget bulk cannot take.
+        package var urgent: [String] = []
         /// One result record per event.
         package var results: String
         /// Removed-token records (410, BadDeviceToken), keyed by device token.
@@ -31,6 +34,9 @@ package struct RelayConfiguration: Sendable {
 
         /// The topics the relay writes.
         package var outputs: [String] { [results, removedTokens, removedChannels, deadLetters] }
+
+        /// Every topic the relay reads: bulk, then urgent.
+        package var inputs: [String] { input + urgent }
     }
 
     package var topics: Topics
@@ -41,8 +47,16 @@ package struct RelayConfiguration: Sendable {
     package var retry = RetryPolicy()
     /// How long one APNs request may wait for its response.
     package var requestTimeout: Duration = .seconds(10)
-    /// Bounds on events in flight; partitions pause above them and resume below half.
+    /// Bounds on events in flight (and the urgent lane's share of them); intake is held above them and
+    /// resumes below half.
     package var inFlight = InFlightGate.Limits()
+
+    /// The gate's limits as applied: without urgent topics nothing is reserved for them.
+    package var effectiveInFlight: InFlightGate.Limits {
+        var limits = inFlight
+        if topics.urgent.isEmpty { limits.urgentShare = 0 }
+        return limits
+    }
     /// On SIGTERM: how long in-flight events may take to finish before the rest is abandoned (and redone
     /// by the next owner). Keep it below Kubernetes' termination grace period.
     package var drainTimeout: Duration = .seconds(20)

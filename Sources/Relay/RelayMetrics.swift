@@ -26,6 +26,9 @@ struct RelayMetrics: Sendable {
     /// From consume to result durable in Kafka.
     let latency = Timer(label: "apns_relay_event_latency_seconds", preferredDisplayUnit: .seconds)
 
+    /// Each lane's series (`lane` dimension: `urgent`, `bulk`).
+    let lanes = LaneMetrics()
+
     /// Counters per (outcome, reason), made once: asking the metrics factory per event costs a lock and a
     /// lookup by name and labels.
     private let resultCounters = ResultCounters { Counter(label: "apns_relay_results_total", dimensions: $0) }
@@ -103,4 +106,31 @@ private final class ResultCounters: Sendable {
             return counter
         }
     }
+}
+
+/// The series of each lane, made once.
+struct LaneMetrics: Sendable {
+    struct Lane: Sendable {
+        /// Events admitted and not finished.
+        let inFlight: Gauge
+        /// Events received from Kafka and waiting in the consumer's buffer (sampled per batch taken).
+        let waiting: Gauge
+        /// 1 while the in-flight gate holds the lane's intake.
+        let held: Gauge
+        /// From consume to result durable in Kafka.
+        let latency: Timer
+
+        init(_ lane: DeliveryLane) {
+            let dimensions = [("lane", lane.rawValue)]
+            inFlight = Gauge(label: "apns_relay_lane_events_in_flight", dimensions: dimensions)
+            waiting = Gauge(label: "apns_relay_lane_events_waiting", dimensions: dimensions)
+            held = Gauge(label: "apns_relay_lane_intake_held", dimensions: dimensions)
+            latency = Timer(label: "apns_relay_lane_event_latency_seconds", dimensions: dimensions, preferredDisplayUnit: .seconds)
+        }
+    }
+
+    let urgent = Lane(.urgent)
+    let bulk = Lane(.bulk)
+
+    subscript(lane: DeliveryLane) -> Lane { lane == .urgent ? urgent : bulk }
 }

@@ -1,3 +1,4 @@
+import APNsCore
 import Kafka
 import Logging
 import ServiceLifecycle
@@ -28,8 +29,8 @@ package final class RelayService: Service, Sendable {
     private let failure = Latch<String>()
     /// Publishes each event's records; knows whether results are stuck on their way to Kafka.
     private let publisher: ResultPublisher
-    /// Closed by the in-flight gate: the consumer loop takes no events meanwhile.
-    private let intake = IntakeValve()
+    /// Held per lane by the in-flight gate: the consumer hands out none of a held lane's events.
+    private let intake: LaneIntake
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -57,8 +58,9 @@ package final class RelayService: Service, Sendable {
         self.sender = sender
         self.logger = logger
         let metrics = self.metrics
-        let intake = self.intake
-        let state = RelayState(limits: configuration.inFlight, storeFrontier: { [consumer] partition, processed in
+        let intake = LaneIntake(consumer: consumer, urgentTopics: Set(configuration.topics.urgent))
+        self.intake = intake
+        let state = RelayState(limits: configuration.effectiveInFlight, storeFrontier: { [consumer] partition, processed in
             do {
                 try consumer.storeOffset(topic: partition.topic, partition: partition.partition, offset: processed)
             } catch {
@@ -67,16 +69,14 @@ package final class RelayService: Service, Sendable {
                     "topic": "\(partition.topic)", "partition": "\(partition.partition)", "offset": "\(processed)", "error": "\(error)",
                 ])
             }
-        }) { pause, partitions in
-            if pause {
-                guard !intake.isClosed else { return }
-                intake.close()
-                metrics.pausedPartitions.record(partitions.count)
-                logger.info("in-flight limit reached; intake paused")
+        }) { lane, hold, assigned in
+            intake.set(lane, held: hold)
+            metrics.lanes[lane].held.record(hold ? 1 : 0)
+            metrics.pausedPartitions.record(assigned.count { intake.isHeld(intake.lane(of: $0.topic)) })
+            if hold {
+                logger.info("in-flight limit reached; intake held", metadata: ["lane": "\(lane)"])
             } else {
-                intake.open()
-                metrics.pausedPartitions.record(0)
-                logger.info("below the in-flight low-water mark; intake resumed")
+                logger.info("below the in-flight low-water mark; intake resumed", metadata: ["lane": "\(lane)"])
             }
         }
         let publisher = ResultPublisher(
@@ -87,6 +87,8 @@ package final class RelayService: Service, Sendable {
         self.pipeline = EventPipeline(
             configuration: configuration, sender: sender, state: state, publisher: publisher, metrics: metrics, logger: logger, clock: clock
         )
+        metrics.lanes.urgent.held.record(0)
+        metrics.lanes.bulk.held.record(0)
     }
 
     /// What `/readyz` and the demo look at.
@@ -151,13 +153,13 @@ package final class RelayService: Service, Sendable {
         }
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
-            try consumer.subscribe(topics: configuration.topics.input)
+            try consumer.subscribe(topics: configuration.topics.inputs)
             try consumer.start()
         } catch {
             phase.withLock { $0 = .failed }
             throw error
         }
-        logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)"])
+        logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)", "urgentTopics": "\(configuration.topics.urgent)"])
 
         await withTaskGroup(of: Void.self) { top in
             // Whichever ends first: the pipeline (shutdown, consumer closed) or a failure that stops it.
@@ -193,18 +195,26 @@ package final class RelayService: Service, Sendable {
         await withDiscardingTaskGroup { group in
             // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
             // would be the pipeline's largest cost (and its throughput limit).
-            consuming: for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
+            for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
+                // A lane the gate holds (it may close halfway through a batch) takes no more events: the
+                // rest of the batch in that lane goes back to the consumer, in order, and comes out again
+                // first once the lane resumes. The other lane and rebalances go on.
+                var heldBack: [KafkaConsumerMessage] = []
+                var heldLanes: Set<DeliveryLane> = []
                 for event in batch {
-                    handle(event, triage: triage, group: &group)
-                    // The gate closed: take nothing more until it opens, but answer rebalances meanwhile.
-                    while intake.isClosed {
-                        switch await waitForIntake() {
-                        case .open: break
-                        case .rebalance(let events): for event in events { handle(event, triage: triage, group: &group) }
-                        case .shutdown: break consuming
+                    if case .message(let message) = event {
+                        let lane = DeliveryLane(message.lane)
+                        if heldLanes.contains(lane) || intake.isHeld(lane) {
+                            heldLanes.insert(lane)
+                            heldBack.append(message)
+                            continue
                         }
                     }
+                    handle(event, triage: triage, group: &group)
                 }
+                consumer.putBack(heldBack)
+                metrics.lanes.urgent.waiting.record(consumer.bufferedMessageCount(.urgent))
+                metrics.lanes.bulk.waiting.record(consumer.bufferedMessageCount(.bulk))
             }
             if !Task.isCancelled {
                 phase.withLock { if $0 == .running { $0 = .stopping } }
@@ -243,37 +253,6 @@ package final class RelayService: Service, Sendable {
                 return
             }
             try? await Task.sleep(for: .milliseconds(100))
-        }
-    }
-
-    private enum IntakeWait: Sendable {
-        case open
-        case rebalance([KafkaConsumerEvent])
-        case shutdown
-    }
-
-    /// Waits while the in-flight gate holds intake closed, until it opens, a rebalance event arrives (which
-    /// cannot wait: the group waits for the revocation's acknowledgement), or shutdown begins.
-    private func waitForIntake() async -> IntakeWait {
-        await withTaskGroup(of: IntakeWait.self) { group in
-            group.addTask { [intake] in await intake.waitUntilOpen() ? .open : .shutdown }
-            group.addTask { [consumer] in
-                let events = await consumer.events.nextRebalanceEvents()
-                return events.isEmpty ? .shutdown : .rebalance(events)
-            }
-            group.addTask {
-                do { try await gracefulShutdown() } catch { return .shutdown }
-                return .shutdown
-            }
-            let first = await group.next() ?? .shutdown
-            group.cancelAll()
-            // Rebalance events taken by any of the waiters must be handled, whoever won: they come first.
-            var rebalance: [KafkaConsumerEvent] = []
-            if case .rebalance(let events) = first { rebalance = events }
-            while let other = await group.next() {
-                if case .rebalance(let events) = other { rebalance += events }
-            }
-            return rebalance.isEmpty ? first : .rebalance(rebalance)
         }
     }
 

@@ -90,6 +90,7 @@ package struct RelayApp: Sendable {
         consumerConfiguration.sessionTimeout = configuration.kafka.sessionTimeout
         consumerConfiguration.maxPollInterval = configuration.kafka.maxPollInterval
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
+        consumerConfiguration.urgentTopics = Set(configuration.relay.topics.urgent)
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
         // librdkafka's prefetch, one budget for every partition (`kafka.prefetchBytes`):

@@ -159,15 +159,19 @@ package struct RelayAppConfiguration: Sendable {
         )
 
         let topicDefaults = RelayConfiguration.Topics.defaults
-        let topics = RelayConfiguration.Topics(
+        var topics = RelayConfiguration.Topics(
             input: settings.list("kafka.topics.input", default: topicDefaults.input),
             results: settings.string("kafka.topics.results", default: topicDefaults.results),
             removedTokens: settings.string("kafka.topics.removedTokens", default: topicDefaults.removedTokens),
             removedChannels: settings.string("kafka.topics.removedChannels", default: topicDefaults.removedChannels),
             deadLetters: settings.string("kafka.topics.deadLetters", default: topicDefaults.deadLetters)
         )
+        topics.urgent = settings.list("kafka.topics.urgent", default: topicDefaults.urgent)
         if topics.input.isEmpty { settings.problem("configuration key 'kafka.topics.input' lists no topic") }
-        if let loop = topics.outputs.first(where: topics.input.contains) {
+        if let both = topics.urgent.first(where: topics.input.contains) {
+            settings.problem("topic '\(both)' is in both kafka.topics.input (bulk) and kafka.topics.urgent; a topic belongs to one lane")
+        }
+        if let loop = topics.outputs.first(where: topics.inputs.contains) {
             settings.problem("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
         }
 
@@ -239,6 +243,10 @@ package struct RelayAppConfiguration: Sendable {
         apns.congestionLatency = relay.requestTimeout / 4
         relay.inFlight.maxEvents = settings.int("relay.maxInFlightEvents", default: relay.inFlight.maxEvents, range: 1...1_000_000)
         relay.inFlight.maxBytes = settings.int("relay.maxInFlightBytes", default: relay.inFlight.maxBytes, range: 1024...(8 << 30))
+        let sharePercent = settings.int(
+            "relay.lanes.urgentShare", default: Int((relay.inFlight.urgentShare * 100).rounded()),
+            range: 0...Int((InFlightGate.Limits.maxUrgentShare * 100).rounded()))
+        relay.inFlight.urgentShare = Double(sharePercent) / 100
         relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: relay.drainTimeout, range: 0...600_000)
         relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: relay.revocationDrainTimeout, range: 0...600_000)
         relay.retry.maxAttempts = settings.int("relay.retry.maxAttempts", default: relay.retry.maxAttempts, range: 1...100)

@@ -59,7 +59,7 @@ package final class RelaySandbox: Sendable {
 
         cluster = try MockKafkaCluster(brokers: options.brokers, logger: logger)
         let topics = options.topics
-        for topic in Set(topics.input + topics.outputs) {
+        for topic in Set(topics.inputs + topics.outputs) {
             try cluster.createTopic(topic, partitions: options.partitions)
         }
 
@@ -86,6 +86,7 @@ package final class RelaySandbox: Sendable {
             "kafka.sessionTimeoutMs": "6000",
             "kafka.statisticsIntervalMs": "0",
             "kafka.topics.input": options.topics.input.joined(separator: ","),
+            "kafka.topics.urgent": options.topics.urgent.joined(separator: ","),
             "kafka.topics.results": options.topics.results,
             "kafka.topics.removedTokens": options.topics.removedTokens,
             "kafka.topics.removedChannels": options.topics.removedChannels,
@@ -120,9 +121,9 @@ package final class RelaySandbox: Sendable {
         return try RelayAppConfiguration(reader: reader)
     }
 
-    /// Produces events to the input topic and waits until Kafka has them all.
-    package func produce(_ events: [(key: String, value: [UInt8])]) async throws {
-        try await produce(records: events.map { InputRecord(key: Array($0.key.utf8), value: $0.value) })
+    /// Produces events to the input topic (or `topic`) and waits until Kafka has them all.
+    package func produce(_ events: [(key: String, value: [UInt8])], to topic: String? = nil) async throws {
+        try await produce(records: events.map { InputRecord(key: Array($0.key.utf8), value: $0.value) }, to: topic)
     }
 
     /// A record for the input topic, with whatever key and headers a test needs.
@@ -143,7 +144,7 @@ package final class RelaySandbox: Sendable {
     /// Batched as a busy producer would (linger, many records per request): librdkafka's mock returns one
     /// record batch per partition per fetch, so tiny batches would make the input, not the relay, the
     /// limit of a benchmark.
-    package func produce(records events: [InputRecord]) async throws {
+    package func produce(records events: [InputRecord], to topic: String? = nil) async throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "sandbox-producer"
         configuration.linger = .milliseconds(20)
@@ -156,7 +157,7 @@ package final class RelaySandbox: Sendable {
         let remaining = Countdown(events.count)
         if events.isEmpty { outcome.set(nil) }
         for event in events {
-            try producer.produce(topic: options.inputTopic, key: event.key, value: event.value, headers: event.headers) { report in
+            try producer.produce(topic: topic ?? options.inputTopic, key: event.key, value: event.value, headers: event.headers) { report in
                 switch report {
                 case .success:
                     if remaining.countDown() { outcome.set(nil) }

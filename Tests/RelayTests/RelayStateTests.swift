@@ -15,10 +15,10 @@ import Testing
         // Frontiers as stored, per partition: they must only ever move forward, and end past the last event.
         let frontiers = Mutex<[KafkaTopicPartition: [Int64]]>([:])
         let state = RelayState(
-            limits: InFlightGate.Limits(maxEvents: 4, maxBytes: 1 << 30, resumeFraction: 0.5),
+            limits: InFlightGate.Limits(maxEvents: 4, maxBytes: 1 << 30, resumeFraction: 0.5, urgentShare: 0),
             storeFrontier: { partition, processed in frontiers.withLock { $0[partition, default: []].append(processed) } }
-        ) { pause, _ in
-            calls.withLock { $0.append(pause) }
+        ) { lane, pause, _ in
+            if lane == .bulk { calls.withLock { $0.append(pause) } }
         }
         let partitions = (0..<8).map { KafkaTopicPartition(topic: "t", partition: Int32($0)) }
         _ = state.assign(partitions)
@@ -57,7 +57,7 @@ import Testing
 
     /// A drain wait with a zero deadline is answered by the state, not lost to the timer.
     @Test func aZeroDrainTimeoutReportsTheTruth() async {
-        let state = RelayState(limits: InFlightGate.Limits(), storeFrontier: { _, _ in }) { _, _ in }
+        let state = RelayState(limits: InFlightGate.Limits(), storeFrontier: { _, _ in }) { _, _, _ in }
         let partition = KafkaTopicPartition(topic: "t", partition: 0)
         _ = state.assign([partition])
         #expect(await state.waitUntilDrained(nil, timeout: .zero), "nothing in flight: drained")

@@ -42,6 +42,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// `queued.max.messages.kbytes`, holds them) and it takes more once the application has consumed half.
     /// A soft bound: it may be passed by one poll batch (512 records).
     public var bufferCapacity: Int = 2_048
+    /// Topics read in the urgent lane (``KafkaConsumerLane``): their partitions' records are fetched into a
+    /// queue of their own, buffered apart (up to `bufferCapacity` more) and handed out before any other
+    /// record, so a backlog in the other topics never delays them. Subscribe to them like any other topic.
+    public var urgentTopics: Set<String> = []
     /// How long a revocation waits for the application's ``KafkaPartitionRevocation/acknowledge()``
     /// before the partitions are released anyway.
     public var revocationDrainTimeout: Duration = .seconds(15)

@@ -158,6 +158,31 @@ public final class KafkaConsumer: Sendable {
         client.withHandle { handle in shared.update(handle: handle) { $0.resumeByApplication(partitions) } }
     }
 
+    /// Holds `lane`: the iterator hands out none of its records (the other lane's and rebalance events go on)
+    /// until ``release(_:)``. What is buffered stays; once the lane's buffer is full its records wait in
+    /// librdkafka's prefetch. For an application's own backpressure per lane. Safe from any thread.
+    public func hold(_ lane: KafkaConsumerLane) {
+        client.withHandle { handle in shared.update(handle: handle) { $0.setHeld(lane, true) } }
+    }
+
+    /// Hands out `lane`'s records again, those that waited first.
+    public func release(_ lane: KafkaConsumerLane) {
+        client.withHandle { handle in shared.update(handle: handle) { $0.setHeld(lane, false) } }
+    }
+
+    /// Messages taken from ``events`` but not processed, back at the front of their lanes in their order: the
+    /// iterator hands them out again first (after a ``hold(_:)``, once released). For the rest of a batch
+    /// taken just before the application held a lane. Messages of partitions no longer assigned are dropped.
+    public func putBack(_ messages: [KafkaConsumerMessage]) {
+        guard !messages.isEmpty else { return }
+        client.withHandle { handle in shared.update(handle: handle) { $0.putBack(messages) } }
+    }
+
+    /// Messages received and not yet handed to the application, in `lane`.
+    public func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int {
+        shared.state.withLock { $0.bufferedMessageCount(lane) }
+    }
+
     /// The partitions currently assigned to this member, as librdkafka sees them.
     public func assignment() throws -> [KafkaTopicPartition] {
         try client.withHandle { handle throws(KafkaError) in

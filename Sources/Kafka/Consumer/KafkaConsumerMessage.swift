@@ -11,11 +11,14 @@ public struct KafkaConsumerMessage: Sendable {
     public var headers: [KafkaHeader]
     /// Milliseconds since the epoch, when the broker or producer set one.
     public var timestampMilliseconds: Int64?
+    /// The lane its topic is read in (``KafkaConsumerConfiguration/urgentTopics``).
+    public var lane: KafkaConsumerLane = .bulk
 
     public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 
     public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
-                headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil) {
+                headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil, lane: KafkaConsumerLane = .bulk) {
+        self.lane = lane
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -28,8 +31,9 @@ public struct KafkaConsumerMessage: Sendable {
     /// Copies a message librdkafka still owns (the caller destroys it).
     /// - Parameter topicName: the Swift name of the message's topic handle, cached by the caller so that
     ///   a long topic name is not allocated once per record.
-    init(copying message: UnsafePointer<rd_kafka_message_t>, topicName: (OpaquePointer) -> String) {
+    init(copying message: UnsafePointer<rd_kafka_message_t>, lane: KafkaConsumerLane, topicName: (OpaquePointer) -> String) {
         let raw = message.pointee
+        self.lane = lane
         topic = raw.rkt.map(topicName) ?? ""
         partition = raw.partition
         offset = raw.offset
@@ -54,4 +58,12 @@ public struct KafkaConsumerMessage: Sendable {
             }
         }
     }
+}
+
+/// The two lanes a consumer reads in. Records of ``KafkaConsumerConfiguration/urgentTopics`` are fetched
+/// into a queue of their own, buffered apart and handed to the application before any bulk record; the
+/// application can hold either lane (``KafkaConsumer/hold(_:)``) without holding up the other.
+public enum KafkaConsumerLane: Int, Sendable, Hashable, CaseIterable {
+    case urgent = 0
+    case bulk = 1
 }

@@ -34,9 +34,12 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// The poll thread sleeps on the read end; librdkafka (a queue became non-empty) and the application
     /// (room in the buffer, close) write to the write end.
     private let wakePipe: (read: Int32, write: Int32)
-    /// The queue every assigned partition's records are forwarded to (see `runPollLoop`). Created and
-    /// destroyed by the poll thread, read by the rebalance callback that runs on it; the lock is uncontended.
-    private let recordQueue = BlockingMutex<OpaquePointer?>(nil)
+    /// The queues assigned partitions' records are forwarded to, one per lane, indexed by
+    /// `KafkaConsumerLane.rawValue` (see `runPollLoop`). Created and destroyed by the poll thread, read by
+    /// the rebalance callback that runs on it; the lock is uncontended.
+    private let recordQueues = BlockingMutex<[OpaquePointer]>([])
+    /// Topics whose records go to the urgent lane.
+    let urgentTopics: Set<String>
 
     init(configuration: KafkaConsumerConfiguration, logger: Logger) {
         self.logger = logger
@@ -44,6 +47,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         self.revocationDrainTimeout = configuration.revocationDrainTimeout
         self.pollTimeoutMilliseconds = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
         self.errorHandler = configuration.errorHandler
+        self.urgentTopics = configuration.urgentTopics
         self.state = BlockingMutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity))
         var fds: [Int32] = [-1, -1]
         // A socket pair rather than pipe2 (not visible to Swift without _GNU_SOURCE): created non-blocking
@@ -84,11 +88,18 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         if action.wakePoller { wakePollThread() }
     }
 
-    /// Points the partitions' fetch queues at the record queue (or at nothing: their records then wait in
-    /// librdkafka). Forwarding again moves what waited, in order.
+    /// The lane `topic`'s records are read in.
+    func lane(of topic: String) -> KafkaConsumerLane {
+        urgentTopics.contains(topic) ? .urgent : .bulk
+    }
+
+    /// Points the partitions' fetch queues at their lane's record queue (or at nothing: their records then
+    /// wait in librdkafka). Forwarding again moves what waited, in order.
     func setForwarding(_ forwarded: Bool, _ partitions: [KafkaTopicPartition], handle: OpaquePointer) {
-        guard let records = recordQueue.withLock({ $0 }) else { return }
+        let queues = recordQueues.withLock { $0 }
+        guard !queues.isEmpty else { return }
         for partition in partitions {
+            let records = queues[lane(of: partition.topic).rawValue]
             guard let queue = rd_kafka_queue_get_partition(handle, partition.topic, partition.partition) else {
                 // Only a producer handle has no partition queues; this would leave the partition unread.
                 report(KafkaError(code: .rebalance, message: "no fetch queue for \(partition); its records would not be read"))
@@ -256,10 +267,12 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// Polls until close, then closes the librdkafka consumer.
     ///
     /// Records do not come through the consumer queue: every assigned partition's fetch queue is forwarded
-    /// to `recordQueue` (``forwardRecords(of:handle:)``), which this thread reads only while the buffer has
-    /// room. While it is full, records stay in librdkafka, whose prefetch stops at `queued.min.messages` /
-    /// `queued.max.messages.kbytes`, and the consumer queue (rebalances, errors) is still served, so the
-    /// member stays in the group. Both queues and the application wake this thread through `wakePipe`.
+    /// to its lane's record queue (``setForwarding(_:_:handle:)``), which this thread reads, urgent first,
+    /// only while that lane's buffer has room. While it is full, the lane's records stay in librdkafka, whose
+    /// prefetch stops at `queued.min.messages` / `queued.max.messages.kbytes` — counted per record queue,
+    /// since librdkafka measures a forwarded partition queue by the queue it forwards to: a bulk backlog
+    /// never stops urgent partitions' fetching. The consumer queue (rebalances, errors) is still served, so
+    /// the member stays in the group. Every queue and the application wake this thread through `wakePipe`.
     func runPollLoop(client: KafkaClient) {
         // Saves a String allocation per record for topic names too long to be stored inline. Checked with
         // strcmp in case librdkafka ever reuses a topic handle's address for another topic.
@@ -271,7 +284,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             topicNames[topic] = name
             return name
         }
-        func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+        func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>, lane: KafkaConsumerLane) {
             defer { rd_kafka_message_destroy(message) }
             if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
                 let detail = message.pointee.payload.map {
@@ -280,16 +293,16 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
                 return
             }
-            let received = KafkaConsumerMessage(copying: message, topicName: topicName)
+            let received = KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName)
             polledBatch.withLock { $0.append(received) }
         }
         client.withHandle { handle in
             let consumerQueue = rd_kafka_queue_get_consumer(handle)!
-            let records = rd_kafka_queue_new(handle)!
-            recordQueue.withLock { $0 = records }
+            let queues = KafkaConsumerLane.allCases.map { _ in rd_kafka_queue_new(handle)! }
+            recordQueues.withLock { $0 = queues }
             var wakeByte: UInt8 = 1
             rd_kafka_queue_io_event_enable(consumerQueue, wakePipe.write, &wakeByte, 1)
-            rd_kafka_queue_io_event_enable(records, wakePipe.write, &wakeByte, 1)
+            for queue in queues { rd_kafka_queue_io_event_enable(queue, wakePipe.write, &wakeByte, 1) }
             var batch = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: Self.maximumBatch)
             var nextRefresh = ContinuousClock.now + Self.forwardingRefreshInterval
             while !isClosing.load(ordering: .acquiring) {
@@ -297,23 +310,24 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 var served = 0
                 while served < Self.maximumBatch, let message = rd_kafka_consumer_poll(handle, 0) {
                     served += 1
-                    take(message)
+                    take(message, lane: .bulk)
                 }
                 flushPolledBatch(handle: handle)
-                // Records, while the buffer has room.
+                // Records, urgent first, each lane while its buffer has room.
                 var taken = 0
-                if state.withLock({ $0.hasRoom() }) {
-                    taken = batch.withUnsafeMutableBufferPointer { buffer in
-                        rd_kafka_consume_batch_queue(records, 0, buffer.baseAddress, buffer.count)
+                for lane in KafkaConsumerLane.allCases where state.withLock({ $0.hasRoom(lane) }) {
+                    let count = batch.withUnsafeMutableBufferPointer { buffer in
+                        rd_kafka_consume_batch_queue(queues[lane.rawValue], 0, buffer.baseAddress, buffer.count)
                     }
-                    for index in 0..<max(0, taken) { take(batch[index]!) }
+                    for index in 0..<max(0, count) { take(batch[index]!, lane: lane) }
                     flushPolledBatch(handle: handle)
+                    taken += max(0, count)
                 }
                 if ContinuousClock.now >= nextRefresh {
                     refreshForwarding(handle: handle)
                     nextRefresh = .now + Self.forwardingRefreshInterval
                 }
-                if served == 0 && taken <= 0 { sleepUntilWoken(timeoutMilliseconds: pollTimeoutMilliseconds) }
+                if served == 0 && taken == 0 { sleepUntilWoken(timeoutMilliseconds: pollTimeoutMilliseconds) }
             }
             logger.debug("closing consumer: committing stored offsets and leaving the group")
             // Serves the final revocation through our callback (not waited for: isClosing is set) and commits
@@ -325,9 +339,9 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             }
             update(handle: handle) { $0.finish() }
             rd_kafka_queue_io_event_enable(consumerQueue, -1, nil, 0)
-            rd_kafka_queue_io_event_enable(records, -1, nil, 0)
-            recordQueue.withLock { $0 = nil }
-            rd_kafka_queue_destroy(records)
+            for queue in queues { rd_kafka_queue_io_event_enable(queue, -1, nil, 0) }
+            recordQueues.withLock { $0 = [] }
+            for queue in queues { rd_kafka_queue_destroy(queue) }
             rd_kafka_queue_destroy(consumerQueue)
         }
         logger.debug("consumer closed")

@@ -4,13 +4,15 @@ import ServiceSupport
 /// The consumer's buffer and flow control, as a value type; ``KafkaConsumerShared`` keeps it behind a lock
 /// and performs the returned actions outside the lock.
 ///
-/// Two lanes: rebalance events (few, never dropped, always first) and messages (bounded by `capacity`).
-/// While the message lane is full the poll thread stops taking records out of librdkafka
-/// (``hasRoom()`` says no), so they wait in librdkafka's own prefetch, which stops fetching at
-/// `queued.min.messages` / `queued.max.messages.kbytes`; the poll thread keeps serving rebalance events.
-/// When the application has taken the lane down to half, the machine asks for the poll thread to be woken
-/// (``Action/wakePoller``). Nothing is paused for backpressure: a pause in librdkafka 2.0.2 throws away
-/// its prefetch and fetching restarted ~0.7 s after the resume, which idled the relay for most of each
+/// Rebalance events (few, never dropped, always first), then two lanes of messages, urgent before bulk
+/// (``KafkaConsumerLane``), each bounded by `capacity`. While a lane is full the poll thread stops taking
+/// that lane's records out of librdkafka (``hasRoom(_:)`` says no), so they wait in librdkafka's own
+/// prefetch, which stops fetching at `queued.min.messages` / `queued.max.messages.kbytes`; the other lane
+/// and rebalance events keep flowing. When the application has taken a lane down to half, the machine asks
+/// for the poll thread to be woken (``Action/wakePoller``). The application may hold a lane
+/// (``setHeld(_:_:)``, its own backpressure): the iterator then hands out only the other lane and
+/// rebalance events. Nothing is paused in librdkafka for backpressure: a pause in librdkafka 2.0.2 throws
+/// away its prefetch and fetching restarted ~0.7 s after the resume, which idled the relay for most of each
 /// cycle at full speed (Benchmarks/README.md).
 ///
 /// A partition the application pauses is not paused in librdkafka: its fetch queue stops being forwarded to
@@ -49,14 +51,23 @@ struct KafkaConsumerStateMachine {
         case empty
     }
 
+    /// One lane's buffered messages and flow control.
+    private struct Lane {
+        var messages = MessageQueue()
+        /// The poll thread found this lane full and takes none of its records until it is woken.
+        var pollerWaitsForRoom = false
+        /// The application holds the lane (``KafkaConsumer/hold(_:)``): its messages stay buffered.
+        var isHeld = false
+    }
+
+    /// Messages per lane (each bounded by `capacity`).
     let capacity: Int
     private(set) var isFinished = false
-    /// The poll thread found the buffer full and sleeps until it is woken.
-    private(set) var pollerWaitsForRoom = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
-    private var messages = MessageQueue()
+    /// Indexed by `KafkaConsumerLane.rawValue`: urgent first.
+    private var lanes = [Lane(), Lane()]
     private var waiter: Waiter?
     /// Someone waiting for rebalance events only (``KafkaConsumerEvents/nextRebalanceEvents()``).
     private var controlWaiter: DeadlineWaiter<Bool>?
@@ -65,11 +76,19 @@ struct KafkaConsumerStateMachine {
         self.capacity = capacity
     }
 
-    var bufferedMessageCount: Int { messages.count }
+    var bufferedMessageCount: Int { lanes[0].messages.count + lanes[1].messages.count }
+
+    func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int { lanes[lane.rawValue].messages.count }
+
+    func isHeld(_ lane: KafkaConsumerLane) -> Bool { lanes[lane.rawValue].isHeld }
+
+    /// Whether the poll thread waits for room in `lane`.
+    func pollerWaitsForRoom(_ lane: KafkaConsumerLane = .bulk) -> Bool { lanes[lane.rawValue].pollerWaitsForRoom }
 
     // MARK: poll thread
 
-    /// Records polled in one go, in order. One call per batch keeps lock and wake-up costs per batch.
+    /// Records polled in one go, in order (each goes to its `lane`). One call per batch keeps lock and
+    /// wake-up costs per batch.
     mutating func received(_ batch: [KafkaConsumerMessage]) -> Action {
         var action = Action()
         guard !isFinished else {
@@ -77,18 +96,19 @@ struct KafkaConsumerStateMachine {
             return action
         }
         var rest = batch[...]
-        if control.isEmpty, messages.isEmpty, let first = rest.first, hand(.message(first)) {
+        // A parked iterator means nothing it may take is buffered.
+        if waiter != nil, let first = rest.first, !lanes[first.lane.rawValue].isHeld, hand(.message(first)) {
             rest = rest.dropFirst()
         }
-        for message in rest { messages.append(message) }
+        for message in rest { lanes[message.lane.rawValue].messages.append(message) }
         return action
     }
 
-    /// Asked by the poll thread before it takes records out of librdkafka: whether the message lane has
+    /// Asked by the poll thread before it takes `lane`'s records out of librdkafka: whether that lane has
     /// room. When it has none, the application's taking it down to half wakes the poll thread.
-    mutating func hasRoom() -> Bool {
-        if messages.count < capacity { return true }
-        pollerWaitsForRoom = true
+    mutating func hasRoom(_ lane: KafkaConsumerLane = .bulk) -> Bool {
+        if lanes[lane.rawValue].messages.count < capacity { return true }
+        lanes[lane.rawValue].pollerWaitsForRoom = true
         return false
     }
 
@@ -101,7 +121,7 @@ struct KafkaConsumerStateMachine {
         return pushControl(.partitionsAssigned(partitions))
     }
 
-    /// The assigned partitions whose records should be forwarded to the record queue (not paused).
+    /// The assigned partitions whose records should be forwarded to the record queues (not paused).
     var forwardedPartitions: [KafkaTopicPartition] {
         assigned.subtracting(pausedByApplication).sorted()
     }
@@ -111,10 +131,10 @@ struct KafkaConsumerStateMachine {
         let removed = Set(partitions)
         assigned.subtract(removed)
         pausedByApplication.subtract(removed)
-        let before = messages.count
-        messages.removeAll { removed.contains($0.topicPartition) }
+        let before = bufferedMessageCount
+        for lane in lanes.indices { lanes[lane].messages.removeAll { removed.contains($0.topicPartition) } }
         var action = pushControl(event)
-        action.droppedMessages = before - messages.count
+        action.droppedMessages = before - bufferedMessageCount
         action.wakePoller = wakePollerIfDrained()
         return action
     }
@@ -123,8 +143,8 @@ struct KafkaConsumerStateMachine {
         var action = Action()
         guard !isFinished else { return action }
         isFinished = true
-        action.droppedMessages = messages.count
-        messages = MessageQueue()
+        action.droppedMessages = bufferedMessageCount
+        for lane in lanes.indices { lanes[lane].messages = MessageQueue() }
         if let controlWaiter {
             self.controlWaiter = nil
             controlWaiter.resolve(true)
@@ -142,12 +162,16 @@ struct KafkaConsumerStateMachine {
 
     // MARK: application
 
+    /// The next event: rebalance events first, then urgent messages, then bulk ones (a held lane's are
+    /// skipped).
     mutating func next() -> Next {
         if !control.isEmpty {
             return .event(control.removeFirst(), wakePoller: false)
         }
-        if let message = messages.popFirst() {
-            return .event(.message(message), wakePoller: wakePollerIfDrained())
+        for lane in lanes.indices where !lanes[lane].isHeld {
+            if let message = lanes[lane].messages.popFirst() {
+                return .event(.message(message), wakePoller: wakePollerIfDrained(lane))
+            }
         }
         return isFinished ? .finished : .empty
     }
@@ -177,15 +201,53 @@ struct KafkaConsumerStateMachine {
         precondition(waiter == nil, "KafkaConsumer.events supports a single iterator at a time")
         if !control.isEmpty {
             if newWaiter.resolve(.event(control[0])) { control.removeFirst() }
-        } else if let message = messages.first {
-            if newWaiter.resolve(.event(.message(message))) {
-                _ = messages.popFirst()
-                action.wakePoller = wakePollerIfDrained()
+        } else if let lane = lanes.indices.first(where: { !lanes[$0].isHeld && !lanes[$0].messages.isEmpty }) {
+            if newWaiter.resolve(.event(.message(lanes[lane].messages.first!))) {
+                _ = lanes[lane].messages.popFirst()
+                action.wakePoller = wakePollerIfDrained(lane)
             }
         } else if isFinished {
             newWaiter.resolve(.finished)
         } else {
             waiter = newWaiter
+        }
+        return action
+    }
+
+    /// Holds (`true`) or releases `lane`: a held lane's messages stay buffered, and its records in
+    /// librdkafka once the buffer is full, while the other lane and rebalance events flow. Releasing hands
+    /// a parked iterator the lane's first message.
+    mutating func setHeld(_ lane: KafkaConsumerLane, _ held: Bool) -> Action {
+        var action = Action()
+        guard lanes[lane.rawValue].isHeld != held else { return action }
+        lanes[lane.rawValue].isHeld = held
+        if !held, waiter != nil, let message = lanes[lane.rawValue].messages.first, hand(.message(message)) {
+            _ = lanes[lane.rawValue].messages.popFirst()
+            action.wakePoller = wakePollerIfDrained(lane.rawValue)
+        }
+        return action
+    }
+
+    /// Puts messages the application took but will not process yet back at the front of their lanes, in
+    /// their order (those of partitions no longer assigned are dropped): they come out again first. For
+    /// the rest of a batch taken just before the application held a lane.
+    mutating func putBack(_ messages: [KafkaConsumerMessage]) -> Action {
+        var action = Action()
+        guard !isFinished else {
+            action.droppedMessages = messages.count
+            return action
+        }
+        var kept = 0
+        for message in messages.reversed() where assigned.contains(message.topicPartition) {
+            lanes[message.lane.rawValue].messages.prepend(message)
+            kept += 1
+        }
+        action.droppedMessages = messages.count - kept
+        if let waiter, waiter.isResolved { self.waiter = nil }
+        if waiter != nil, let lane = lanes.indices.first(where: { !lanes[$0].isHeld && !lanes[$0].messages.isEmpty }),
+            hand(.message(lanes[lane].messages.first!))
+        {
+            _ = lanes[lane].messages.popFirst()
         }
         return action
     }
@@ -216,7 +278,7 @@ struct KafkaConsumerStateMachine {
     // MARK: private
 
     private mutating func pushControl(_ event: KafkaConsumerEvent) -> Action {
-        // A parked iterator means both lanes are empty.
+        // A parked iterator means nothing it may take is buffered.
         if !hand(event) {
             control.append(event)
             if let controlWaiter {
@@ -235,12 +297,19 @@ struct KafkaConsumerStateMachine {
         return waiter.resolve(.event(event))
     }
 
-    /// Whether to wake a poll thread that waits for room: once the buffer is down to half (not at the first
-    /// free slot, so that it takes a batch per wake-up).
-    private mutating func wakePollerIfDrained() -> Bool {
-        guard pollerWaitsForRoom, messages.count <= capacity / 2 else { return false }
-        pollerWaitsForRoom = false
+    /// Whether to wake a poll thread that waits for room in a lane: once that lane is down to half (not at
+    /// the first free slot, so that it takes a batch per wake-up).
+    private mutating func wakePollerIfDrained(_ lane: Int) -> Bool {
+        guard lanes[lane].pollerWaitsForRoom, lanes[lane].messages.count <= capacity / 2 else { return false }
+        lanes[lane].pollerWaitsForRoom = false
         return true
+    }
+
+    /// As `wakePollerIfDrained(_:)`, for any lane.
+    private mutating func wakePollerIfDrained() -> Bool {
+        var wake = false
+        for lane in lanes.indices where wakePollerIfDrained(lane) { wake = true }
+        return wake
     }
 }
 
@@ -253,6 +322,7 @@ struct MessageQueue {
     var first: KafkaConsumerMessage? { storage.first }
 
     mutating func append(_ message: KafkaConsumerMessage) { storage.append(message) }
+    mutating func prepend(_ message: KafkaConsumerMessage) { storage.prepend(message) }
     mutating func popFirst() -> KafkaConsumerMessage? { storage.popFirst() }
     mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) { storage.removeAll(where: shouldRemove) }
 }

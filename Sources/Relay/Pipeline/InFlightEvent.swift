@@ -1,3 +1,4 @@
+import APNsCore
 import Kafka
 import Logging
 import RelayContract
@@ -25,6 +26,8 @@ struct InFlightEvent: Sendable {
     }
 
     var partition: KafkaTopicPartition { message.topicPartition }
+    /// The lane its topic is read in (`kafka.topics.urgent`, or bulk).
+    var lane: DeliveryLane { DeliveryLane(message.lane) }
 
     /// Topic, partition and offset, for log lines about this event.
     var logMetadata: Logger.Metadata {

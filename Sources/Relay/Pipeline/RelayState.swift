@@ -1,3 +1,4 @@
+import APNsCore
 import Kafka
 import ServiceSupport
 import Synchronization
@@ -6,13 +7,13 @@ import Synchronization
 /// waiting for partitions to drain. One lock. It is also the one place a partition's frontier is stored
 /// (`storeFrontier`, when an event's finish advances it).
 ///
-/// Pauses and resumes (closing and opening the intake valve; Kafka partitions are not paused) are carried
-/// out *under* the lock (through `partitionControl`), in the order the gate decides them: a finishing
-/// event's resume must never land after a later pause (or the other way round), or intake would stay closed
-/// while the gate is open. `partitionControl` never calls back into the relay, so this cannot deadlock.
+/// Holds and resumptions of a lane's intake (in the consumer; Kafka partitions are not paused) are carried
+/// out *under* the lock (through `laneControl`), in the order the gate decides them: a finishing event's
+/// resume must never land after a later hold (or the other way round), or intake would stay held while the
+/// gate is open. `laneControl` never calls back into the relay, so this cannot deadlock.
 final class RelayState: Sendable {
-    /// Pauses (`true`) or resumes (`false`) partitions in the consumer.
-    typealias PartitionControl = @Sendable (_ pause: Bool, _ partitions: [KafkaTopicPartition]) -> Void
+    /// Holds (`true`) or resumes (`false`) a lane's intake; `assigned` is every partition assigned here.
+    typealias LaneControl = @Sendable (_ lane: DeliveryLane, _ hold: Bool, _ assigned: Set<KafkaTopicPartition>) -> Void
     /// Stores a partition's new frontier: every offset up to `processedOffset` has its records in Kafka.
     typealias FrontierStore = @Sendable (_ partition: KafkaTopicPartition, _ processedOffset: Int64) -> Void
 
@@ -31,13 +32,13 @@ final class RelayState: Sendable {
     }
 
     private let state: BlockingMutex<State>
-    private let partitionControl: PartitionControl
+    private let laneControl: LaneControl
     private let storeFrontier: FrontierStore
 
-    init(limits: InFlightGate.Limits, storeFrontier: @escaping FrontierStore, partitionControl: @escaping PartitionControl) {
+    init(limits: InFlightGate.Limits, storeFrontier: @escaping FrontierStore, laneControl: @escaping LaneControl) {
         state = BlockingMutex(State(gate: InFlightGate(limits: limits)))
         self.storeFrontier = storeFrontier
-        self.partitionControl = partitionControl
+        self.laneControl = laneControl
     }
 
     enum Admission {
@@ -48,8 +49,8 @@ final class RelayState: Sendable {
         case admittedLate
     }
 
-    /// Starts tracking an event; pauses every assigned partition when the gate closes.
-    func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) -> Admission {
+    /// Starts tracking an event of `lane`; holds intake when the gate says so.
+    func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane = .bulk) -> Admission {
         state.withLock { state in
             guard state.assigned.contains(partition) else {
                 state.skippedUnassigned += 1
@@ -57,44 +58,44 @@ final class RelayState: Sendable {
             }
             let begin = state.ledger.begin(partition, offset: offset)
             guard begin != .seen else { return .skip }
-            if state.gate.admit(bytes: bytes) == .pause { partitionControl(true, Array(state.assigned)) }
+            apply(state.gate.admit(bytes: bytes, lane: lane), state)
             return begin == .late ? .admittedLate : .admitted
         }
     }
 
     /// Marks an event's results durable. Stores the partition's new frontier (`storeFrontier`) while still
-    /// holding the lock, so concurrent finishes can never store frontiers out of order; resumes the
-    /// assigned partitions when the gate opens.
-    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int) {
+    /// holding the lock, so concurrent finishes can never store frontiers out of order; resumes intake when
+    /// the gate opens.
+    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane = .bulk) {
         state.withLock { state in
             if let frontier = state.ledger.finish(partition, offset: offset) {
                 storeFrontier(partition, frontier - 1)
             }
-            release(bytes: bytes, &state)
+            apply(state.gate.release(bytes: bytes, lane: lane), state)
             Self.resolveDrained(&state)
         }
     }
 
     /// Gives up an event without a result (shutdown or revoke deadline passed): its offset is never stored.
-    func abandon(bytes: Int) {
+    func abandon(bytes: Int, lane: DeliveryLane = .bulk) {
         state.withLock { state in
             state.givenUp += 1
-            release(bytes: bytes, &state)
+            apply(state.gate.release(bytes: bytes, lane: lane), state)
             Self.resolveDrained(&state)
         }
     }
 
-    private func release(bytes: Int, _ state: inout State) {
-        if state.gate.release(bytes: bytes) == .resume { partitionControl(false, Array(state.assigned)) }
+    /// Carries out the gate's holds and resumptions (under the lock: see the type's comment).
+    private func apply(_ changes: InFlightGate.Changes, _ state: State) {
+        guard !changes.isEmpty else { return }
+        for lane in DeliveryLane.allCases { if let hold = changes[lane] { laneControl(lane, hold, state.assigned) } }
     }
 
-    /// Adds partitions; they join the pause while the gate is closed (the consumer hands them over
-    /// unpaused).
+    /// Adds partitions (a held lane's intake holds theirs, too: the hold is per lane, in the consumer).
     /// - Returns: every assigned partition.
     func assign(_ partitions: [KafkaTopicPartition]) -> [KafkaTopicPartition] {
         state.withLock { state in
             state.assigned.formUnion(partitions)
-            if state.gate.isPaused, !partitions.isEmpty { partitionControl(true, partitions) }
             return Array(state.assigned)
         }
     }
@@ -112,7 +113,9 @@ final class RelayState: Sendable {
 
     var assignedPartitions: [KafkaTopicPartition] { state.withLock { Array($0.assigned) } }
     var isPaused: Bool { state.withLock { $0.gate.isPaused } }
+    func isHeld(_ lane: DeliveryLane) -> Bool { state.withLock { $0.gate.isHeld(lane) } }
     var inFlightEvents: Int { state.withLock { $0.gate.events } }
+    func inFlightEvents(in lane: DeliveryLane) -> Int { state.withLock { $0.gate.events(in: lane) } }
     var inFlightBytes: Int { state.withLock { $0.gate.bytes } }
     /// See `OffsetLedger.gapsSteppedOver`.
     var offsetGapsSteppedOver: Int { state.withLock { $0.ledger.gapsSteppedOver } }

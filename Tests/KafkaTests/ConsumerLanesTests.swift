@@ -1,0 +1,160 @@
+@testable import Kafka
+import ServiceSupport
+import TestSupport
+import Testing
+
+/// The urgent lane, without I/O: the order the application sees, holds, and messages put back.
+@Suite("Consumer lanes, without I/O")
+struct ConsumerLaneStateTests {
+    private let bulk = KafkaTopicPartition(topic: "bulk", partition: 0)
+    private let urgent = KafkaTopicPartition(topic: "urgent", partition: 0)
+
+    private func message(_ partition: KafkaTopicPartition, _ offset: Int64, _ lane: KafkaConsumerLane) -> KafkaConsumerMessage {
+        KafkaConsumerMessage(topic: partition.topic, partition: partition.partition, offset: offset, key: nil, value: nil, lane: lane)
+    }
+
+    private func next(_ machine: inout KafkaConsumerStateMachine) -> String? {
+        if case .event(.message(let message), _) = machine.next() { return "\(message.topic)@\(message.offset)" }
+        return nil
+    }
+
+    private func assigned() -> KafkaConsumerStateMachine {
+        var machine = KafkaConsumerStateMachine(capacity: 4)
+        _ = machine.partitionsAssigned([bulk, urgent])
+        _ = machine.next()
+        return machine
+    }
+
+    @Test func urgentMessagesComeBeforeBulkOnesBufferedEarlier() {
+        var machine = assigned()
+        _ = machine.received([message(bulk, 0, .bulk), message(bulk, 1, .bulk)])
+        _ = machine.received([message(urgent, 0, .urgent)])
+        #expect(next(&machine) == "urgent@0")
+        #expect(next(&machine) == "bulk@0")
+        #expect(next(&machine) == "bulk@1")
+        #expect(next(&machine) == nil)
+    }
+
+    @Test func eachLaneHasItsOwnRoom() {
+        var machine = assigned()
+        _ = machine.received((0..<4).map { message(bulk, Int64($0), .bulk) })
+        let bulkRoom = machine.hasRoom(.bulk)
+        let urgentRoom = machine.hasRoom(.urgent)
+        #expect(!bulkRoom, "bulk is full")
+        #expect(urgentRoom, "a full bulk buffer leaves urgent records flowing")
+    }
+
+    @Test func aHeldLaneIsSkippedAndReleasedInOrder() {
+        var machine = assigned()
+        _ = machine.setHeld(.bulk, true)
+        _ = machine.received([message(bulk, 0, .bulk), message(urgent, 0, .urgent), message(bulk, 1, .bulk)])
+        #expect(next(&machine) == "urgent@0")
+        #expect(next(&machine) == nil, "bulk is held")
+        _ = machine.setHeld(.bulk, false)
+        #expect(next(&machine) == "bulk@0")
+        #expect(next(&machine) == "bulk@1")
+    }
+
+    @Test func releasingALaneHandsAParkedIteratorItsFirstMessage() async {
+        var machine = assigned()
+        _ = machine.setHeld(.bulk, true)
+        _ = machine.received([message(bulk, 7, .bulk)])
+        let outcome = await DeadlineWaiter<KafkaConsumerStateMachine.WaitOutcome>.wait(
+            timeout: .seconds(10), timedOut: .timedOut, cancelled: .finished
+        ) { waiter in
+            _ = machine.wait(waiter)
+            _ = machine.setHeld(.bulk, false)
+        }
+        guard case .event(.message(let message)) = outcome else {
+            Issue.record("expected bulk@7, got \(outcome)")
+            return
+        }
+        #expect(message.offset == 7)
+    }
+
+    @Test func messagesPutBackComeOutFirstInTheirOrder() {
+        var machine = assigned()
+        _ = machine.received([message(bulk, 0, .bulk), message(bulk, 1, .bulk), message(bulk, 2, .bulk)])
+        let taken = [machine.next(), machine.next()].compactMap { next -> KafkaConsumerMessage? in
+            if case .event(.message(let message), _) = next { return message }
+            return nil
+        }
+        _ = machine.putBack(taken)
+        #expect(next(&machine) == "bulk@0")
+        #expect(next(&machine) == "bulk@1")
+        #expect(next(&machine) == "bulk@2")
+    }
+
+    @Test func messagesPutBackForAPartitionNoLongerAssignedAreDropped() {
+        var machine = assigned()
+        _ = machine.received([message(bulk, 0, .bulk)])
+        guard case .event(.message(let taken), _) = machine.next() else { Issue.record("no message"); return }
+        _ = machine.partitionsRemoved([bulk], event: .partitionsLost([bulk]))
+        let action = machine.putBack([taken])
+        #expect(action.droppedMessages == 1)
+        _ = machine.next()  // the loss
+        #expect(next(&machine) == nil)
+    }
+}
+
+/// The urgent lane through librdkafka's mock cluster: a bulk backlog that the application holds — its
+/// buffer full, librdkafka's prefetch full — never holds urgent records back.
+@Suite("Consumer lanes against the mock cluster")
+struct ConsumerLanesTests {
+    @Test(.timeLimit(.minutes(1)))
+    func urgentRecordsFlowWhileABulkBacklogIsHeld() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("bulk", partitions: 2)
+        try cluster.createTopic("urgent", partitions: 1)
+        let producer = try testProducer(cluster)
+        try await produceKeyed(producer, topic: "bulk", count: 3_000, keyPrefix: "bulk")
+
+        var configuration = testConsumerConfiguration(cluster, group: uniqueGroupID())
+        configuration.urgentTopics = ["urgent"]
+        configuration.bufferCapacity = 64
+        // A small prefetch, so that librdkafka's queue for bulk fills and fetching stops there.
+        configuration.additionalProperties["queued.min.messages"] = "100"
+        let consumer = try KafkaConsumer(configuration: configuration, logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: ["bulk", "urgent"])
+        consumer.hold(.bulk)
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        guard case .partitionsAssigned(let partitions) = try await nextEvent(&iterator, within: .seconds(20), expecting: "the assignment") else {
+            throw TestFailure("the first event is not the assignment")
+        }
+        #expect(partitions.count == 3)
+        // Bulk fills its buffer while held.
+        let bulkBuffered = try await waitFor(within: .seconds(20), "bulk's buffer to fill") { consumer.bufferedMessageCount(.bulk) >= 64 }
+        #expect(bulkBuffered)
+
+        try await produceKeyed(producer, topic: "urgent", count: 5, keyPrefix: "urgent")
+        var urgentKeys: Set<String> = []
+        while urgentKeys.count < 5 {
+            guard case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "the urgent records") else { continue }
+            #expect(message.lane == .urgent && message.topic == "urgent", "only urgent records while bulk is held, got \(message.topic)")
+            urgentKeys.insert(message.keyString ?? "")
+        }
+
+        consumer.release(.bulk)
+        var next: [Int32: Int64] = [:]
+        var bulkCount = 0
+        while bulkCount < 3_000 {
+            guard case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "the bulk backlog") else { continue }
+            #expect(message.lane == .bulk)
+            if let expected = next[message.partition] { #expect(message.offset == expected, "bulk records in order per partition") }
+            next[message.partition] = message.offset + 1
+            bulkCount += 1
+        }
+        try await consumer.close()
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes (conditions that no event announces).
+private func waitFor(within timeout: Duration, _ what: String, _ condition: () -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw TestFailure("no \(what) within \(timeout)") }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}
