@@ -144,6 +144,12 @@ public final class APNsClient: Sendable {
     /// process may exit without racing OpenSSL's exit-time clean-up).
     var liveConnections: Int { pools.values.reduce(0) { $0 + $1.live.current } }
 
+    /// Requests in flight and waiting per lane in one environment's pool (for tests; the gauges
+    /// `apns_client_requests_in_flight` and `apns_client_requests_waiting` publish the same).
+    func requestsByLane(for environment: APNsEnvironment) -> ConnectionPool.Machine.LaneCounts {
+        pools[environment]!.state.withLock { $0.machine.laneCounts }
+    }
+
     /// Open connections per environment (for tests, benchmarks and readiness).
     public func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }
 

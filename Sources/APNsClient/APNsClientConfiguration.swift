@@ -66,6 +66,13 @@ public struct APNsClientConfiguration: Sendable {
         /// Answers slower than this shrink the adaptive limit whatever APNs' usual latency; keep it well
         /// below the request timeout (the relay uses a quarter of it).
         public var congestionLatency: Duration = .milliseconds(2500)
+        /// The part (0…0.9; outside, clamped) of the pool's in-flight capacity kept for urgent pushes
+        /// (`DeliveryLane.urgent`): bulk ones hold at most `floor(capacity × (1 − urgentShare))` (at least
+        /// one), where the capacity is the adaptive limit or, when smaller (or `adaptiveConcurrency` is
+        /// off), MAX_CONCURRENT_STREAMS × usable connections. Urgent pushes may use everything. So a login
+        /// code finds a free stream at once during a campaign instead of queueing behind it. 0 (the
+        /// default): nothing is kept; lanes still order the requests that wait (urgent first).
+        public var urgentShare = 0.0
         public init() {}
     }
 

@@ -1,8 +1,9 @@
+import APNsCore
 import Metrics
 
 /// swift-metrics instruments of one connection pool (one credential in one environment); labels start
 /// with `apns_client_` and carry the dimensions `credential` and `environment` — bounded: credential names
-/// come from the configuration, environments are two; never topics or tokens.
+/// come from the configuration, environments are two, lanes two; never topics or tokens.
 struct ClientMetrics: Sendable {
     let requests: Counter
     let latency: Metrics.Timer
@@ -22,6 +23,12 @@ struct ClientMetrics: Sendable {
     let concurrencyLimit: Gauge
     /// Requests that waited for the limit or a stream.
     let queuedForLimit: Counter
+    /// `apns_client_requests_waiting{lane}` and `apns_client_requests_in_flight{lane}`: requests waiting for
+    /// a connection, the limit or bulk's cap, and requests on a stream, by `DeliveryLane` (two values).
+    let urgentWaiting: Gauge
+    let bulkWaiting: Gauge
+    let urgentInFlight: Gauge
+    let bulkInFlight: Gauge
     /// `apns_client_responses_total` for 200 (the answer to nearly every request): made once, not per answer.
     private let accepted: Counter
     private let dimensions: [(String, String)]
@@ -45,7 +52,19 @@ struct ClientMetrics: Sendable {
         streamsInUse = Gauge(label: "apns_client_streams_in_use", dimensions: d)
         concurrencyLimit = Gauge(label: "apns_client_concurrency_limit", dimensions: d)
         queuedForLimit = Counter(label: "apns_client_requests_queued_total", dimensions: d)
+        urgentWaiting = Gauge(label: "apns_client_requests_waiting", dimensions: d + [("lane", DeliveryLane.urgent.rawValue)])
+        bulkWaiting = Gauge(label: "apns_client_requests_waiting", dimensions: d + [("lane", DeliveryLane.bulk.rawValue)])
+        urgentInFlight = Gauge(label: "apns_client_requests_in_flight", dimensions: d + [("lane", DeliveryLane.urgent.rawValue)])
+        bulkInFlight = Gauge(label: "apns_client_requests_in_flight", dimensions: d + [("lane", DeliveryLane.bulk.rawValue)])
         accepted = Counter(label: "apns_client_responses_total", dimensions: d + [("status", "200"), ("reason", "")])
+    }
+
+    /// Publishes the pool's requests by lane.
+    func record(_ lanes: ConnectionPool.Machine.LaneCounts) {
+        urgentWaiting.record(lanes.urgentWaiting)
+        bulkWaiting.record(lanes.bulkWaiting)
+        urgentInFlight.record(lanes.urgentInFlight)
+        bulkInFlight.record(lanes.bulkInFlight)
     }
 
     func response(_ response: APNsResponseSummary) {

@@ -1,3 +1,4 @@
+import APNsCore
 import Testing
 @testable import APNsClient
 
@@ -291,5 +292,132 @@ import Testing
         let closed = m.connectionChanged(id: 1, load: ConnectionLoad(phase: .closed), event: .closed, now: at(10))
         #expect(closed.open == 1, "in use: the closed connection is replaced")
         #expect(m.closeIfIdle(now: at(120_000)).isEmpty, "a request is still in flight: not idle")
+    }
+
+    // MARK: - Lanes
+
+    private let urgent = WaitClass(lane: .urgent, priorityRank: 0, flow: "u")
+    private let bulk = WaitClass(lane: .bulk, priorityRank: 0, flow: "b")
+
+    private func fixedLimit(_ value: Int) -> ConcurrencyLimit.Configuration {
+        ConcurrencyLimit.Configuration(initial: value, minimum: value, maximum: value)
+    }
+
+    private func answered(_ m: inout Machine, on id: Int = 1, lane: DeliveryLane, streams: Int = 1000, at ms: Int = 1) -> Machine.Actions {
+        m.finished(on: id, lane: lane, load: ready(streams: streams), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(ms))
+    }
+
+    /// With a limit of 10 and a fifth kept for urgent, bulk holds 8 and waits; urgent still gets the rest.
+    @Test func bulkIsCappedAtItsShareOfTheLimitAndUrgentStillGoes() {
+        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.2 }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        for id in 0..<8 { #expect(picked(m.request(id: id, deadline: at(1000), class: bulk, payload: "b\(id)", now: at(0)).0) == 1) }
+        guard case .wait = m.request(id: 8, deadline: at(1000), class: bulk, payload: "b8", now: at(0)).0 else {
+            Issue.record("bulk is at floor(10 × 0.8) = 8"); return
+        }
+        #expect(picked(m.request(id: 9, deadline: at(1000), class: urgent, payload: "u0", now: at(0)).0) == 1)
+        #expect(picked(m.request(id: 10, deadline: at(1000), class: urgent, payload: "u1", now: at(0)).0) == 1)
+        #expect(m.inFlight == 10 && m.inFlightBulk == 8)
+        #expect(m.laneCounts == .init(urgentInFlight: 2, bulkInFlight: 8, urgentWaiting: 0, bulkWaiting: 1))
+    }
+
+    /// With adaptive concurrency off, streams bind: two connections of 5 streams let bulk hold 8 of 10.
+    @Test func bulkIsCappedAtItsShareOfTheStreamsWhenStreamsBind() {
+        var m = machine { $0.maxConnections = 2; $0.urgentShare = 0.2 }
+        connect(&m, 1...2, load: ready(streams: 5))
+        for id in 0..<8 { #expect(picked(m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0)).0) != nil) }
+        guard case .wait = m.request(id: 8, deadline: at(1000), class: bulk, payload: "b8", now: at(0)).0 else {
+            Issue.record("bulk is at floor(2 × 5 × 0.8) = 8"); return
+        }
+        #expect(picked(m.request(id: 9, deadline: at(1000), class: urgent, payload: "", now: at(0)).0) != nil)
+        #expect(picked(m.request(id: 10, deadline: at(1000), class: urgent, payload: "", now: at(0)).0) != nil)
+        #expect(m.inFlight == 10 && m.inFlightBulk == 8, "every stream taken, two of them by urgent")
+    }
+
+    @Test func urgentMayUseAllTheCapacity() {
+        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.5 }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        for id in 0..<10 { #expect(picked(m.request(id: id, deadline: at(1000), class: urgent, payload: "", now: at(0)).0) == 1) }
+        guard case .wait = m.request(id: 10, deadline: at(1000), class: bulk, payload: "", now: at(0)).0 else {
+            Issue.record("the limit is full"); return
+        }
+        #expect(m.inFlight == 10 && m.inFlightBulk == 0)
+    }
+
+    /// At bulk's cap a freed slot goes to an urgent waiter though bulk waited longer, and to no bulk waiter
+    /// until a bulk request finishes; `finished` gives back the lane the request counted against.
+    @Test func atTheCapBulkWaitersAreSkippedForUrgentOnes() {
+        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.2 }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        for id in 0..<8 { _ = m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0)) }
+        for id in 8..<10 { _ = m.request(id: id, deadline: at(1000), class: urgent, payload: "", now: at(0)) }
+        _ = m.request(id: 10, deadline: at(1000), class: bulk, payload: "bulk-waiter", now: at(0))
+        _ = m.request(id: 11, deadline: at(1000), class: urgent, payload: "urgent-waiter", now: at(0))
+        #expect(m.waiterCount == 2)
+
+        let first = answered(&m, lane: .urgent)
+        #expect(first.handOff.map(\.waiter.payload) == ["urgent-waiter"])
+        #expect(m.inFlight == 10 && m.inFlightBulk == 8, "the urgent answer gave back an urgent slot")
+
+        let second = answered(&m, lane: .urgent)
+        #expect(second.handOff.isEmpty, "a free slot, but bulk is at its cap")
+        #expect(m.inFlight == 9 && m.inFlightBulk == 8)
+        guard case .wait = m.request(id: 12, deadline: at(1000), class: bulk, payload: "", now: at(2)).0 else {
+            Issue.record("a new bulk request waits too"); return
+        }
+
+        let third = answered(&m, lane: .bulk)
+        #expect(third.handOff.map(\.waiter.payload) == ["bulk-waiter"], "a bulk answer frees a bulk slot")
+        #expect(m.inFlight == 9 && m.inFlightBulk == 8)
+        #expect(m.laneCounts == .init(urgentInFlight: 1, bulkInFlight: 8, urgentWaiting: 0, bulkWaiting: 1))
+    }
+
+    /// No share kept: bulk may take everything, as before lanes.
+    @Test func withNoShareBulkTakesEverything() {
+        var m = machine { $0.limit = fixedLimit(10) }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        for id in 0..<10 { #expect(picked(m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0)).0) == 1) }
+        #expect(m.inFlightBulk == 10)
+        _ = m.request(id: 10, deadline: at(1000), class: bulk, payload: "next", now: at(0))
+        #expect(answered(&m, lane: .bulk).handOff.map(\.waiter.payload) == ["next"])
+        #expect(m.inFlightBulk == 10)
+    }
+
+    /// APNs advertises one stream until a connection's first push succeeds: bulk may always have one.
+    @Test func bulkAlwaysHasAtLeastOne() {
+        var m = machine { $0.maxConnections = 1; $0.urgentShare = 0.9 }
+        connect(&m, 1...1, load: ready(streams: 1))
+        #expect(picked(m.request(id: 0, deadline: at(1000), class: bulk, payload: "", now: at(0)).0) == 1)
+        #expect(m.inFlightBulk == 1)
+    }
+
+    /// Bulk held at a cap that streams set (not the limit) asks for another connection: none is saturated,
+    /// since bulk never fills one.
+    @Test func bulkAtAStreamBoundCapOpensAnotherConnection() {
+        var m = machine { $0.maxConnections = 2; $0.urgentShare = 0.2 }
+        connect(&m, 1...1, load: ready(streams: 10))
+        for id in 0..<8 {
+            let (_, actions) = m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0))
+            #expect(actions.open == 0, "request \(id): bulk is below its cap")
+        }
+        let (pick, actions) = m.request(id: 8, deadline: at(1000), class: bulk, payload: "", now: at(0))
+        guard case .wait = pick else { Issue.record("at floor(10 × 0.8) = 8: \(pick)"); return }
+        #expect(actions.open == 1)
+    }
+
+    /// The gauges get the lane counts when they changed, at most every `loadRefreshInterval`, and at once
+    /// when the pool goes quiet.
+    @Test func laneCountsArePublishedThrottledAndWhenQuiet() {
+        var m = machine { $0.limit = fixedLimit(10) }
+        connect(&m, 1...1, load: ready(streams: 1000))
+        _ = m.request(id: 0, deadline: at(1000), class: bulk, payload: "", now: at(0))
+        #expect(m.laneCountsDue(now: at(1)) == nil, "published less than 5 ms ago (at the start)")
+        #expect(m.laneCountsDue(now: at(6))?.bulkInFlight == 1)
+        _ = m.request(id: 1, deadline: at(1000), class: urgent, payload: "", now: at(7))
+        #expect(m.laneCountsDue(now: at(7)) == nil)
+        _ = answered(&m, lane: .bulk, at: 8)
+        _ = answered(&m, lane: .urgent, at: 8)
+        #expect(m.laneCountsDue(now: at(8)) == .init(), "quiet: zero at once")
+        #expect(m.laneCountsDue(now: at(20)) == nil, "unchanged")
     }
 }

@@ -2,8 +2,8 @@ import APNsCore
 import Testing
 @testable import APNsClient
 
-/// The order in which requests waiting for a connection are served: priority first, then apps in turn,
-/// each app's requests in order.
+/// The order in which requests waiting for a connection are served: lane and priority first, then apps in
+/// turn, each app's requests in order.
 @Suite struct WaitQueueTests {
     typealias Queue = WaitQueue<String>
 
@@ -87,16 +87,76 @@ import Testing
         #expect(queue.isEmpty && queue.popFirst() == nil)
     }
 
-    @Test func aNotificationIsClassedByPriorityAndTopic() throws {
+    @Test func aNotificationIsClassedByLanePriorityAndTopic() throws {
         let token = try DeviceToken(hex: "00ff")
-        func notification(_ priority: Priority?) -> APNsNotification {
-            APNsNotification(target: .device(token), topic: "com.example.app", pushType: .alert, priority: priority, payload: Array("{}".utf8))
+        func notification(_ priority: Priority?, _ lane: DeliveryLane? = nil) -> APNsNotification {
+            var n = APNsNotification(target: .device(token), topic: "com.example.app", pushType: .alert, priority: priority, payload: Array("{}".utf8))
+            if let lane { n.lane = lane }
+            return n
         }
-        #expect(WaitClass(notification(nil)) == WaitClass(rank: 0, flow: "com.example.app"), "APNs' default is 10")
-        #expect(WaitClass(notification(.immediate)).rank == 0)
-        #expect(WaitClass(notification(.powerConsiderate)).rank == 1)
-        #expect(WaitClass(notification(.low)).rank == 2)
+        #expect(WaitClass(notification(nil, .urgent)) == WaitClass(rank: 0, flow: "com.example.app"), "APNs' default is 10")
+        #expect(WaitClass(notification(.immediate, .urgent)).rank == 0)
+        #expect(WaitClass(notification(.powerConsiderate, .urgent)).rank == 1)
+        #expect(WaitClass(notification(.low, .urgent)).rank == 2)
+        #expect(WaitClass(notification(nil)) == WaitClass(rank: 3, flow: "com.example.app"), "bulk unless told otherwise")
+        #expect(WaitClass(notification(.immediate)).rank == 3)
+        #expect(WaitClass(notification(.powerConsiderate)).rank == 4)
+        #expect(WaitClass(notification(.low)).rank == 5)
+        #expect(WaitClass(notification(.low, .urgent)).lane == .urgent && WaitClass(notification(.immediate)).lane == .bulk)
+        #expect(WaitClass.default == WaitClass(rank: 3, flow: ""), "a request of no class (channel management) is bulk priority 10")
         #expect(WaitClass(rank: 1_000_000, flow: "x").rank == WaitClass.maxRank, "ranks are bounded (the queue keeps one slot per rank)")
         #expect(WaitClass(rank: -3, flow: "x").rank == 0)
+    }
+
+    // MARK: - Lanes
+
+    private let urgent = { (flow: String, priority: Int) in WaitClass(lane: .urgent, priorityRank: priority, flow: flow) }
+    private let bulk = { (flow: String, priority: Int) in WaitClass(lane: .bulk, priorityRank: priority, flow: flow) }
+
+    /// An urgent priority-1 push goes before a bulk priority-10 one that waited longer.
+    @Test func everyUrgentRankGoesBeforeEveryBulkRank() {
+        var queue = Queue()
+        queue.append("bulk-10", in: bulk("a", 0))
+        queue.append("bulk-1", in: bulk("a", 2))
+        queue.append("urgent-1", in: urgent("a", 2))
+        queue.append("urgent-5", in: urgent("b", 1))
+        queue.append("urgent-10", in: urgent("c", 0))
+        #expect(queue.count(in: .urgent) == 3 && queue.count(in: .bulk) == 2)
+        #expect(drain(&queue) == ["urgent-10", "urgent-5", "urgent-1", "bulk-10", "bulk-1"])
+    }
+
+    /// The streak gives a waiting lower rank one turn in nine within the urgent lane, never to bulk: bulk
+    /// waits until no urgent request does.
+    @Test func theStreakNeverLetsBulkPassUrgent() {
+        var queue = Queue()
+        queue.append("bulk0", in: bulk("a", 0))
+        queue.append("bulk1", in: bulk("a", 0))
+        queue.append("urgent-5", in: urgent("a", 1))
+        for n in 0..<20 { queue.append("urgent\(n)", in: urgent("a", 0)) }
+        let served = drain(&queue)
+        #expect(served.firstIndex(of: "urgent-5") == Queue.priorityStreak, "within the urgent lane the streak is as before")
+        #expect(Array(served.suffix(2)) == ["bulk0", "bulk1"], "\(served)")
+    }
+
+    @Test func withinBulkTheStreakIsUnchanged() {
+        var queue = Queue()
+        queue.append("low0", in: bulk("a", 1))
+        queue.append("low1", in: bulk("a", 1))
+        for n in 0..<20 { queue.append("high\(n)", in: bulk("a", 0)) }
+        let served = drain(&queue)
+        #expect(served.firstIndex(of: "low0") == Queue.priorityStreak)
+        #expect(served.firstIndex(of: "low1") == 2 * Queue.priorityStreak + 1)
+    }
+
+    /// What the pool asks for when bulk is at its cap: the urgent waiters only; bulk ones stay, in order.
+    @Test func skippingBulkRanksServesOnlyUrgentWaiters() {
+        var queue = Queue()
+        queue.append("bulk0", in: bulk("a", 0))
+        queue.append("urgent0", in: urgent("a", 2))
+        queue.append("bulk1", in: bulk("b", 0))
+        #expect(queue.popFirst(skippingRanksFrom: WaitClass.firstBulkRank) == "urgent0")
+        #expect(queue.popFirst(skippingRanksFrom: WaitClass.firstBulkRank) == nil, "only bulk waits")
+        #expect(queue.count == 2 && queue.count(in: .bulk) == 2)
+        #expect(drain(&queue) == ["bulk0", "bulk1"])
     }
 }

@@ -4,11 +4,15 @@ import Synchronization
 /// close.
 extension ConnectionPool {
     /// Ends waits whose deadline passed, every 10 ms while anyone waits (on the pool's loop); stops when
-    /// the queue is empty.
+    /// the queue is empty. It also keeps the per-lane gauges current while requests wait.
     func startWaiterSweeper() {
         timerLoop.schedule(after: .milliseconds(10)) { [weak self] in
             guard let self else { return }
-            let (expired, keepSweeping) = state.withLock { $0.machine.sweep(now: .now) }
+            let ((expired, keepSweeping), lanes) = state.withLock { s in
+                let now = ContinuousClock.now
+                return (s.machine.sweep(now: now), s.machine.laneCountsDue(now: now))
+            }
+            if let lanes { metrics.record(lanes) }
             for (waiter, error) in expired { waiter.payload(.failure(error)) }
             if keepSweeping { startWaiterSweeper() }
         }

@@ -64,6 +64,7 @@ final class ConnectionPool: Sendable {
         machineConfiguration.streamBudget = (Int(configuration.connection.maxStreamID) + 1) / 2
         machineConfiguration.reconnectBackoffBase = pool.reconnectBackoffBase
         machineConfiguration.reconnectBackoffMax = pool.reconnectBackoffMax
+        machineConfiguration.urgentShare = pool.urgentShare
         if pool.adaptiveConcurrency {
             var limit = ConcurrencyLimit.Configuration()
             limit.ceiling = pool.congestionLatency
@@ -124,7 +125,8 @@ final class ConnectionPool: Sendable {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         if let ticket = send.ticket {
             let live = ticket.enter { [self] in
-                let waiter = state.withLock { $0.machine.removeWaiter(id: id) }
+                let (waiter, lanes) = state.withLock { s in (s.machine.removeWaiter(id: id), s.machine.laneCountsDue(now: .now)) }
+                if let lanes { metrics.record(lanes) }
                 waiter?.payload(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
             }
             guard live else { return finish(send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
@@ -173,7 +175,7 @@ final class ConnectionPool: Sendable {
                 let outcome = Self.outcome(of: result)
                 let load = loads.first { $0.id == request.connection.id }!.load
                 actions.merge(machine.finished(
-                    on: request.connection.id, load: load, outcome: outcome,
+                    on: request.connection.id, lane: request.send.request.waitClass.lane, load: load, outcome: outcome,
                     latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now
                 ))
             }
@@ -216,13 +218,17 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Runs `body` on the state machine under the lock, with loads no staler than `loadRefreshInterval`.
+    /// Runs `body` on the state machine under the lock, with loads no staler than `loadRefreshInterval`;
+    /// publishes the per-lane gauges when they are due (`laneCountsDue`), outside the lock.
     private func withMachine<R>(_ body: (inout Machine, ContinuousClock.Instant) -> R) -> R {
-        state.withLock { s in
+        let (result, lanes) = state.withLock { s in
             let now = ContinuousClock.now
             s.machine.refreshLoads(now: now) { $0.load }
-            return body(&s.machine, now)
+            let result = body(&s.machine, now)
+            return (result, s.machine.laneCountsDue(now: now))
         }
+        if let lanes { metrics.record(lanes) }
+        return result
     }
 
     /// Carries out the machine's decisions (outside the lock).

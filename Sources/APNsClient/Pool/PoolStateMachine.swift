@@ -22,12 +22,24 @@ struct PoolStateMachine<Connection, Payload> {
         var reconnectBackoffMax: Duration = .seconds(10)
         /// The adaptive limit's settings; `nil`: no limit but streams.
         var limit: ConcurrencyLimit.Configuration?
+        /// The part of the capacity bulk may not use (`APNsClientConfiguration.Pool.urgentShare`), 0…0.9.
+        var urgentShare = 0.0
     }
 
     struct Waiter {
         let id: Int
         let deadline: ContinuousClock.Instant
+        /// The lane of its class: what it counts against once it has a connection.
+        let lane: DeliveryLane
         let payload: Payload
+    }
+
+    /// Requests by lane, for the gauges.
+    struct LaneCounts: Equatable {
+        var urgentInFlight = 0
+        var bulkInFlight = 0
+        var urgentWaiting = 0
+        var bulkWaiting = 0
     }
 
     struct Entry {
@@ -65,6 +77,13 @@ struct PoolStateMachine<Connection, Payload> {
     private var lastOpenCheck: ContinuousClock.Instant
     /// Requests holding a stream now, over every connection.
     private(set) var inFlight = 0
+    /// Those of `inFlight` in the bulk lane (the rest are urgent).
+    private(set) var inFlightBulk = 0
+    /// What bulk may hold of the capacity: 1 − `urgentShare`.
+    private let bulkShare: Double
+    /// The lane counts last handed out for the gauges, and when.
+    private var publishedLanes = LaneCounts()
+    private var lanesPublishedAt: ContinuousClock.Instant
     /// When the last request came (idle pools let their connections go).
     private var lastRequest: ContinuousClock.Instant
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
@@ -73,7 +92,9 @@ struct PoolStateMachine<Connection, Payload> {
     init(configuration: Configuration, now: ContinuousClock.Instant = .now) {
         self.configuration = configuration
         self.limit = configuration.limit.map { ConcurrencyLimit(configuration: $0) }
+        bulkShare = 1 - min(max(0, configuration.urgentShare), 0.9)
         lastMaintenance = now
+        lanesPublishedAt = now
         loadsRefreshedAt = now
         lastOpenCheck = now
         lastRequest = now
@@ -104,7 +125,8 @@ struct PoolStateMachine<Connection, Payload> {
 
     /// A request wants a connection: the least-loaded usable one with a free stream (the request counted
     /// against it), or it waits (until a connection frees up, opens, or its deadline passes).
-    /// Waiters are served by `class` (`WaitQueue`: priority, then apps in turn).
+    /// Waiters are served by `class` (`WaitQueue`: lane, priority, then apps in turn); a bulk request also
+    /// waits while bulk holds its cap (see `bulkCap(streams:)`).
     mutating func request(
         id: Int, deadline: ContinuousClock.Instant, class waitClass: WaitClass = .default, payload: Payload, now: ContinuousClock.Instant
     ) -> (Pick, Actions) {
@@ -119,10 +141,10 @@ struct PoolStateMachine<Connection, Payload> {
         var actions = Actions()
         guard !isShuttingDown else { return (.fail(APNsClientError(.shutdown, "client is shutting down")), actions) }
         lastRequest = now
-        let choice = choose()
-        actions.open = connectionsToOpen()
+        let choice = choose(waitClass.lane)
+        actions.open = connectionsToOpen(bulkAboutToWait: choice == nil && waitClass.lane == .bulk)
         if let choice { return (.connection(choice), actions) }
-        waiters.append(Waiter(id: id, deadline: deadline, payload: payload()), in: waitClass)
+        waiters.append(Waiter(id: id, deadline: deadline, lane: waitClass.lane, payload: payload()), in: waitClass)
         earliestDeadline = min(earliestDeadline ?? deadline, deadline)
         if !sweeperRunning {
             sweeperRunning = true
@@ -136,14 +158,17 @@ struct PoolStateMachine<Connection, Payload> {
         waiters.remove { $0.id == id }
     }
 
-    /// A request sent on connection `id` finished. `load` is the connection's load read just now.
+    /// A request sent on connection `id` finished. `load` is the connection's load read just now; `lane` is
+    /// the lane of the class the request came with (`request`'s default class is bulk).
     mutating func finished(
-        on id: Int, load: ConnectionLoad, outcome: Outcome, latency: Duration?, now: ContinuousClock.Instant
+        on id: Int, lane: DeliveryLane = WaitClass.default.lane, load: ConnectionLoad, outcome: Outcome, latency: Duration?,
+        now: ContinuousClock.Instant
     ) -> Actions {
         var actions = Actions()
         let limitBefore = limit?.limit
         learn(outcome, latency: latency)
         inFlight -= 1
+        if lane == .bulk { inFlightBulk -= 1 }
         var retireThis: RetireReason?
         if var entry = entries[id] {
             entry.inFlight -= 1
@@ -281,6 +306,25 @@ struct PoolStateMachine<Connection, Payload> {
         return (waiters.removeAll(), entries.values.map(\.connection))
     }
 
+    /// Requests in flight and waiting by lane, when the gauges are due: when they changed and the last
+    /// publication is `loadRefreshInterval` old, or at once when the pool went quiet (nothing in flight or
+    /// waiting), so an idle pool never shows a stale backlog. Cheap enough for every pool event.
+    mutating func laneCountsDue(now: ContinuousClock.Instant) -> LaneCounts? {
+        let quiet = inFlight == 0 && waiters.isEmpty
+        guard quiet || now - lanesPublishedAt >= Self.loadRefreshInterval else { return nil }
+        let counts = laneCounts
+        guard counts != publishedLanes else { return nil }
+        publishedLanes = counts
+        lanesPublishedAt = now
+        return counts
+    }
+
+    var laneCounts: LaneCounts {
+        LaneCounts(
+            urgentInFlight: inFlight - inFlightBulk, bulkInFlight: inFlightBulk,
+            urgentWaiting: waiters.count(in: .urgent), bulkWaiting: waiters.count(in: .bulk))
+    }
+
     /// Connections by state, for the gauges.
     var connectionStates: (connecting: Int, ready: Int, draining: Int) {
         var ready = 0
@@ -293,32 +337,72 @@ struct PoolStateMachine<Connection, Payload> {
 
     // MARK: - Rules
 
-    /// Least-loaded usable connection with a free stream, within the adaptive limit; counts the request
-    /// against it. A connection that has been given its last stream id gets no more requests (so none is
-    /// queued where no stream can open for it); it retires once its last request finished.
-    private mutating func choose() -> Connection? {
+    /// Least-loaded usable connection with a free stream, within the adaptive limit and, for bulk, within
+    /// bulk's cap; counts the request against it.
+    private mutating func choose(_ lane: DeliveryLane) -> Connection? {
+        let capped = lane == .bulk && reservesForUrgent
+        // The cap is at most the limit's share: past that, no need to look at the connections.
+        if capped, let limit, inFlightBulk >= bulkCap(capacity: limit.limit) { return nil }
+        guard let (id, streams) = bestConnection() else { return nil }
+        if capped, inFlightBulk >= bulkCap(streams: streams) { return nil }
+        return take(id, for: lane)
+    }
+
+    /// The least-loaded usable connection with a free stream, within the adaptive limit, and the stream
+    /// capacity of all usable connections (for bulk's cap); `nil` when none can take a request. A connection
+    /// that has been given its last stream id gets no more requests (so none is queued where no stream can
+    /// open for it); it retires once its last request finished.
+    private func bestConnection() -> (id: Int, streams: Int)? {
         if let limit, inFlight >= limit.limit { return nil }
         var best: (id: Int, score: Double)?
+        var streams = 0
         for (id, entry) in entries {
             let load = entry.load
             guard load.phase == .ready, !load.retired, entry.assigned < configuration.streamBudget else { continue }
             let capacity = max(1, load.maxConcurrentStreams)
+            streams += capacity
             guard entry.inFlight < capacity else { continue }
             var score = Double(entry.inFlight) / Double(capacity)
             if load.sendWindow < 4096 { score += 1 }  // flow-control window exhausted: prefer others
             if best == nil || score < best!.score { best = (id, score) }
         }
         guard let best else { return nil }
-        inFlight += 1
-        entries[best.id]!.inFlight += 1
-        entries[best.id]!.assigned += 1
-        return entries[best.id]!.connection
+        return (best.id, streams)
     }
 
+    /// Counts a request of `lane` against connection `id`.
+    private mutating func take(_ id: Int, for lane: DeliveryLane) -> Connection {
+        inFlight += 1
+        if lane == .bulk { inFlightBulk += 1 }
+        entries[id]!.inFlight += 1
+        entries[id]!.assigned += 1
+        return entries[id]!.connection
+    }
+
+    /// Whether part of the capacity is kept from bulk (`urgentShare` > 0).
+    private var reservesForUrgent: Bool { bulkShare < 1 }
+
+    /// How many bulk requests may be in flight: `floor(capacity × (1 − urgentShare))`, where the capacity is
+    /// the smaller of the adaptive limit and the usable connections' streams (`streams`; whichever binds,
+    /// bulk leaves its share of it free), and at least one, so bulk always moves (APNs advertises a single
+    /// stream until a connection's first push succeeds). Bulk on draining connections counts too: the cap
+    /// errs towards urgent while a connection is replaced.
+    private func bulkCap(streams: Int) -> Int {
+        bulkCap(capacity: min(limit?.limit ?? .max, streams))
+    }
+
+    private func bulkCap(capacity: Int) -> Int {
+        // The epsilon keeps 90 × (1 − 0.3) from flooring to 62.
+        max(1, Int(Double(capacity) * bulkShare + 1e-9))
+    }
+
+    /// Hands free capacity to waiters in their order; when bulk is at its cap, only to urgent ones (a bulk
+    /// waiter first in line must not hold back urgent waiters behind it).
     private mutating func handOff(into actions: inout Actions) {
-        while !waiters.isEmpty, let connection = choose() {
-            guard let waiter = waiters.popFirst() else { break }
-            actions.handOff.append((waiter, connection))
+        while !waiters.isEmpty, let (id, streams) = bestConnection() {
+            let bulkMayGo = !reservesForUrgent || inFlightBulk < bulkCap(streams: streams)
+            guard let waiter = waiters.popFirst(skippingRanksFrom: bulkMayGo ? .max : WaitClass.firstBulkRank) else { break }
+            actions.handOff.append((waiter, take(id, for: waiter.lane)))
         }
     }
 
@@ -326,12 +410,15 @@ struct PoolStateMachine<Connection, Payload> {
     /// usable one is saturated — its streams full, its send window exhausted, or its latency well above
     /// the best one's (queueing in our buffers or the peer's) — or when requests wait and at least half
     /// of them are out of send window: then the link's bandwidth × round trip, not APNs, is what limits,
-    /// and each connection brings its own window.
-    private mutating func connectionsToOpen() -> Int {
+    /// and each connection brings its own window; or when bulk waits at a cap that streams, not the
+    /// adaptive limit, set (with `urgentShare` bulk never fills a connection, so none looks saturated).
+    /// `bulkAboutToWait`: a bulk request that found no connection is not in the queue yet.
+    private mutating func connectionsToOpen(bulkAboutToWait: Bool = false) -> Int {
         guard !reconnectScheduled, !isShuttingDown else { return 0 }
         var usable = 0
         var saturated = 0
         var windowStarved = 0
+        var streams = 0
         var bestLatency = 0.0  // (a loop, not compactMap + min: this runs for every request)
         for entry in entries.values where entry.load.latency > 0 && (bestLatency == 0 || entry.load.latency < bestLatency) {
             bestLatency = entry.load.latency
@@ -341,6 +428,7 @@ struct PoolStateMachine<Connection, Payload> {
             guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < configuration.streamBudget else { continue }
             usable += 1
             guard load.phase == .ready else { continue }
+            streams += max(1, load.maxConcurrentStreams)
             let slow = bestLatency > 0 && load.latency > max(0.02, bestLatency * 3)
             if load.sendWindow < Self.windowStarvedBytes { windowStarved += 1 }
             if entry.inFlight >= max(1, load.maxConcurrentStreams) || load.sendWindow < 4096 || slow { saturated += 1 }
@@ -349,6 +437,11 @@ struct PoolStateMachine<Connection, Payload> {
         var want = max(0, configuration.minConnections - total)
         if want == 0 && usable > 0 && total < configuration.maxConnections {
             if saturated == usable || (!waiters.isEmpty && windowStarved * 2 >= usable) { want = 1 }
+            if reservesForUrgent, streams < limit?.limit ?? .max, inFlightBulk >= bulkCap(streams: streams),
+                bulkAboutToWait || waiters.count(in: .bulk) > 0
+            {
+                want = 1
+            }
         }
         if want == 0 && total == 0 { want = 1 }
         want = min(want, configuration.maxConcurrentConnects - connecting, configuration.maxConnections - total)

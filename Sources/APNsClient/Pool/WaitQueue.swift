@@ -3,11 +3,16 @@ import DequeModule
 
 /// Requests waiting for a connection with a free stream (or for the adaptive limit), in the order they are
 /// served:
-/// - by class `rank`, lower first (apns-priority 10 before 5 before 1; see `WaitClass`), except that after
-///   `Self.priorityStreak` requests in a row served ahead of waiting lower ranks, the next lower rank with
-///   waiters gets one: a sustained priority-10 backlog slows priority 5 and 1 down to a ninth of the
-///   service, never to nothing (a request starved to its deadline would end unsent and wait again, holding
-///   its partition's offsets);
+/// - by class `rank`, lower first: every urgent rank before every bulk rank, and within a lane apns-priority
+///   10 before 5 before 1 (see `WaitClass`);
+/// - within a lane, after `Self.priorityStreak` requests in a row served ahead of waiting lower ranks of
+///   that lane, the next lower rank with waiters gets one: a sustained priority-10 backlog slows priority
+///   5 and 1 down to a ninth of the service, never to nothing (a request starved to its deadline would end
+///   unsent and wait again, holding its partition's offsets). The streak never crosses lanes: a bulk waiter
+///   never passes a waiting urgent one. Bulk gets its service from its own share of the pool
+///   (`APNsClientConfiguration.Pool.urgentShare` reserves only part of it for urgent) and, between urgent
+///   bursts, from everything; an urgent backlog that never ends is the relay's to throttle, not a reason
+///   to push a campaign ahead of a login code;
 /// - within a rank the apps (`WaitClass.flow`, the APNs topic) take turns, one request each (deficit
 ///   round-robin with a quantum of one request: requests are near enough in cost), so one bundle id's
 ///   backlog never starves another's;
@@ -48,10 +53,16 @@ struct WaitQueue<Element> {
     }
 
     /// The next waiter to serve: the first rank with any, the app whose turn it is there.
-    mutating func popFirst() -> Element? {
-        guard count > 0, let first = ranks.firstIndex(where: { $0.count > 0 }) else { return nil }
+    ///
+    /// With `skippingRanksFrom`, only ranks below it are considered (the pool passes
+    /// `WaitClass.firstBulkRank` when bulk is at its cap: urgent waiters behind bulk ones still go).
+    mutating func popFirst(skippingRanksFrom end: Int = .max) -> Element? {
+        let end = min(end, ranks.count)
+        guard count > 0, let first = ranks[..<end].firstIndex(where: { $0.count > 0 }) else { return nil }
         var rank = first
-        if let lower = ranks[(first + 1)...].firstIndex(where: { $0.count > 0 }) {
+        // The streak passes to a lower rank of the same lane only (see the type's comment).
+        let laneEnd = min(end, WaitClass.endOfLane(ofRank: first))
+        if let lower = ranks[(first + 1)..<laneEnd].firstIndex(where: { $0.count > 0 }) {
             if streak >= Self.priorityStreak {
                 rank = lower
                 streak = 0
@@ -108,6 +119,14 @@ struct WaitQueue<Element> {
         return removed
     }
 
+    /// Requests waiting in `lane` (O(ranks): for the gauges and the decision to open a connection).
+    func count(in lane: DeliveryLane) -> Int {
+        let lanes = WaitClass.ranks(of: lane)
+        var waiting = 0
+        for rank in lanes.clamped(to: ranks.indices) { waiting += ranks[rank].count }
+        return waiting
+    }
+
     /// The smallest `key` of the elements (a linear scan), `nil` when empty.
     func minimum<Key: Comparable>(of key: (Element) -> Key) -> Key? {
         var smallest: Key?
@@ -141,30 +160,57 @@ struct WaitQueue<Element> {
 }
 
 /// How a waiting request is ordered against the others (`WaitQueue`).
+///
+/// The rank is the lane first, then apns-priority: urgent ranks 0–2 (priority 10, 5, 1), then bulk ranks
+/// 3–5. A lane is a block of `ranksPerLane` ranks, so the queue compares ranks alone and the lane is the
+/// rank's block.
 struct WaitClass: Hashable, Sendable {
     /// Lower is served first; at most `maxRank`.
     var rank: Int
     /// Whose request it is (the APNs topic): requests of one rank are served one app at a time, in turn.
     var flow: String
 
-    static let maxRank = 7
+    /// Priorities within a lane (apns-priority 10, 5, 1).
+    static let ranksPerLane = 3
+    /// Every rank from here on is bulk.
+    static let firstBulkRank = ranksPerLane
+    static let maxRank = 2 * ranksPerLane - 1
 
     init(rank: Int, flow: String) {
         self.rank = min(max(0, rank), Self.maxRank)
         self.flow = flow
     }
 
-    /// A request without a class of its own: served with the most urgent, as one app.
-    static let `default` = WaitClass(rank: 0, flow: "")
+    /// `priorityRank` within `lane`: 0 for apns-priority 10, 1 for 5, 2 for 1.
+    init(lane: DeliveryLane, priorityRank: Int, flow: String) {
+        let base = lane == .urgent ? 0 : Self.firstBulkRank
+        self.init(rank: base + min(max(0, priorityRank), Self.ranksPerLane - 1), flow: flow)
+    }
 
-    /// The class of a notification: ranked by its apns-priority (10, APNs' default when none is given,
-    /// before 5 before 1), one flow per APNs topic.
+    var lane: DeliveryLane { rank < Self.firstBulkRank ? .urgent : .bulk }
+
+    /// The ranks of `lane`.
+    static func ranks(of lane: DeliveryLane) -> Range<Int> {
+        lane == .urgent ? 0..<firstBulkRank : firstBulkRank..<(maxRank + 1)
+    }
+
+    /// The first rank after `rank`'s lane.
+    static func endOfLane(ofRank rank: Int) -> Int {
+        rank < firstBulkRank ? firstBulkRank : maxRank + 1
+    }
+
+    /// A request without a class of its own (channel management): with priority-10 bulk pushes, as one app
+    /// (where it was before lanes; like any request a plain client sends, it is bulk).
+    static let `default` = WaitClass(lane: .bulk, priorityRank: 0, flow: "")
+
+    /// The class of a notification: its lane (`notification.lane`), then its apns-priority (10, APNs'
+    /// default when none is given, before 5 before 1), one flow per APNs topic.
     init(_ notification: APNsNotification) {
-        let rank = switch notification.priority ?? .immediate {
+        let priorityRank = switch notification.priority ?? .immediate {
         case .immediate: 0
         case .powerConsiderate: 1
         case .low: 2
         }
-        self.init(rank: rank, flow: notification.topic)
+        self.init(lane: notification.lane, priorityRank: priorityRank, flow: notification.topic)
     }
 }

@@ -21,7 +21,8 @@ struct PreparedRequest: Sendable {
     var maxResponseBody = 4096
     /// Whether the response carries the body (channel management); pushes keep only the parsed reason.
     var keepsResponseBody = false
-    /// Its place among requests waiting for a connection: by apns-priority, then its app's turn.
+    /// Its place among requests waiting for a connection: by lane and apns-priority, then its app's turn;
+    /// its lane is also what it counts against in the pool (bulk's cap).
     var waitClass = WaitClass.default
 
     private mutating func add(_ name: StaticString, _ value: String, neverIndex: Bool = false) {
