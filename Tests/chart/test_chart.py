@@ -102,6 +102,7 @@ ALL_ON_HPA = {**REQUIRED, "autoscaling": {"enabled": True, "minReplicas": 2, "ma
 # credentials (a PKCS#12 certificate and a token), a CA bundle, every optional relay key.
 EVERY_KEY = {
     "kafka": {"bootstrapServers": BOOTSTRAP, "clientId": "push", "autoCommitIntervalMs": 500,
+              "topics": {"urgent": ["apns-notifications-urgent"]},
               "assignmentStrategy": "roundrobin", "properties": ["socket.keepalive.enable=true"],
               "consumerProperties": ["fetch.wait.max.ms=100"], "producerProperties": ["linger.ms=5"]},
     "apns": {
@@ -122,7 +123,8 @@ EVERY_KEY = {
         "pool": {"adaptiveConcurrency": False},
     },
     "relay": {"maxDeadLetterBytes": 500000, "tokenRemoval": {"badDeviceTokenPercent": 40, "minimumSample": 100,
-                                                             "windowMs": 30000}},
+                                                             "windowMs": 30000},
+              "lanes": {"urgentShare": 25}},
     "admin": {"host": "0.0.0.0"},
 }
 PEM_CERTIFICATE = {**REQUIRED, "apns": {"auth": "certificate", "certificate": {"existingSecret": "apns-tls"}}}
@@ -137,6 +139,12 @@ def merge(base: dict, extra: dict) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+# The urgent lane (README "Urgent and bulk lanes"): its topics beside the bulk input, and its share.
+URGENT = merge(REQUIRED, {"kafka": {"topics": {"input": ["apns-notifications"],
+                                               "urgent": ["apns-urgent", "apns-login-codes"]}},
+                          "relay": {"lanes": {"urgentShare": 30}}})
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -639,6 +647,22 @@ def test_keda_several_topics_scales_on_group():
     assert config["kafka"]["topics"]["input"] == "a, b"
 
 
+def test_keda_urgent_topics_count_as_topics_of_the_group():
+    # The group consumes the urgent topics too: one input plus an urgent topic is several topics, so the lag
+    # of the whole group drives scaling (not the bulk topic's alone).
+    values = merge(URGENT, {"keda": {"enabled": True}})
+    meta = by_kind(objects(values))["ScaledObject"]["spec"]["triggers"][0]["metadata"]
+    assert "topic" not in meta, meta
+    assert meta["consumerGroup"] == "apns-relay"
+    # keda.topic, when given, still wins.
+    values = merge(values, {"keda": {"topic": "apns-urgent"}})
+    assert by_kind(objects(values))["ScaledObject"]["spec"]["triggers"][0]["metadata"]["topic"] == "apns-urgent"
+    # Without urgent topics a single input topic is still named (as before).
+    values = merge(REQUIRED, {"keda": {"enabled": True}, "kafka": {"topics": {"urgent": " , "}}})
+    assert by_kind(objects(values))["ScaledObject"]["spec"]["triggers"][0]["metadata"]["topic"] == \
+        "apns-notifications"
+
+
 def test_all_on_servicemonitor():
     sm = by_kind(objects(ALL_ON))["ServiceMonitor"]
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
@@ -700,6 +724,13 @@ def test_template_refusals():
         "extraConfig.admin.port": {"extraConfig": {"admin": {"port": 8080}}},
         "extraConfig.relay.drainTimeoutMs": {"extraConfig": {"relay": {"drainTimeoutMs": 90000}}},
         "existingSecret": {"kafka": {"sasl": {"enabled": True, "username": "u", "existingSecret": ""}}},
+        # The relay's lane checks: a topic in both lanes; an output topic among the urgent inputs.
+        "topic 'b' is in both kafka.topics.input (bulk) and kafka.topics.urgent":
+            {"kafka": {"topics": {"input": "a,b", "urgent": "c, b"}}},
+        "topic 'apns-notifications' is in both": {"kafka": {"topics": {"urgent": [" apns-notifications "]}}},
+        "topic 'apns-results' is both an urgent input (kafka.topics.urgent) and an output topic":
+            {"kafka": {"topics": {"urgent": ["urgent-events", "apns-results"]}}},
+        "topic 'x-dead' is both an urgent input": {"kafka": {"topics": {"urgent": "x-dead", "deadLetters": "x-dead"}}},
     }
     for expected, wrong in cases.items():
         try:
@@ -708,6 +739,39 @@ def test_template_refusals():
             assert expected in str(error), f"{wrong}: {error}"
         else:
             raise AssertionError(f"{wrong} rendered")
+
+
+def test_urgent_topics_rendered():
+    objs = objects(URGENT)
+    validate_against_kubernetes(objs)
+    config = relay_config(objs)
+    assert config["kafka"]["topics"]["urgent"] == ["apns-urgent", "apns-login-codes"], config["kafka"]["topics"]
+    assert config["kafka"]["topics"]["input"] == ["apns-notifications"]
+    assert config["relay"]["lanes"] == {"urgentShare": 30}, config["relay"]
+    # A comma-separated string is rendered as given (the relay splits it, as kafka.topics.input).
+    config = relay_config(objects(merge(REQUIRED, {"kafka": {"topics": {"urgent": "apns-urgent, apns-login-codes"}}})))
+    assert config["kafka"]["topics"]["urgent"] == "apns-urgent, apns-login-codes"
+    assert config["relay"]["lanes"] == {"urgentShare": 20}, "the default share comes with urgent topics"
+    # The pods roll when the lanes change.
+    checksum = lambda values: by_kind(objects(values))["Deployment"]["spec"]["template"]["metadata"][
+        "annotations"]["checksum/config"]
+    assert checksum(URGENT) != checksum(REQUIRED)
+    assert checksum(URGENT) != checksum(merge(URGENT, {"relay": {"lanes": {"urgentShare": 40}}}))
+    notes = render(URGENT)["apns-relay/templates/NOTES.txt"]
+    assert "apns-urgent, apns-login-codes" in notes and "30%" in notes, notes
+    assert "urgent" not in render(REQUIRED)["apns-relay/templates/NOTES.txt"]
+
+
+def test_defaults_have_no_urgent_lane():
+    # Without urgent topics nothing of the lanes reaches relay.yaml: the default render is what it was before
+    # the lanes (no pod roll on upgrade; a relay image older than the lanes would refuse relay.lanes as unknown).
+    config = relay_config(objects(REQUIRED))
+    assert "urgent" not in config["kafka"]["topics"] and "lanes" not in config["relay"], config
+    assert chart().values["kafka"]["topics"]["urgent"] == [] and chart().values["relay"]["lanes"] == {"urgentShare": 20}
+    default = render(REQUIRED)
+    for empty in ([], "", " , ", None):
+        assert render(merge(REQUIRED, {"kafka": {"topics": {"urgent": empty}}})) == default, f"urgent {empty!r}"
+    assert render(merge(REQUIRED, {"relay": {"lanes": {"urgentShare": 50}}})) == default
 
 
 def test_properties_in_configmap_without_sasl():
@@ -761,6 +825,13 @@ WRONG = {
     "grace period 0": {"terminationGracePeriodSeconds": 0},
     "proxy URL with credentials": {"apns": {"proxy": {"url": "http://relay:secret@proxy:3128"}}},
     "proxy URL over https": {"apns": {"proxy": {"url": "https://proxy:3128"}}},
+    "urgentShare above 90": {"relay": {"lanes": {"urgentShare": 95}}},
+    "negative urgentShare": {"relay": {"lanes": {"urgentShare": -1}}},
+    "fractional urgentShare": {"relay": {"lanes": {"urgentShare": 20.5}}},
+    "urgentShare as text": {"relay": {"lanes": {"urgentShare": "20%"}}},
+    "typo in relay.lanes": {"relay": {"lanes": {"urgentShares": 20}}},
+    "urgent topics as a number": {"kafka": {"topics": {"urgent": 7}}},
+    "an empty urgent topic in a list": {"kafka": {"topics": {"urgent": ["a", ""]}}},
 }
 WRONG_BOOTSTRAP = {
     "missing bootstrap servers": {},
@@ -781,6 +852,16 @@ def test_schema_rejects_wrong_values():
         assert "bootstrapServers" in message, f"{label}: {message or 'accepted'}"
 
 
+def test_schema_bounds_urgent_share():
+    # relay.lanes.urgentShare is a percent the relay takes in 0...90 (bulk keeps at least a tenth).
+    for share in (95, 91, -1):
+        message = rejected_by_helm(merge(URGENT, {"relay": {"lanes": {"urgentShare": share}}}))
+        assert "urgentShare" in message, f"urgentShare {share}: {message or 'accepted'}"
+    validator = jsonschema.Draft7Validator(chart().schema)
+    assert list(validator.iter_errors(chart().merge_values(merge(URGENT, {"relay": {"lanes": {"urgentShare": 95}}}))))
+    assert not list(validator.iter_errors(chart().merge_values(URGENT)))
+
+
 def test_install_path_rejects_wrong_values():
     # Rendering (what install/upgrade/template do) runs the same schema check before any template.
     for wrong in ({"replicaCount": "two"}, {"apns": {"auth": "password"}}, {"admin": {"port": -1}}):
@@ -799,7 +880,10 @@ def test_install_path_rejects_wrong_values():
 
 
 def test_schema_accepts_good_values():
-    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, merge(REQUIRED, {"kafka": {"bootstrapServers": ["a:1"]}})):
+    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, merge(REQUIRED, {"kafka": {"bootstrapServers": ["a:1"]}}),
+                   URGENT, EVERY_KEY, merge(REQUIRED, {"kafka": {"topics": {"urgent": "a, b"}}}),
+                   merge(URGENT, {"relay": {"lanes": {"urgentShare": 0}}}),
+                   merge(URGENT, {"relay": {"lanes": {"urgentShare": 90}}})):
         message = rejected_by_helm(values)
         assert not message, message
     # The same verdicts from a second implementation (Python jsonschema on Helm's merged values).

@@ -98,14 +98,24 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- if kindIs "slice" $s }}{{ join "," $s }}{{ else }}{{ $s }}{{ end -}}
 {{- end }}
 
-{{/* kafka.topics.input as a list. */}}
-{{- define "apns-relay.inputTopics" -}}
-{{- $t := .Values.kafka.topics.input -}}
+{{/* A topics value (a comma-separated string or a list) as a JSON list, blanks dropped (as the relay reads it). */}}
+{{- define "apns-relay.topicList" -}}
+{{- $t := . | default "" -}}
 {{- $list := list -}}
-{{- if kindIs "slice" $t }}{{ $list = $t }}{{ else }}{{ $list = splitList "," $t }}{{ end -}}
+{{- if kindIs "slice" $t }}{{ $list = $t }}{{ else }}{{ $list = splitList "," (toString $t) }}{{ end -}}
 {{- $out := list -}}
-{{- range $list }}{{ if trim . }}{{ $out = append $out (trim .) }}{{ end }}{{ end -}}
+{{- range $list }}{{ if trim (toString .) }}{{ $out = append $out (trim (toString .)) }}{{ end }}{{ end -}}
 {{- toJson $out -}}
+{{- end }}
+
+{{/* kafka.topics.input (the bulk lane) as a list. */}}
+{{- define "apns-relay.inputTopics" -}}
+{{- include "apns-relay.topicList" .Values.kafka.topics.input -}}
+{{- end }}
+
+{{/* kafka.topics.urgent (the urgent lane) as a list; empty when unset. */}}
+{{- define "apns-relay.urgentTopics" -}}
+{{- include "apns-relay.topicList" .Values.kafka.topics.urgent -}}
 {{- end }}
 
 {{/* Grace period: given, or the drain deadline rounded up plus a margin; must exceed the drain deadline. */}}
@@ -139,8 +149,13 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end }}
 {{- $inputs := include "apns-relay.inputTopics" . | fromJsonArray -}}
 {{- if not $inputs }}{{ fail "kafka.topics.input lists no topic" }}{{ end -}}
+{{- $urgent := include "apns-relay.urgentTopics" . | fromJsonArray -}}
+{{- range $t := $urgent }}
+{{- if has $t $inputs }}{{ fail (printf "topic '%s' is in both kafka.topics.input (bulk) and kafka.topics.urgent; a topic belongs to one lane" $t) }}{{ end }}
+{{- end }}
 {{- range $out := list $v.kafka.topics.results $v.kafka.topics.removedTokens $v.kafka.topics.removedChannels $v.kafka.topics.deadLetters }}
 {{- if has $out $inputs }}{{ fail (printf "topic '%s' is both an input (kafka.topics.input) and an output topic; the relay would consume its own records" $out) }}{{ end }}
+{{- if has $out $urgent }}{{ fail (printf "topic '%s' is both an urgent input (kafka.topics.urgent) and an output topic; the relay would consume its own records" $out) }}{{ end }}
 {{- end }}
 {{- /* The chart derives the probes' port and the grace period from these; a second source would disagree. */ -}}
 {{- if and (hasKey $v.extraConfig "admin") (hasKey (get $v.extraConfig "admin" | default dict) "port") }}
@@ -154,6 +169,13 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- if $v.kafka.sasl.enabled }}{{ $_ := unset $kafka "properties" }}{{ end -}}
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
+{{- end -}}
+{{- /* The urgent lane's keys only with urgent topics: without them the relay reserves nothing, and a relay
+     older than the lanes (image.tag pinned) would refuse them as unknown keys. */ -}}
+{{- $relay := deepCopy $v.relay -}}
+{{- if not $urgent }}
+{{- $_ := unset $kafka.topics "urgent" -}}
+{{- $_ := unset $relay "lanes" -}}
 {{- end -}}
 {{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "ioThreads" $v.apns.ioThreads "batchWindowMs" $v.apns.batchWindowMs "insecureSkipVerify" $v.apns.insecureSkipVerify "keyReloadIntervalMs" $v.apns.keyReloadIntervalMs -}}
 {{- with $v.apns.topics }}{{ $_ := set $apns "topics" . }}{{ end -}}
@@ -224,7 +246,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $config := dict "kafka" $kafka "apns" $apns "relay" $v.relay "admin" (dict "host" $v.admin.host "port" $v.admin.port) "log" $v.log -}}
+{{- $config := dict "kafka" $kafka "apns" $apns "relay" $relay "admin" (dict "host" $v.admin.host "port" $v.admin.port) "log" $v.log -}}
 {{- $config = mustMergeOverwrite $config (deepCopy $v.extraConfig) -}}
 {{- toYaml $config -}}
 {{- end }}
