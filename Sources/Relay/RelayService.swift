@@ -106,6 +106,13 @@ package final class RelayService: Service, Sendable {
         package var givenUp = 0
         /// Events begun in the offset ledger and not finished, including those given up (diagnostic).
         package var ledgerInFlight = 0
+        /// The most events in flight at once per lane since the start (diagnostic).
+        package var peakInFlight = LanePeaks()
+    }
+
+    package struct LanePeaks: Sendable, Hashable {
+        package var urgent = 0
+        package var bulk = 0
     }
 
     /// `nil` while the service is healthy (for `/healthz`), else why not.
@@ -142,7 +149,8 @@ package final class RelayService: Service, Sendable {
         Status(
             assignedPartitions: state.assignedPartitions.count, inFlightEvents: state.inFlightEvents, paused: state.isPaused,
             offsetGaps: state.offsetGapsSteppedOver, offsetsSeenBelowFrontier: state.offsetsSeenBelowFrontier,
-            skippedUnassigned: state.skippedUnassigned, givenUp: state.givenUp, ledgerInFlight: state.ledgerInFlight)
+            skippedUnassigned: state.skippedUnassigned, givenUp: state.givenUp, ledgerInFlight: state.ledgerInFlight,
+            peakInFlight: state.peakInFlight)
     }
 
     package func run() async throws {

@@ -105,6 +105,7 @@ extension RelayApp {
         client.connection.connectTimeout = apns.connectTimeout
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency
+        client.pool.urgentShare = apns.urgentShare
         do {
             client.eventLoops = try APNsEventLoopGroup.shared(loops: apns.ioThreads, batchWindow: apns.batchWindow)
         } catch {

@@ -97,6 +97,9 @@ package struct RelayAppConfiguration: Sendable {
         package var adaptiveConcurrency = APNsClientConfiguration.Pool().adaptiveConcurrency
         /// Answers slower than this shrink that limit: a quarter of `relay.requestTimeoutMs`.
         package var congestionLatency = APNsClientConfiguration.Pool().congestionLatency
+        /// The share of the pool's capacity bulk pushes may not use: `relay.lanes.urgentShare` when
+        /// `kafka.topics.urgent` lists topics, else 0.
+        package var urgentShare = APNsClientConfiguration.Pool().urgentShare
         /// `apns.token.rotationMinutes`.
         package static let tokenRotationMinutes = 30
         /// `apns.keyReloadIntervalMs`: how often token credentials' key files are read again for a new key;
@@ -247,6 +250,7 @@ package struct RelayAppConfiguration: Sendable {
             "relay.lanes.urgentShare", default: Int((relay.inFlight.urgentShare * 100).rounded()),
             range: 0...Int((InFlightGate.Limits.maxUrgentShare * 100).rounded()))
         relay.inFlight.urgentShare = Double(sharePercent) / 100
+        apns.urgentShare = relay.effectiveInFlight.urgentShare
         relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: relay.drainTimeout, range: 0...600_000)
         relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: relay.revocationDrainTimeout, range: 0...600_000)
         relay.retry.maxAttempts = settings.int("relay.retry.maxAttempts", default: relay.retry.maxAttempts, range: 1...100)

@@ -67,6 +67,11 @@ import Testing
         (["apns.token.keyId": ""], "apns.token"),
         (["apns.token.rotationMinutes": "60"], "apns.token.rotationMinutes"),
         (["kafka.topics.results": "apns-notifications"], "both an input and an output"),
+        (["kafka.topics.urgent": "apns-notifications"], "in both kafka.topics.input (bulk) and kafka.topics.urgent"),
+        (["kafka.topics.urgent": "urgent,apns-results"], "both an input and an output"),
+        (["relay.lanes.urgentShare": "95"], "relay.lanes.urgentShare"),
+        (["relay.lanes.urgentShare": "-1"], "relay.lanes.urgentShare"),
+        (["relay.lanes.urgentShare": "0.2"], "relay.lanes.urgentShare"),
         (["kafka.properties": "no-equals-sign"], "kafka.properties"),
         (["log.format": "xml"], "log.format"),
     ])

@@ -57,6 +57,9 @@ package struct InFlightGate: Sendable, Hashable {
     private var allFull = false
     /// The same for the bulk bound.
     private var bulkFull = false
+    /// The most events seen in flight at once, per lane (diagnostic: bulk's never passes `bulkEventLimit`).
+    package private(set) var peakUrgentEvents = 0
+    package private(set) var peakBulkEvents = 0
 
     package init(limits: Limits) {
         self.limits = limits
@@ -84,6 +87,11 @@ package struct InFlightGate: Sendable, Hashable {
         if lane == .bulk {
             bulk.events += 1
             bulk.bytes += size
+        }
+        if lane == .bulk {
+            peakBulkEvents = max(peakBulkEvents, bulk.events)
+        } else {
+            peakUrgentEvents = max(peakUrgentEvents, all.events - bulk.events)
         }
         if !allFull, all.events >= limits.maxEvents || all.bytes >= limits.maxBytes { allFull = true }
         if !bulkFull, bulk.events >= bulkMaxEvents || bulk.bytes >= bulkMaxBytes { bulkFull = true }

@@ -116,6 +116,10 @@ final class RelayState: Sendable {
     func isHeld(_ lane: DeliveryLane) -> Bool { state.withLock { $0.gate.isHeld(lane) } }
     var inFlightEvents: Int { state.withLock { $0.gate.events } }
     func inFlightEvents(in lane: DeliveryLane) -> Int { state.withLock { $0.gate.events(in: lane) } }
+    /// The most events in flight at once, per lane, since the start.
+    var peakInFlight: RelayService.LanePeaks {
+        state.withLock { RelayService.LanePeaks(urgent: $0.gate.peakUrgentEvents, bulk: $0.gate.peakBulkEvents) }
+    }
     var inFlightBytes: Int { state.withLock { $0.gate.bytes } }
     /// See `OffsetLedger.gapsSteppedOver`.
     var offsetGapsSteppedOver: Int { state.withLock { $0.ledger.gapsSteppedOver } }
