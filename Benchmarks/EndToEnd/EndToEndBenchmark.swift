@@ -10,6 +10,7 @@
 //   EndToEndBenchmark idle         [--seconds S]
 //   EndToEndBenchmark allocations  [--events N] [--partitions P] [--payload BYTES] [--preload PATH]
 //   EndToEndBenchmark partitions   [--runs EVENTSxPARTITIONS,…] [--payload BYTES]
+//   EndToEndBenchmark lanes        [--backlog N] [--app-backlog N] [--seconds S] [--answers A] [--rate R]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -285,6 +286,7 @@ struct EndToEndBenchmark {
             case "idle": try await idle()
             case "allocations": try await allocations()
             case "partitions": try await partitions()
+            case "lanes": try await lanes()
             default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations or partitions")
             }
         } catch {

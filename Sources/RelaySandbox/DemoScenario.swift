@@ -52,6 +52,10 @@ package struct DemoScenario: Sendable {
     }
 
     package var events: [Event]
+    /// Login codes for the urgent lane (`kafka.topics.urgent`), produced while the bulk `events` drain.
+    package var urgent: [Event] = []
+    /// The topic the urgent events go to.
+    package static let urgentTopic = "apns-notifications-urgent"
     /// Tokens the mock APNs reports as gone (410 Unregistered), with the time it says.
     package var unregistered: [String: Int64]
     /// Tokens the mock APNs says belong to the other environment (400 BadDeviceToken).
@@ -109,8 +113,20 @@ package struct DemoScenario: Sendable {
                 add(SampleEvents.event(id: id, deviceToken: token, payload: SampleEvents.payload(bytes: 300), metadata: metadata), .delivered, "alert")
             }
         }
-        return DemoScenario(events: events, unregistered: unregistered, wrongEnvironment: wrongEnvironment, serviceUnavailableBurst: min(200, count / 10))
+        let urgent = (1...10).map { n in
+            let id = String(format: "urgent-%02d", n)
+            let payload = #"{"aps":{"alert":{"title":"Your sign-in code","body":"\#(100_000 + n * 7_919)"},"interruption-level":"time-sensitive"}}"#
+            return Event(
+                key: id, value: SampleEvents.event(id: id, deviceToken: SampleEvents.token(900_000 + n), priority: 10, payload: payload),
+                expected: .delivered, label: "urgent sign-in code")
+        }
+        var scenario = DemoScenario(events: events, unregistered: unregistered, wrongEnvironment: wrongEnvironment, serviceUnavailableBurst: min(200, count / 10))
+        scenario.urgent = urgent
+        return scenario
     }
+
+    /// Every event, bulk and urgent.
+    package var allEvents: [Event] { events + urgent }
 
     /// Tells the mock APNs which tokens are gone or misplaced, and arms the 503 burst.
     package func arm(_ apns: APNsMockServer) {

@@ -85,7 +85,7 @@ struct CheckCommand: AsyncParsableCommand {
         if !skipKafka {
             let kafka = configuration.kafka
             let topics = configuration.relay.topics
-            let wanted = topics.input + topics.outputs
+            let wanted = topics.inputs + topics.outputs
             let properties = kafka.properties.merging(kafka.consumerProperties) { $1 }
             let timeout = Duration.milliseconds(timeoutMs)
             let inspected: Result<KafkaClusterInspection, KafkaError>
@@ -103,6 +103,7 @@ struct CheckCommand: AsyncParsableCommand {
                 pass("Kafka: \(cluster.brokers.count) broker(s) answered: \(cluster.brokers.joined(separator: ", "))")
                 for topic in wanted {
                     let key = topics.input.contains(topic) ? "kafka.topics.input"
+                        : topics.urgent.contains(topic) ? "kafka.topics.urgent"
                         : topic == topics.results ? "kafka.topics.results"
                         : topic == topics.removedTokens ? "kafka.topics.removedTokens"
                         : topic == topics.removedChannels ? "kafka.topics.removedChannels" : "kafka.topics.deadLetters"
@@ -114,7 +115,7 @@ struct CheckCommand: AsyncParsableCommand {
                 }
                 // The group's coordinator is asked for its committed offsets (as a starting member would be),
                 // without joining: that proves the group can be coordinated and says where the relay starts.
-                let inputPartitions = topics.input.flatMap { topic in
+                let inputPartitions = topics.inputs.flatMap { topic in
                     (0..<(cluster.partitions[topic] ?? 0)).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) }
                 }
                 var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: kafka.bootstrapServers, groupID: kafka.groupID)

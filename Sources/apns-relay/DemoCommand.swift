@@ -8,6 +8,7 @@ import Relay
 import RelayApp
 import RelaySandbox
 import ServiceLifecycle
+import ServiceSupport
 
 /// `apns-relay demo`: the whole pipeline on one machine, no setup — librdkafka's mock Kafka cluster, the mock
 /// APNs (TLS + HTTP/2), a throw-away signing key, a realistic mix of events, and a summary at the end.
@@ -30,12 +31,14 @@ struct DemoCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "apns-relay.demo")
-        let say = { (line: String) in print(line); fflush(nil) }
+        let say = { @Sendable (line: String) in print(line); fflush(nil) }
 
         say("apns-relay demo: \(events) events through mock Kafka → relay → mock APNs → result topics\n")
-        let sandbox = try await RelaySandbox(logger: logger)
+        var options = RelaySandbox.Options()
+        options.topics.urgent = [DemoScenario.urgentTopic]
+        let sandbox = try await RelaySandbox(options: options, logger: logger)
         let topics = sandbox.options.topics
-        say("• mock Kafka cluster at \(sandbox.bootstrapServers), topics: \(topics.input[0]) → \(topics.results), \(topics.removedTokens), \(topics.removedChannels), \(topics.deadLetters)")
+        say("• mock Kafka cluster at \(sandbox.bootstrapServers), topics: \(topics.input[0]) (bulk lane) and \(topics.urgent[0]) (urgent lane) → \(topics.results), \(topics.removedTokens), \(topics.removedChannels), \(topics.deadLetters)")
         say("• mock APNs (TLS, HTTP/2, ES256 tokens verified, strict fleet mode) on 127.0.0.1:\(sandbox.apnsPort)")
         say("• throw-away signing key \(sandbox.keyID) for team \(sandbox.teamID)")
 
@@ -59,7 +62,16 @@ struct DemoCommand: AsyncParsableCommand {
         async let running: Void = group.run()
 
         let results = sandbox.options.topics.results
-        let progress = ProgressLine(total: scenario.events.count)
+        let total = scenario.allEvents.count
+        let progress = ProgressLine(total: total)
+        // Once a tenth of the bulk backlog has results, the urgent events come, as a login code would in the
+        // middle of a campaign.
+        let backlogDraining = Latch<Void>()
+        let urgentProducer = Task {
+            guard await backlogDraining.wait(timeout: .seconds(300)) != nil else { return }
+            try await sandbox.produce(scenario.urgent.map { (key: $0.key, value: $0.value) }, to: DemoScenario.urgentTopic)
+            say("\n• \(scenario.urgent.count) urgent sign-in codes produced to \(DemoScenario.urgentTopic) while the bulk backlog drains")
+        }
         let consumer = app.consumer
         say("• relay started: joining consumer group 'apns-relay-demo' (librdkafka's mock takes a few seconds)…")
         var joined = false
@@ -70,8 +82,10 @@ struct DemoCommand: AsyncParsableCommand {
             }
             let done = records.lazy.filter { $0.topic == results }.count
             if joined || done > 0 { progress.update(done) }
-            return done >= scenario.events.count
+            if done >= scenario.events.count / 10 { backlogDraining.set() }
+            return done >= total
         }
+        try await urgentProducer.value
         let elapsed = ContinuousClock.now - relayStart
         progress.finish()
         await group.triggerGracefulShutdown()
@@ -86,7 +100,7 @@ struct DemoCommand: AsyncParsableCommand {
             say("\nFAIL: \(summary.problems.count) problem(s) above")
             throw ExitCode(1)
         }
-        say("\nPASS: every one of the \(scenario.events.count) events got a result with the outcome its scenario expects")
+        say("\nPASS: every one of the \(total) events got a result with the outcome its scenario expects")
     }
 }
 

@@ -40,13 +40,14 @@ struct DemoSummary {
         #else
         let build = " (release build)"
         #endif
-        lines.append("  events: \(scenario.events.count)   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s\(build)")
+        lines.append("  events: \(scenario.events.count) bulk + \(scenario.urgent.count) urgent   results: \(results.count)   relay busy \(String(format: "%.2f", busy)) s (first event read → last result durable) → \(Int(Double(results.count) / busy)) events/s\(build)")
         lines.append("  wall time from relay start (group join included): \(format(elapsed))")
         lines.append("  latency (consume → result durable), delivered events: p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms")
+        lines.append(Self.urgentLine(scenario: scenario, results: results))
         lines.append("  APNs attempts: \(attempts) (retries after the 503 burst included); mock APNs saw \(apns.requests) requests on \(apns.connectionsOpened) connection(s), accepted \(apns.accepted) device pushes and \(apns.acceptedBroadcasts) broadcasts")
         lines.append("")
         var expectedByOutcome: [String: Int] = [:]
-        for event in scenario.events { expectedByOutcome[event.expected.rawValue, default: 0] += 1 }
+        for event in scenario.allEvents { expectedByOutcome[event.expected.rawValue, default: 0] += 1 }
         lines.append("  outcome        expected  got")
         for outcome in Set(expectedByOutcome.keys).union(byOutcome.keys).sorted(by: { (expectedByOutcome[$0] ?? 0, $0) > (expectedByOutcome[$1] ?? 0, $1) }) {
             let expected = expectedByOutcome[outcome] ?? 0
@@ -93,11 +94,11 @@ struct DemoSummary {
         for record in records where record.topic == topics.results {
             if let key = record.key { seen[String(decoding: key, as: UTF8.self), default: 0] += 1 }
         }
-        let missing = scenario.events.filter { seen[$0.key] == nil }
+        let missing = scenario.allEvents.filter { seen[$0.key] == nil }
         if !missing.isEmpty { problems.append("\(missing.count) events have no result (first: \(missing[0].key))") }
         let duplicated = seen.filter { $0.value > 1 }
         if !duplicated.isEmpty { lines.append("  note: \(duplicated.count) events have more than one result (allowed after a crash or rebalance)") }
-        let expected = Dictionary(uniqueKeysWithValues: scenario.events.map { ($0.key, $0) })
+        let expected = Dictionary(uniqueKeysWithValues: scenario.allEvents.map { ($0.key, $0) })
         var mismatches = 0
         for record in records where record.topic == topics.results {
             guard let key = record.key.map({ String(decoding: $0, as: UTF8.self) }), let event = expected[key],
@@ -110,5 +111,27 @@ struct DemoSummary {
         }
         self.text = lines.joined(separator: "\n")
         self.problems = problems
+    }
+
+    /// How the urgent lane did: its events' consume → result times, and how many bulk events read before
+    /// them they were answered ahead of (in one queue they would have waited behind every one).
+    private static func urgentLine(scenario: DemoScenario, results: [[String: Any]]) -> String {
+        let urgentIDs = Set(scenario.urgent.map(\.key))
+        var urgent: [(received: Int, completed: Int)] = []
+        var bulk: [(received: Int, completed: Int)] = []
+        for result in results {
+            guard let received = result["receivedAt"] as? Int, let completed = result["completedAt"] as? Int else { continue }
+            if let id = result["id"] as? String, urgentIDs.contains(id) {
+                urgent.append((received, completed))
+            } else {
+                bulk.append((received, completed))
+            }
+        }
+        guard !urgent.isEmpty else { return "  urgent lane: no urgent result" }
+        let times = urgent.map { $0.completed - $0.received }.sorted()
+        let firstUrgentRead = urgent.map(\.received).min()!
+        let lastUrgentDone = urgent.map(\.completed).max()!
+        let overtaken = bulk.filter { $0.received <= firstUrgentRead && $0.completed > lastUrgentDone }.count
+        return "  urgent lane: \(urgent.count) sign-in codes, consume → result p50 \(times[times.count / 2]) ms, max \(times.last!) ms; answered ahead of \(overtaken) bulk events read before them"
     }
 }

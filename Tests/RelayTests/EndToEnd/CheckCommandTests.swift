@@ -41,6 +41,24 @@ import Testing
         }
     }
 
+    /// Urgent topics are checked like the other inputs, and named by their key.
+    @Test func urgentTopicsAreChecked() async throws {
+        var options = RelaySandbox.Options()
+        options.topics.urgent = ["apns-urgent"]
+        try await withSandbox(options) { sandbox in
+            let good = try await check(["--skip-apns"], sandbox.relayEnvironment())
+            #expect(good.status == 0, "\(good.output)")
+            #expect(good.output.contains("✓ Kafka topic apns-urgent (kafka.topics.urgent)"), "\(good.output)")
+            #expect(good.output.contains("relay.lanes.urgentShare"), "the share is listed with the configuration: \(good.output)")
+
+            var environment = sandbox.relayEnvironment()
+            environment["APNS_RELAY_KAFKA_TOPICS_URGENT"] = "apns-urgent,no-such-urgent"
+            let bad = try await check(["--skip-apns"], environment)
+            #expect(bad.status == 1, "\(bad.output)")
+            #expect(bad.output.contains("✗ Kafka topic no-such-urgent (kafka.topics.urgent) is missing"), "\(bad.output)")
+        }
+    }
+
     /// `--channels` lists the bundle's channels on each environment's management host; a host that does not
     /// answer, or a bundle without broadcast, is a problem.
     @Test func channelsChecksTheManagementHosts() async throws {
