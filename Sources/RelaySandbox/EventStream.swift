@@ -2,18 +2,18 @@ import Kafka
 import Logging
 import Synchronization
 
-/// Produces events to the sandbox's input topic at a steady pace through one long-lived producer, until told
+/// Produces events to the sandbox's input topic (or another) at a steady pace through one long-lived producer, until told
 /// to stop — the "stream of events" that fault runs inject their faults into.
 package final class EventStream: Sendable {
     private let producer: KafkaProducer
     private let topic: String
     private let stopped = Atomic<Bool>(false)
 
-    package init(sandbox: RelaySandbox, logger: Logger) throws {
+    package init(sandbox: RelaySandbox, topic: String? = nil, logger: Logger) throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
         configuration.clientID = "sandbox-stream"
         producer = try KafkaProducer(configuration: configuration, logger: logger)
-        topic = sandbox.options.inputTopic
+        self.topic = topic ?? sandbox.options.inputTopic
     }
 
     /// Sends `event(0)`, `event(1)`, … in batches of `batch`, one batch per `interval`, each batch

@@ -44,6 +44,9 @@ func faultEvents(_ range: Range<Int>, prefix: String, payloadBytes: Int? = nil) 
     }
 }
 
+/// The urgent lane's topic in the runs that use both lanes (`kafka.topics.urgent`).
+let faultUrgentTopic = "apns-notifications-urgent"
+
 /// Checks the invariant and prints the run's line.
 /// - Parameter duplicateBound: the most duplicate results the run's disruptions can explain.
 func finishFaultRun(
@@ -61,13 +64,13 @@ func finishFaultRun(
 
 /// Produces `events` in `batches` batches, `spacing` apart, so input keeps arriving while faults happen.
 func produceSpread(
-    _ sandbox: RelaySandbox, _ events: [(key: String, value: [UInt8])], batches: Int, spacing: Duration
+    _ sandbox: RelaySandbox, _ events: [(key: String, value: [UInt8])], batches: Int, spacing: Duration, to topic: String? = nil
 ) async throws {
     let size = max(1, (events.count + batches - 1) / batches)
     for (index, start) in stride(from: 0, to: events.count, by: size).enumerated() {
         // Spaces the input in time (a stream, not one backlog); nothing waits on this sleep.
         if index > 0 { try await Task.sleep(for: spacing) }
-        try await sandbox.produce(Array(events[start..<min(start + size, events.count)]))
+        try await sandbox.produce(Array(events[start..<min(start + size, events.count)]), to: topic)
     }
 }
 

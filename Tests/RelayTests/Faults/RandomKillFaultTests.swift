@@ -7,7 +7,7 @@ import Testing
 extension FaultTests {
     /// The relay process is SIGKILLed at random points of a stream of events (during the group join, mid
     /// delivery, between commits) and restarted each time. Seeded: `APNS_RELAY_FAULTS_SEED=<seed>` replays a
-    /// run's kill points.
+    /// run's kill points. Both lanes are in use: a stream into the urgent topic runs beside the bulk one.
     @Test func randomSigkillsDuringAStreamLoseNothing() async throws {
         let seed = FaultSize.seed()
         print("fault random-sigkill: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
@@ -16,6 +16,7 @@ extension FaultTests {
         let maxInFlight = 200
         var options = RelaySandbox.Options()
         options.partitions = 6
+        options.topics.urgent = [faultUrgentTopic]
         try await withSandbox(options, logger: logger) { sandbox in
             // APNs answers in 50–150 ms, so every incarnation has events in flight when it dies.
             sandbox.apns.faults.latency = .init(rtt: .milliseconds(100), jitter: .milliseconds(50))
@@ -26,9 +27,13 @@ extension FaultTests {
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             let stream = try EventStream(sandbox: sandbox, logger: logger)
+            let urgentStream = try EventStream(sandbox: sandbox, topic: faultUrgentTopic, logger: logger)
             // 300 events/s for as long as the kills take (at most 10000 per partition: the mock keeps ~5 MB each).
             async let streamed = stream.run(batch: 30, interval: .milliseconds(100), limit: 6 * 10_000) { n in
                 (key: "k\(n)", value: SampleEvents.event(id: "k\(n)", deviceToken: SampleEvents.token(n)))
+            }
+            async let urgentStreamed = urgentStream.run(batch: 3, interval: .milliseconds(100), limit: 6 * 1_000) { n in
+                (key: "u\(n)", value: SampleEvents.event(id: "u\(n)", deviceToken: SampleEvents.token(1_000_000 + n)))
             }
             var killPoints: [String] = []
             for _ in 0..<kills {
@@ -47,9 +52,12 @@ extension FaultTests {
                 relay.kill()
             }
             stream.stop()
+            urgentStream.stop()
             let count = try await streamed
+            let urgentCount = try await urgentStreamed
             await stream.close()
-            let expected = Set((0..<count).map { "k\($0)" })
+            await urgentStream.close()
+            let expected = Set((0..<count).map { "k\($0)" } + (0..<urgentCount).map { "u\($0)" })
             let relay = try RelayProcess(environment: environment)
             try await tally.collect(from: reader, expected: expected, timeout: .seconds(240))
             let status = await relay.terminate(timeout: .seconds(30))

@@ -5,7 +5,8 @@ import Testing
 
 extension FaultTests {
     /// Relay processes join and leave the consumer group every few seconds while events stream in: every
-    /// join and every leave is a rebalance with revoked partitions drained and handed over.
+    /// join and every leave is a rebalance with revoked partitions drained and handed over. Both lanes are in
+    /// use: a tenth of the events come through the urgent topic.
     @Test func rebalanceChurnLosesNothing() async throws {
         let seed = FaultSize.seed()
         print("fault rebalance-churn: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
@@ -15,6 +16,7 @@ extension FaultTests {
         let maxInFlight = 200
         var options = RelaySandbox.Options()
         options.partitions = 8
+        options.topics.urgent = [faultUrgentTopic]
         try await withSandbox(options, logger: logger) { sandbox in
             var environment = sandbox.relayEnvironment(groupID: "churn-\(UUID().uuidString.prefix(8))")
             environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
@@ -23,6 +25,8 @@ extension FaultTests {
             environment["APNS_RELAY_RELAY_REVOCATION_DRAIN_TIMEOUT_MS"] = "5000"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let events = faultEvents(0..<count, prefix: "r")
+            let urgent = faultEvents(count..<count + count / 10, prefix: "u")
+            let expected = Set((events + urgent).map(\.key))
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             var relays = [try RelayProcess(environment: environment)]
@@ -32,6 +36,7 @@ extension FaultTests {
             var membersPerChange = [1]
             var badExits: [String] = []
             async let producing: Void = produceSpread(sandbox, events, batches: steps + 2, spacing: .seconds(2))
+            async let producingUrgent: Void = produceSpread(sandbox, urgent, batches: steps + 2, spacing: .seconds(2), to: faultUrgentTopic)
             for _ in 0..<steps {
                 // Membership changes this often; the point is to change it while the group is busy.
                 try await Task.sleep(for: .milliseconds(Int.random(in: 2000...4000, using: &random)))
@@ -49,7 +54,8 @@ extension FaultTests {
                 }
             }
             try await producing
-            try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(240))
+            try await producingUrgent
+            try await tally.collect(from: reader, expected: expected, timeout: .seconds(240))
             for relay in relays {
                 let status = await relay.terminate(timeout: .seconds(30))
                 if status != 0 { badExits.append("exit \(status.map(String.init) ?? "none (killed)"): \(relay.log.suffix(1500))") }
@@ -64,7 +70,7 @@ extension FaultTests {
             // on revoke fails and the next owner redoes what was finished since the last auto commit. (A full
             // run saw 6809 duplicates over 25 changes, 272 per change: above one in-flight window of 200.)
             finishFaultRun(
-                "rebalance-churn", tally: tally, expected: Set(events.map(\.key)), faults: joins - 1 + leaves,
+                "rebalance-churn", tally: tally, expected: expected, faults: joins - 1 + leaves,
                 duplicateBound: tally.duplicateBound(membersPerChange: membersPerChange, maxInFlight: maxInFlight)
             )
         }
