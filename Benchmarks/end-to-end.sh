@@ -18,11 +18,16 @@
 #  10. the Kafka side as the work grows: 100k events on 16 and on 128 partitions, 1M on 128 (CPU, context
 #      switches, peak RSS, librdkafka threads' CPU), each beside kcat on the same topic; then 128 ÷ 16
 #      partitions and 1M ÷ 100k backlog (PARTITION_RUNS=EVENTSxPARTITIONS,… to change the runs)
+#  11. priority lanes, mock APNs at 1.5k answers/s: urgent events at 20/s in an urgent topic behind a 200k
+#      bulk backlog (consume → result and produce → result p50/p99/max), the same topic read as bulk (before),
+#      app B at 20/s behind app A's 100k backlog in one lane, bulk's rate while urgent flows ÷ bulk alone
+#      (LANE_BACKLOG, LANE_SECONDS)
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
 #                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
 #                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000,
 #                                             PARTITION_RUNS=100000x16,100000x128,1000000x128,
+                                             LANE_BACKLOG=200000, LANE_SECONDS=20,
 #                                             BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
@@ -74,6 +79,7 @@ run "$BIN/EndToEndBenchmark" idle --seconds "${IDLE_SECONDS:-20}"
 run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PARTITIONS" --payload 1024 --rtt-ms 40
 run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
 run "$BIN/EndToEndBenchmark" partitions --runs "${PARTITION_RUNS:-100000x16,100000x128,1000000x128}"
+run "$BIN/EndToEndBenchmark" lanes --backlog "${LANE_BACKLOG:-200000}" --seconds "${LANE_SECONDS:-20}"
 
 echo
 echo "== apns-relay benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"

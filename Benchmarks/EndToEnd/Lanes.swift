@@ -26,6 +26,11 @@ func lanes() async throws {
     let rate = option("rate", 20)
     say("== lanes: mock APNs at \(answers) answers/s; \(backlog / 1000)k bulk backlog; a trickle of \(rate)/s for \(seconds) s")
 
+    // `--only apps` (or another scenario's name) runs one scenario, to watch it (BENCH_RELAY_ADMIN_PORT).
+    if let only = option("only"), let scenario = LaneScenario.allCases.first(where: { "\($0)" == only }) {
+        _ = try await laneRun(scenario, backlog: scenario == .apps ? appBacklog : backlog, seconds: seconds, answers: answers, rate: rate)
+        return
+    }
     let alone = try await laneRun(.bulkAlone, backlog: backlog, seconds: seconds, answers: answers, rate: rate)
     let withLanes = try await laneRun(.lanes, backlog: backlog, seconds: seconds, answers: answers, rate: rate)
     let oneLane = try await laneRun(.oneLane, backlog: backlog, seconds: seconds, answers: answers, rate: rate)
@@ -53,7 +58,7 @@ func lanes() async throws {
         ratio: alone.bulkRate > 0 ? f(withLanes.bulkRate / alone.bulkRate, 3) : "")
 }
 
-private enum LaneScenario: String {
+private enum LaneScenario: String, CaseIterable {
     case bulkAlone = "bulk alone"
     case lanes = "lanes"
     case oneLane = "one lane"
@@ -90,7 +95,7 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     case .apps: break
     }
     let sandbox = try await RelaySandbox(options: options, logger: logger)
-    let body = SampleEvents.payload(bytes: 300)
+    let body = SampleEvents.payload(bytes: option("payload", 300))
     let events = (0..<backlog).map { n in
         (key: "b\(n)", value: SampleEvents.event(id: "b\(n)", deviceToken: SampleEvents.token(n), topic: "com.example.a", payload: body))
     }
@@ -110,6 +115,8 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     let trickleTopic = scenario == .apps ? options.inputTopic : urgentTopic
     let trickleApp = scenario == .apps ? "com.example.b" : "com.example.a"
     let sentAt = BlockingMutex<[String: Int64]>([:])
+    /// How long Kafka took to acknowledge each trickle record (the produce side of produce → result).
+    let acked = BlockingMutex<[Int64]>([])
     let total = scenario == .bulkAlone ? 0 : rate * seconds
     var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
     producerConfiguration.clientID = "bench-trickle"
@@ -125,7 +132,10 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
             let key = "t\(n)"
             let value = SampleEvents.event(id: key, deviceToken: SampleEvents.token(5_000_000 + n), topic: trickleApp, payload: body)
             sentAt.withLock { $0[key] = Int64(Date().timeIntervalSince1970 * 1000) }
-            try producer.produce(topic: trickleTopic, key: Array(key.utf8), value: value) { _ in }
+            let sent = Int64(Date().timeIntervalSince1970 * 1000)
+            try producer.produce(topic: trickleTopic, key: Array(key.utf8), value: value) { _ in
+                acked.withLock { $0.append(Int64(Date().timeIntervalSince1970 * 1000) - sent) }
+            }
         }
         if total == 0 { try await Task.sleep(for: .seconds(seconds)) }  // the window, without a trickle
     }
@@ -133,6 +143,8 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     // Results until every trickle event has one (bounded: one lane may take minutes), reading as they come.
     var consume: [Int64] = []
     var produce: [Int64] = []
+    /// Per trickle event: (relay took it, completed), to split its time at the mock APNs' arrival.
+    var trickleTimes: [Int: (received: Int64, completed: Int64)] = [:]
     var bulkInWindow = 0
     var windowEnd = Int64.max
     var seen = 0
@@ -144,6 +156,7 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
             else { continue }
             if key.hasPrefix("t") {
                 consume.append(completed - received)
+                if let n = Int(key.dropFirst()) { trickleTimes[n] = (received, completed) }
                 if let sent = sentAt.withLock({ $0[key] }) { produce.append(completed - sent) }
             } else if completed >= windowStart, completed <= windowEnd {
                 bulkInWindow += 1
@@ -156,6 +169,22 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     try await trickle.value
     if windowEnd == .max { windowEnd = Int64(Date().timeIntervalSince1970 * 1000) }
     try await producer.close(timeout: .seconds(10))
+    // Where the trickle's consume → result time went: in the relay (until the mock APNs got the request) and
+    // at APNs (its queue, then the answer's way back).
+    var inRelay: [Int64] = []
+    var atAPNs: [Int64] = []
+    let arrivals = Dictionary(sandbox.apns.acceptedNotifications.map { ($0.deviceToken, $0.receivedAtMilliseconds) }) { first, _ in first }
+    for (n, times) in trickleTimes {
+        guard let arrived = arrivals[SampleEvents.token(5_000_000 + n)] else { continue }
+        inRelay.append(arrived - times.received)
+        atAPNs.append(times.completed - arrived)
+    }
+    let ackTimes = Percentiles(acked.withLock { $0 })
+    if total > 0 { say("lanes, \(scenario.rawValue): Kafka acknowledged the trickle's records in p50 \(ackTimes.p50) p99 \(ackTimes.p99) max \(ackTimes.max) ms") }
+    if !inRelay.isEmpty {
+        let relaySide = Percentiles(inRelay), apnsSide = Percentiles(atAPNs)
+        say("lanes, \(scenario.rawValue): the trickle's consume → result split at the mock APNs' arrival (\(inRelay.count) events): in the relay p50 \(relaySide.p50) p99 \(relaySide.p99) ms, at APNs p50 \(apnsSide.p50) p99 \(apnsSide.p99) ms")
+    }
     relay.stop()
     await reader.close()
     await sandbox.stop()

@@ -71,7 +71,8 @@ final class EventPipeline: Sendable {
         metrics.consumed.increment()
         let now = clock.now()
         let event = InFlightEvent(message, receivedAt: Int64(now * 1000))
-        switch state.admit(event.partition, offset: message.offset, bytes: event.bytes, lane: event.lane) {
+        let (admission, counts) = state.admitCounting(event.partition, offset: message.offset, bytes: event.bytes, lane: event.lane)
+        switch admission {
         case .skip:
             logger.debug("skipping an event already in flight, done, or not assigned here", metadata: event.logMetadata)
             return
@@ -80,7 +81,7 @@ final class EventPipeline: Sendable {
         case .admitted:
             break
         }
-        updateInFlightGauges(event.lane)
+        if let counts { updateInFlightGauges(counts, event.lane) }
         switch triage.triage(event, nowSeconds: Int64(now)) {
         case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
@@ -182,21 +183,19 @@ final class EventPipeline: Sendable {
             let latency = max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000)
             metrics.latency.recordNanoseconds(latency)
             metrics.lanes[event.lane].latency.recordNanoseconds(latency)
-            state.finish(event.partition, offset: event.source.offset, bytes: event.bytes, lane: event.lane)
-            updateInFlightGauges(event.lane)
+            updateInFlightGauges(state.finish(event.partition, offset: event.source.offset, bytes: event.bytes, lane: event.lane), event.lane)
         }
     }
 
     /// Gives an event up without a result: its offset is never stored.
     private func finishAbandoned(_ event: InFlightEvent) {
-        state.abandon(bytes: event.bytes, lane: event.lane)
-        updateInFlightGauges(event.lane)
+        updateInFlightGauges(state.abandon(bytes: event.bytes, lane: event.lane), event.lane)
     }
 
-    private func updateInFlightGauges(_ lane: DeliveryLane) {
-        metrics.inFlight.record(state.inFlightEvents)
-        metrics.inFlightBytes.record(state.inFlightBytes)
-        metrics.lanes[lane].inFlight.record(state.inFlightEvents(in: lane))
+    private func updateInFlightGauges(_ counts: RelayState.InFlightCounts, _ lane: DeliveryLane) {
+        metrics.inFlight.record(counts.events)
+        metrics.inFlightBytes.record(counts.bytes)
+        metrics.lanes[lane].inFlight.record(counts.laneEvents)
     }
 
     // MARK: Stopping

@@ -49,39 +49,64 @@ final class RelayState: Sendable {
         case admittedLate
     }
 
+    /// What is in flight, read under the lock a change took anyway (for the gauges, without another lock).
+    struct InFlightCounts {
+        var events = 0
+        var bytes = 0
+        /// Events in flight in the lane of the event that changed them.
+        var laneEvents = 0
+
+        init(_ gate: InFlightGate, _ lane: DeliveryLane) {
+            events = gate.events
+            bytes = gate.bytes
+            laneEvents = gate.events(in: lane)
+        }
+    }
+
     /// Starts tracking an event of `lane`; holds intake when the gate says so.
     func admit(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane = .bulk) -> Admission {
+        admitCounting(partition, offset: offset, bytes: bytes, lane: lane).admission
+    }
+
+    /// `admit`, with what is in flight afterwards.
+    func admitCounting(
+        _ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane
+    ) -> (admission: Admission, counts: InFlightCounts?) {
         state.withLock { state in
             guard state.assigned.contains(partition) else {
                 state.skippedUnassigned += 1
-                return .skip
+                return (.skip, nil)
             }
             let begin = state.ledger.begin(partition, offset: offset)
-            guard begin != .seen else { return .skip }
+            guard begin != .seen else { return (.skip, nil) }
             apply(state.gate.admit(bytes: bytes, lane: lane), state)
-            return begin == .late ? .admittedLate : .admitted
+            return (begin == .late ? .admittedLate : .admitted, InFlightCounts(state.gate, lane))
         }
     }
 
     /// Marks an event's results durable. Stores the partition's new frontier (`storeFrontier`) while still
     /// holding the lock, so concurrent finishes can never store frontiers out of order; resumes intake when
     /// the gate opens.
-    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane = .bulk) {
+    @discardableResult
+    func finish(_ partition: KafkaTopicPartition, offset: Int64, bytes: Int, lane: DeliveryLane = .bulk) -> InFlightCounts {
         state.withLock { state in
             if let frontier = state.ledger.finish(partition, offset: offset) {
                 storeFrontier(partition, frontier - 1)
             }
             apply(state.gate.release(bytes: bytes, lane: lane), state)
             Self.resolveDrained(&state)
+            return InFlightCounts(state.gate, lane)
         }
     }
 
     /// Gives up an event without a result (shutdown or revoke deadline passed): its offset is never stored.
-    func abandon(bytes: Int, lane: DeliveryLane = .bulk) {
+    @discardableResult
+    func abandon(bytes: Int, lane: DeliveryLane = .bulk) -> InFlightCounts {
         state.withLock { state in
             state.givenUp += 1
             apply(state.gate.release(bytes: bytes, lane: lane), state)
             Self.resolveDrained(&state)
+            return InFlightCounts(state.gate, lane)
         }
     }
 
