@@ -100,7 +100,7 @@ struct DemoCommand: AsyncParsableCommand {
             say("\nFAIL: \(summary.problems.count) problem(s) above")
             throw ExitCode(1)
         }
-        say("\nPASS: every one of the \(total) events got a result with the outcome its scenario expects")
+        say("\nPASS: every one of the \(scenario.events.count) bulk and \(scenario.urgent.count) urgent events got a result with the outcome its scenario expects")
     }
 }
 

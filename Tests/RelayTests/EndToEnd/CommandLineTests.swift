@@ -41,7 +41,8 @@ import Testing
         #expect(output.contains("joining consumer group"), "\(output)")
         #expect(output.contains("outcome        expected  got"), "\(output)")
         #expect(!output.contains("<- differs"), "\(output)")
-        #expect(output.contains("PASS: every one of the 300 events"), "\(output)")
+        #expect(output.contains("PASS: every one of the 300 bulk and 10 urgent events"), "\(output)")
+        #expect(output.contains("urgent lane: 10 sign-in codes"), "the urgent lane's line: \(output)")
         #expect(output.components(separatedBy: "] 0/300\n").count <= 2, "no repeated empty progress while the group joins: \(output)")
         #if DEBUG
         #expect(output.contains("a debug build"), "\(output)")

@@ -32,7 +32,11 @@ struct UrgentLaneTests {
             }
             try await sandbox.produce(bulk)
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let overrides = ["relay.maxInFlightEvents": "200", "relay.lanes.urgentShare": "20"]
+            // fetch.wait.max.ms: librdkafka's mock broker holds an empty fetch for all of it (500 ms by
+            // default), where a broker answers once data arrives.
+            let overrides = [
+                "relay.maxInFlightEvents": "200", "relay.lanes.urgentShare": "20", "kafka.consumerProperties": "fetch.wait.max.ms=10",
+            ]
             let (results, peaks) = try await withRelay(sandbox, overrides: overrides, logger: logger) { app in
                 // The backlog is draining (and bulk's intake held) before the urgent events come.
                 var results = try await reader.results(count: 150, timeout: .seconds(60))
@@ -57,10 +61,11 @@ struct UrgentLaneTests {
             let bulkAhead = bulkDone.filter { $0 <= urgentDone.last! }.count
             let urgentLatencies = urgent.compactMap { latency[$0.key] }.sorted()
             print("urgent lane: the 20 urgent events took \(urgentLatencies.first!)–\(urgentLatencies.last!) ms from consume to result; the last was answered after \(bulkAhead) of 1500 bulk; peak in flight bulk \(peaks.bulk), urgent \(peaks.urgent)")
-            // In one lane, the urgent events would wait behind the whole backlog still in Kafka (over 1300
-            // events, 4 s or more). Generous bounds: the benchmark carries the strict numbers.
-            #expect(bulkAhead < 150 + 600, "the last urgent event was answered after \(bulkAhead) of the 1500 bulk ones")
-            #expect(urgentLatencies.last! < 2_000, "urgent consume → result took up to \(urgentLatencies.last!) ms")
+            // In one lane, the urgent events would wait behind the whole backlog still in Kafka (librdkafka
+            // prefetches all of it: every one of the 1500). Generous bounds: the benchmark carries the strict
+            // numbers.
+            #expect(bulkAhead < 1_000, "the last urgent event was answered after \(bulkAhead) of the 1500 bulk ones")
+            #expect(urgentLatencies.last! < 3_000, "urgent consume → result took up to \(urgentLatencies.last!) ms")
             // Bulk never used the urgent share: at most 80 % of 200 in flight, and it did reach it (its intake held).
             #expect(peaks.bulk == 160, "bulk's peak in flight was \(peaks.bulk), its bound 160")
             #expect(peaks.urgent >= 1)
