@@ -71,7 +71,8 @@ package final class RelayService: Service, Sendable {
             }
         }) { lane, hold, assigned in
             intake.set(lane, held: hold)
-            metrics.lanes[lane].held.record(hold ? 1 : 0)
+            // Without urgent topics the urgent lane is empty: its series stays 0 rather than echo bulk's.
+            if lane == .bulk || !configuration.topics.urgent.isEmpty { metrics.lanes[lane].held.record(hold ? 1 : 0) }
             metrics.pausedPartitions.record(assigned.count { intake.isHeld(intake.lane(of: $0.topic)) })
             if hold {
                 logger.info("in-flight limit reached; intake held", metadata: ["lane": "\(lane)"])

@@ -172,10 +172,12 @@ package struct RelayAppConfiguration: Sendable {
         topics.urgent = settings.list("kafka.topics.urgent", default: topicDefaults.urgent)
         if topics.input.isEmpty { settings.problem("configuration key 'kafka.topics.input' lists no topic") }
         if let both = topics.urgent.first(where: topics.input.contains) {
-            settings.problem("topic '\(both)' is in both kafka.topics.input (bulk) and kafka.topics.urgent; a topic belongs to one lane")
+            let bulk = topics.input == topicDefaults.input ? "kafka.topics.input (the bulk lane; by default \(topicDefaults.input.joined(separator: ",")))" : "kafka.topics.input (the bulk lane)"
+            settings.problem("topic '\(both)' is in both \(bulk) and kafka.topics.urgent (APNS_RELAY_KAFKA_TOPICS_URGENT); a topic belongs to one lane: list the bulk topics in kafka.topics.input (APNS_RELAY_KAFKA_TOPICS_INPUT) and the urgent ones in kafka.topics.urgent")
         }
         if let loop = topics.outputs.first(where: topics.inputs.contains) {
-            settings.problem("topic '\(loop)' is both an input and an output topic; the relay would consume its own records")
+            let key = topics.urgent.contains(loop) ? "kafka.topics.urgent" : "kafka.topics.input"
+            settings.problem("topic '\(loop)' is both an input (\(key)) and an output topic; the relay would consume its own records")
         }
 
         var credentials: [APNs.Credential] = []

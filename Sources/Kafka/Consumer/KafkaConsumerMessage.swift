@@ -13,6 +13,9 @@ public struct KafkaConsumerMessage: Sendable {
     public var timestampMilliseconds: Int64?
     /// The lane its topic is read in (``KafkaConsumerConfiguration/urgentTopics``).
     public var lane: KafkaConsumerLane = .bulk
+    /// Which assignment of its partition it was received under (stamped by the consumer): a message put back
+    /// after its partition was lost and assigned again belongs to the old one and is dropped.
+    var assignmentEpoch: UInt32 = 0
 
     public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 

@@ -310,7 +310,10 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 var served = 0
                 while served < Self.maximumBatch, let message = rd_kafka_consumer_poll(handle, 0) {
                     served += 1
-                    take(message, lane: .bulk)
+                    // A partition whose forward librdkafka dropped (see `refreshForwarding`) delivers here for a
+                    // while: its records keep their lane, or they would wait behind the other lane's and come
+                    // after later ones of their partition.
+                    take(message, lane: message.pointee.rkt.map { lane(of: topicName($0)) } ?? .bulk)
                 }
                 flushPolledBatch(handle: handle)
                 // Records, urgent first, each lane while its buffer has room.

@@ -66,6 +66,10 @@ struct KafkaConsumerStateMachine {
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
+    /// Each assigned partition's assignment, numbered: received messages carry it, so that `putBack` can
+    /// tell a message of an earlier assignment of the same partition (lost, then assigned again).
+    private var epochs: [KafkaTopicPartition: UInt32] = [:]
+    private var nextEpoch: UInt32 = 1
     /// Indexed by `KafkaConsumerLane.rawValue`: urgent first.
     private var lanes = [Lane(), Lane()]
     private var waiter: Waiter?
@@ -95,12 +99,18 @@ struct KafkaConsumerStateMachine {
             action.droppedMessages = batch.count
             return action
         }
-        var rest = batch[...]
-        // A parked iterator means nothing it may take is buffered.
-        if waiter != nil, let first = rest.first, !lanes[first.lane.rawValue].isHeld, hand(.message(first)) {
-            rest = rest.dropFirst()
+        // A batch holds runs of one partition: its epoch is looked up once per run.
+        var current: (partition: KafkaTopicPartition, epoch: UInt32)?
+        for var message in batch {
+            let partition = message.topicPartition
+            if current?.partition != partition { current = (partition, epochs[partition] ?? 0) }
+            message.assignmentEpoch = current!.epoch
+            let lane = message.lane.rawValue
+            // A parked iterator means nothing it may take is buffered: the first message of a lane that is
+            // not held goes to it (whatever came before it in a held lane).
+            if waiter != nil, !lanes[lane].isHeld, lanes[lane].messages.isEmpty, hand(.message(message)) { continue }
+            lanes[lane].messages.append(message)
         }
-        for message in rest { lanes[message.lane.rawValue].messages.append(message) }
         return action
     }
 
@@ -118,6 +128,10 @@ struct KafkaConsumerStateMachine {
 
     mutating func partitionsAssigned(_ partitions: [KafkaTopicPartition]) -> Action {
         assigned.formUnion(partitions)
+        for partition in partitions {
+            epochs[partition] = nextEpoch
+            nextEpoch &+= 1
+        }
         return pushControl(.partitionsAssigned(partitions))
     }
 
@@ -131,6 +145,7 @@ struct KafkaConsumerStateMachine {
         let removed = Set(partitions)
         assigned.subtract(removed)
         pausedByApplication.subtract(removed)
+        for partition in removed { epochs[partition] = nil }
         let before = bufferedMessageCount
         for lane in lanes.indices { lanes[lane].messages.removeAll { removed.contains($0.topicPartition) } }
         var action = pushControl(event)
@@ -229,8 +244,9 @@ struct KafkaConsumerStateMachine {
     }
 
     /// Puts messages the application took but will not process yet back at the front of their lanes, in
-    /// their order (those of partitions no longer assigned are dropped): they come out again first. For
-    /// the rest of a batch taken just before the application held a lane.
+    /// their order: they come out again first. For the rest of a batch taken just before the application held
+    /// a lane. Messages of partitions no longer assigned, or assigned again since (lost, then assigned: the
+    /// new assignment fetches from the committed offset, before them), are dropped.
     mutating func putBack(_ messages: [KafkaConsumerMessage]) -> Action {
         var action = Action()
         guard !isFinished else {
@@ -238,7 +254,7 @@ struct KafkaConsumerStateMachine {
             return action
         }
         var kept = 0
-        for message in messages.reversed() where assigned.contains(message.topicPartition) {
+        for message in messages.reversed() where epochs[message.topicPartition] == message.assignmentEpoch {
             lanes[message.lane.rawValue].messages.prepend(message)
             kept += 1
         }
