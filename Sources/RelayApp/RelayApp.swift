@@ -44,6 +44,7 @@ package struct RelayApp: Sendable {
     /// - Throws: a `RelayError` naming the file and its configuration key for an unreadable key, certificate
     ///   or CA file; a `KafkaError` for Kafka settings librdkafka refuses.
     package init(configuration: RelayAppConfiguration, logger: Logger) throws {
+        for notice in configuration.notices { logger.warning("\(notice)") }
         var routes: [CredentialRouter.Route] = []
         var clients: [APNsClient] = []
         for credential in configuration.apns.credentials {

@@ -126,6 +126,8 @@ package struct RelayAppConfiguration: Sendable {
     package private(set) var defaults: [String: String] = [:]
     /// Every key this configuration read or declared (for `apns-relay check`'s listing).
     package private(set) var knownKeys: Set<String> = []
+    /// Settings that were given but take no effect as things are (the relay logs each as a warning at start).
+    package private(set) var notices: [String] = []
 
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
@@ -252,6 +254,9 @@ package struct RelayAppConfiguration: Sendable {
             "relay.lanes.urgentShare", default: Int((relay.inFlight.urgentShare * 100).rounded()),
             range: 0...Int((InFlightGate.Limits.maxUrgentShare * 100).rounded()))
         relay.inFlight.urgentShare = Double(sharePercent) / 100
+        if settings.isSet("relay.lanes.urgentShare"), topics.urgent.isEmpty {
+            notices.append("relay.lanes.urgentShare is set (\(sharePercent) %) but kafka.topics.urgent lists no topic: nothing is reserved for an urgent lane")
+        }
         apns.urgentShare = relay.effectiveInFlight.urgentShare
         relay.drainTimeout = settings.milliseconds("relay.drainTimeoutMs", default: relay.drainTimeout, range: 0...600_000)
         relay.revocationDrainTimeout = settings.milliseconds("relay.revocationDrainTimeoutMs", default: relay.revocationDrainTimeout, range: 0...600_000)

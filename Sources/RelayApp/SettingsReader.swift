@@ -51,6 +51,9 @@ final class SettingsReader {
         problems.append("configuration key '\(key)' (\(ConfigurationSources.environmentPrefix)\(RelayAppConfiguration.environmentName(forKey: key))): \(problem)")
     }
 
+    /// Whether `key` was given (by any source), rather than left to its default.
+    func isSet(_ key: String) -> Bool { present(key) }
+
     private func present(_ key: String) -> Bool {
         reader.string(forKey: ConfigKey(key)) != nil || reader.stringArray(forKey: ConfigKey(key)) != nil
     }

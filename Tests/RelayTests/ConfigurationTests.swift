@@ -91,6 +91,22 @@ import Testing
         }
     }
 
+    /// A share for an urgent lane that does not exist is not an error (a chart may set it for every
+    /// release), but it is said at start: it takes no effect.
+    @Test func anUrgentShareWithoutUrgentTopicsIsNoticed() async throws {
+        let base = [
+            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T", "apns.token.privateKeyFile": "/k.p8",
+        ]
+        func notices(_ extra: [String: String]) async throws -> [String] {
+            let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: base.merging(extra) { $1 })
+            return try RelayAppConfiguration(reader: reader).notices
+        }
+        let unused = try await notices(["relay.lanes.urgentShare": "30"])
+        #expect(unused.count == 1 && unused[0].contains("relay.lanes.urgentShare") && unused[0].contains("kafka.topics.urgent"), "\(unused)")
+        #expect(try await notices(["relay.lanes.urgentShare": "30", "kafka.topics.urgent": "codes"]).isEmpty)
+        #expect(try await notices([:]).isEmpty, "the default share alone is not a notice")
+    }
+
     @Test func everyProblemIsReportedAtOnceWithItsKeyAndVariable() async throws {
         let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: [
             "apns.token.keyId": "K",  // teamId and privateKeyFile missing
