@@ -58,7 +58,7 @@ package final class RelayService: Service, Sendable {
         self.sender = sender
         self.logger = logger
         let metrics = self.metrics
-        let intake = LaneIntake(consumer: consumer, urgentTopics: Set(configuration.topics.urgent))
+        let intake = LaneIntake(consumer: consumer)
         self.intake = intake
         let state = RelayState(limits: configuration.effectiveInFlight, storeFrontier: { [consumer] partition, processed in
             do {

@@ -8,50 +8,6 @@ import APNsCore
 /// lock. It does no I/O: `Connection` and `Payload` are opaque here (the pool uses `APNsConnection` and a
 /// resume closure; tests use plain values), and loads come in through ``refreshLoads(now:_:)`` and events.
 struct PoolStateMachine<Connection, Payload> {
-    struct Configuration {
-        var minConnections = 1
-        var maxConnections = 64
-        /// Idle this long (no request): connections close, none are kept or reopened; `nil`: never.
-        var idleTimeout: Duration? = nil
-        var maxConcurrentConnects = 2
-        var maxTimeoutsPerConnection = 3
-        var latencyOutlierFactor = 4.0
-        /// Requests one connection can carry before its stream ids run out.
-        var streamBudget = Int.max
-        var reconnectBackoffBase: Duration = .milliseconds(100)
-        var reconnectBackoffMax: Duration = .seconds(10)
-        /// The adaptive limit's settings; `nil`: no limit but streams.
-        var limit: ConcurrencyLimit.Configuration?
-        /// The part of the capacity bulk may not use (`APNsClientConfiguration.Pool.urgentShare`), 0…0.9.
-        var urgentShare = 0.0
-    }
-
-    struct Waiter {
-        let id: Int
-        let deadline: ContinuousClock.Instant
-        /// The lane of its class: what it counts against once it has a connection.
-        let lane: DeliveryLane
-        let payload: Payload
-    }
-
-    /// Requests by lane, for the gauges.
-    struct LaneCounts: Equatable {
-        var urgentInFlight = 0
-        var bulkInFlight = 0
-        var urgentWaiting = 0
-        var bulkWaiting = 0
-    }
-
-    struct Entry {
-        let connection: Connection
-        /// The connection's load as last read: refreshed with each of its answers and events, and for all
-        /// connections every `loadRefreshInterval`.
-        var load: ConnectionLoad
-        var inFlight = 0
-        /// Requests ever routed here: each takes one HTTP/2 stream id, of which a connection has a fixed supply.
-        var assigned = 0
-    }
-
     /// How stale the pool's view of its connections' loads may get.
     static var loadRefreshInterval: Duration { .milliseconds(5) }
     /// A connection whose connection-level send window is below this is out of flow-control credit: on a
@@ -80,10 +36,9 @@ struct PoolStateMachine<Connection, Payload> {
     /// Those of `inFlight` in the bulk lane (the rest are urgent).
     private(set) var inFlightBulk = 0
     /// What bulk may hold of the capacity: 1 − `urgentShare`.
-    private let bulkShare: Double
-    /// The lane counts last handed out for the gauges, and when.
-    private var publishedLanes = LaneCounts()
-    private var lanesPublishedAt: ContinuousClock.Instant
+    let bulkShare: Double
+    /// When the per-lane gauges are next due.
+    private var laneGauges: LaneGaugeSchedule
     /// When the last request came (idle pools let their connections go).
     private var lastRequest: ContinuousClock.Instant
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
@@ -94,7 +49,7 @@ struct PoolStateMachine<Connection, Payload> {
         self.limit = configuration.limit.map { ConcurrencyLimit(configuration: $0) }
         bulkShare = 1 - min(max(0, configuration.urgentShare), 0.9)
         lastMaintenance = now
-        lanesPublishedAt = now
+        laneGauges = LaneGaugeSchedule(now: now)
         loadsRefreshedAt = now
         lastOpenCheck = now
         lastRequest = now
@@ -311,28 +266,14 @@ struct PoolStateMachine<Connection, Payload> {
     /// waiting), so an idle pool never shows a stale backlog. Cheap enough for every pool event.
     mutating func laneCountsDue(now: ContinuousClock.Instant) -> LaneCounts? {
         let quiet = inFlight == 0 && waiters.isEmpty
-        guard quiet || now - lanesPublishedAt >= Self.loadRefreshInterval else { return nil }
-        let counts = laneCounts
-        guard counts != publishedLanes else { return nil }
-        publishedLanes = counts
-        lanesPublishedAt = now
-        return counts
+        guard laneGauges.isDue(now: now, quiet: quiet, interval: Self.loadRefreshInterval) else { return nil }
+        return laneGauges.publish(laneCounts, now: now)
     }
 
     var laneCounts: LaneCounts {
         LaneCounts(
             urgentInFlight: inFlight - inFlightBulk, bulkInFlight: inFlightBulk,
             urgentWaiting: waiters.count(in: .urgent), bulkWaiting: waiters.count(in: .bulk))
-    }
-
-    /// Connections by state, for the gauges.
-    var connectionStates: (connecting: Int, ready: Int, draining: Int) {
-        var ready = 0
-        var draining = 0
-        for entry in entries.values {
-            if entry.load.phase == .ready && !entry.load.retired { ready += 1 } else if entry.load.phase != .closed { draining += 1 }
-        }
-        return (connecting, ready, draining)
     }
 
     // MARK: - Rules
@@ -348,28 +289,6 @@ struct PoolStateMachine<Connection, Payload> {
         return take(id, for: lane)
     }
 
-    /// The least-loaded usable connection with a free stream, within the adaptive limit, and the stream
-    /// capacity of all usable connections (for bulk's cap); `nil` when none can take a request. A connection
-    /// that has been given its last stream id gets no more requests (so none is queued where no stream can
-    /// open for it); it retires once its last request finished.
-    private func bestConnection() -> (id: Int, streams: Int)? {
-        if let limit, inFlight >= limit.limit { return nil }
-        var best: (id: Int, score: Double)?
-        var streams = 0
-        for (id, entry) in entries {
-            let load = entry.load
-            guard load.phase == .ready, !load.retired, entry.assigned < configuration.streamBudget else { continue }
-            let capacity = max(1, load.maxConcurrentStreams)
-            streams += capacity
-            guard entry.inFlight < capacity else { continue }
-            var score = Double(entry.inFlight) / Double(capacity)
-            if load.sendWindow < 4096 { score += 1 }  // flow-control window exhausted: prefer others
-            if best == nil || score < best!.score { best = (id, score) }
-        }
-        guard let best else { return nil }
-        return (best.id, streams)
-    }
-
     /// Counts a request of `lane` against connection `id`.
     private mutating func take(_ id: Int, for lane: DeliveryLane) -> Connection {
         inFlight += 1
@@ -377,23 +296,6 @@ struct PoolStateMachine<Connection, Payload> {
         entries[id]!.inFlight += 1
         entries[id]!.assigned += 1
         return entries[id]!.connection
-    }
-
-    /// Whether part of the capacity is kept from bulk (`urgentShare` > 0).
-    private var reservesForUrgent: Bool { bulkShare < 1 }
-
-    /// How many bulk requests may be in flight: `floor(capacity × (1 − urgentShare))`, where the capacity is
-    /// the smaller of the adaptive limit and the usable connections' streams (`streams`; whichever binds,
-    /// bulk leaves its share of it free), and at least one, so bulk always moves (APNs advertises a single
-    /// stream until a connection's first push succeeds). Bulk on draining connections counts too: the cap
-    /// errs towards urgent while a connection is replaced.
-    private func bulkCap(streams: Int) -> Int {
-        bulkCap(capacity: min(limit?.limit ?? .max, streams))
-    }
-
-    private func bulkCap(capacity: Int) -> Int {
-        // The epsilon keeps 90 × (1 − 0.3) from flooring to 62.
-        max(1, Int(Double(capacity) * bulkShare + 1e-9))
     }
 
     /// Hands free capacity to waiters in their order; when bulk is at its cap, only to urgent ones (a bulk
@@ -473,11 +375,5 @@ struct PoolStateMachine<Connection, Payload> {
             entries[id]!.load.retired = true
             actions.retire.append((entry.connection, .latencyOutlier))
         }
-    }
-
-    private func backoff(attempt: Int) -> Duration {
-        let exponent = min(attempt - 1, 20)
-        let ceiling = min(configuration.reconnectBackoffBase * (1 << exponent), configuration.reconnectBackoffMax)
-        return ceiling * Double.random(in: 0.5...1.0)  // jitter: replicas must not reconnect in lockstep
     }
 }

@@ -178,6 +178,11 @@ public final class KafkaConsumer: Sendable {
         client.withHandle { handle in shared.update(handle: handle) { $0.putBack(messages) } }
     }
 
+    /// The lane `topic`'s records are read in (``KafkaConsumerConfiguration/urgentTopics``).
+    public func lane(of topic: String) -> KafkaConsumerLane {
+        shared.lane(of: topic)
+    }
+
     /// Messages received and not yet handed to the application, in `lane`.
     public func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int {
         shared.state.withLock { $0.bufferedMessageCount(lane) }

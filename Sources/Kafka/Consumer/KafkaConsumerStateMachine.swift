@@ -183,10 +183,8 @@ struct KafkaConsumerStateMachine {
         if !control.isEmpty {
             return .event(control.removeFirst(), wakePoller: false)
         }
-        for lane in lanes.indices where !lanes[lane].isHeld {
-            if let message = lanes[lane].messages.popFirst() {
-                return .event(.message(message), wakePoller: wakePollerIfDrained(lane))
-            }
+        if let lane = firstReadyLane, let message = lanes[lane].messages.popFirst() {
+            return .event(.message(message), wakePoller: wakePollerIfDrained(lane))
         }
         return isFinished ? .finished : .empty
     }
@@ -216,7 +214,7 @@ struct KafkaConsumerStateMachine {
         precondition(waiter == nil, "KafkaConsumer.events supports a single iterator at a time")
         if !control.isEmpty {
             if newWaiter.resolve(.event(control[0])) { control.removeFirst() }
-        } else if let lane = lanes.indices.first(where: { !lanes[$0].isHeld && !lanes[$0].messages.isEmpty }) {
+        } else if let lane = firstReadyLane {
             if newWaiter.resolve(.event(.message(lanes[lane].messages.first!))) {
                 _ = lanes[lane].messages.popFirst()
                 action.wakePoller = wakePollerIfDrained(lane)
@@ -260,7 +258,7 @@ struct KafkaConsumerStateMachine {
         }
         action.droppedMessages = messages.count - kept
         if let waiter, waiter.isResolved { self.waiter = nil }
-        if waiter != nil, let lane = lanes.indices.first(where: { !lanes[$0].isHeld && !lanes[$0].messages.isEmpty }),
+        if waiter != nil, let lane = firstReadyLane,
             hand(.message(lanes[lane].messages.first!))
         {
             _ = lanes[lane].messages.popFirst()
@@ -292,6 +290,11 @@ struct KafkaConsumerStateMachine {
     }
 
     // MARK: private
+
+    /// The first lane, urgent first, that is not held and has a message.
+    private var firstReadyLane: Int? {
+        lanes.indices.first { !lanes[$0].isHeld && !lanes[$0].messages.isEmpty }
+    }
 
     private mutating func pushControl(_ event: KafkaConsumerEvent) -> Action {
         // A parked iterator means nothing it may take is buffered.

@@ -12,18 +12,16 @@ import Synchronization
 /// records are ready the moment the gate opens.
 final class LaneIntake: Sendable {
     private let consumer: KafkaConsumer
-    private let urgentTopics: Set<String>
     private let urgentHeld = Atomic<Bool>(false)
     private let bulkHeld = Atomic<Bool>(false)
 
-    init(consumer: KafkaConsumer, urgentTopics: Set<String>) {
+    init(consumer: KafkaConsumer) {
         self.consumer = consumer
-        self.urgentTopics = urgentTopics
     }
 
-    /// The lane `topic`'s events travel in.
+    /// The lane `topic`'s events travel in (the consumer's, from `kafka.topics.urgent`).
     func lane(of topic: String) -> DeliveryLane {
-        urgentTopics.contains(topic) ? .urgent : .bulk
+        DeliveryLane(consumer.lane(of: topic))
     }
 
     func isHeld(_ lane: DeliveryLane) -> Bool {

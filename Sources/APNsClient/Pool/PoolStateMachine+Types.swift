@@ -1,0 +1,86 @@
+import APNsCore
+
+// The state machine's value types, and what it reports without deciding anything.
+extension PoolStateMachine {
+    struct Configuration {
+        var minConnections = 1
+        var maxConnections = 64
+        /// Idle this long (no request): connections close, none are kept or reopened; `nil`: never.
+        var idleTimeout: Duration? = nil
+        var maxConcurrentConnects = 2
+        var maxTimeoutsPerConnection = 3
+        var latencyOutlierFactor = 4.0
+        /// Requests one connection can carry before its stream ids run out.
+        var streamBudget = Int.max
+        var reconnectBackoffBase: Duration = .milliseconds(100)
+        var reconnectBackoffMax: Duration = .seconds(10)
+        /// The adaptive limit's settings; `nil`: no limit but streams.
+        var limit: ConcurrencyLimit.Configuration?
+        /// The part of the capacity bulk may not use (`APNsClientConfiguration.Pool.urgentShare`), 0…0.9.
+        var urgentShare = 0.0
+    }
+
+    struct Waiter {
+        let id: Int
+        let deadline: ContinuousClock.Instant
+        /// The lane of its class: what it counts against once it has a connection.
+        let lane: DeliveryLane
+        let payload: Payload
+    }
+
+    /// Requests by lane, for the gauges.
+    struct LaneCounts: Equatable {
+        var urgentInFlight = 0
+        var bulkInFlight = 0
+        var urgentWaiting = 0
+        var bulkWaiting = 0
+    }
+
+    struct Entry {
+        let connection: Connection
+        /// The connection's load as last read: refreshed with each of its answers and events, and for all
+        /// connections every `loadRefreshInterval`.
+        var load: ConnectionLoad
+        var inFlight = 0
+        /// Requests ever routed here: each takes one HTTP/2 stream id, of which a connection has a fixed supply.
+        var assigned = 0
+    }
+
+    /// When the per-lane gauges are next published: when the counts changed and the last publication is an
+    /// interval old, or at once when the pool went quiet.
+    struct LaneGaugeSchedule {
+        private var published = LaneCounts()
+        private var publishedAt: ContinuousClock.Instant
+
+        init(now: ContinuousClock.Instant) { publishedAt = now }
+
+        func isDue(now: ContinuousClock.Instant, quiet: Bool, interval: Duration) -> Bool {
+            quiet || now - publishedAt >= interval
+        }
+
+        /// `counts`, unless they are what was published last (then `nil`).
+        mutating func publish(_ counts: LaneCounts, now: ContinuousClock.Instant) -> LaneCounts? {
+            guard counts != published else { return nil }
+            published = counts
+            publishedAt = now
+            return counts
+        }
+    }
+
+    /// Connections by state, for the gauges.
+    var connectionStates: (connecting: Int, ready: Int, draining: Int) {
+        var ready = 0
+        var draining = 0
+        for entry in entries.values {
+            if entry.load.phase == .ready && !entry.load.retired { ready += 1 } else if entry.load.phase != .closed { draining += 1 }
+        }
+        return (connecting, ready, draining)
+    }
+
+    /// The reconnect delay after `attempt` failed connects: exponential, capped, jittered.
+    func backoff(attempt: Int) -> Duration {
+        let exponent = min(attempt - 1, 20)
+        let ceiling = min(configuration.reconnectBackoffBase * (1 << exponent), configuration.reconnectBackoffMax)
+        return ceiling * Double.random(in: 0.5...1.0)  // jitter: replicas must not reconnect in lockstep
+    }
+}
