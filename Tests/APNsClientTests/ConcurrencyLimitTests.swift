@@ -13,10 +13,19 @@ import TestSupport
         for _ in 0..<rounds {
             let inFlight = limit.limit
             let answer = latency(inFlight)
-            for _ in 0..<inFlight { limit.answered(after: answer, inFlight: inFlight) }
+            now += answer
+            for _ in 0..<inFlight { limit.answered(after: answer, inFlight: inFlight, now: now) }
             history.append(limit.limit)
         }
         return history
+    }
+
+    /// The simulated clock: round trips advance it.
+    private final class Clock { var now = ContinuousClock.now }
+    private let clock = Clock()
+    private var now: ContinuousClock.Instant {
+        get { clock.now }
+        nonmutating set { clock.now = newValue }
     }
 
     /// An endpoint that answers `capacity` requests per round trip in `base`; more queue there.
@@ -50,14 +59,14 @@ import TestSupport
 
     @Test func timeoutsAndOverloadAnswersTakeAShareOnceARoundTrip() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
-        limit.congested()
+        limit.congested(now: now)
         #expect(limit.limit == 90)
-        for _ in 0..<10 { limit.congested() }
+        for _ in 0..<10 { limit.congested(now: now) }
         #expect(limit.limit == 90, "a burst of timeouts from the same round trip counts once")
-        for _ in 0..<90 { limit.answered(after: .milliseconds(5), inFlight: 0) }
-        limit.congested()
+        for _ in 0..<90 { limit.answered(after: .milliseconds(5), inFlight: 0, now: now) }
+        limit.congested(now: now)
         #expect(limit.limit == 81, "the next round trip may decrease again")
-        for _ in 0..<2000 { limit.congested(); limit.answered(after: .milliseconds(5), inFlight: 0) }
+        for _ in 0..<2000 { limit.congested(now: now); limit.answered(after: .milliseconds(5), inFlight: 0, now: now) }
         #expect(limit.limit == ConcurrencyLimit.Configuration().minimum, "never below the minimum")
     }
 
@@ -65,7 +74,7 @@ import TestSupport
         var configuration = ConcurrencyLimit.Configuration(initial: 100)
         configuration.ceiling = .seconds(1)
         var limit = ConcurrencyLimit(configuration: configuration)
-        limit.answered(after: .seconds(2), inFlight: 100)  // the first answer: the baseline says nothing yet
+        limit.answered(after: .seconds(2), inFlight: 100, now: now)  // the first answer: the baseline says nothing yet
         #expect(limit.limit == 90)
     }
 
@@ -76,7 +85,7 @@ import TestSupport
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
         var generator = SeededGenerator(seed: seed)
         for _ in 0..<20_000 {
-            limit.answered(after: .milliseconds(Int.random(in: 50...150, using: &generator)), inFlight: limit.limit)
+            limit.answered(after: .milliseconds(Int.random(in: 50...150, using: &generator)), inFlight: limit.limit, now: now)
         }
         #expect(limit.limit == ConcurrencyLimit.Configuration().maximum, "grows on a jittery but unloaded link: \(limit.limit)")
     }
@@ -85,33 +94,69 @@ import TestSupport
     /// (10 ms, then 90–110 ms) still grows.
     @Test func oneFastFirstAnswerIsNotTheBaseline() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
-        limit.answered(after: .milliseconds(10), inFlight: 100)
+        limit.answered(after: .milliseconds(10), inFlight: 100, now: now)
         var generator = SeededGenerator(seed: 7)
         for _ in 0..<20_000 {
-            limit.answered(after: .milliseconds(Int.random(in: 90...110, using: &generator)), inFlight: limit.limit)
+            limit.answered(after: .milliseconds(Int.random(in: 90...110, using: &generator)), inFlight: limit.limit, now: now)
         }
         #expect(limit.limit == ConcurrencyLimit.Configuration().maximum, "\(limit.limit), baseline \(String(describing: limit.baseline))")
     }
 
     @Test func anIdlePoolDoesNotGrowItsLimit() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
-        for _ in 0..<10_000 { limit.answered(after: .milliseconds(5), inFlight: 3) }
+        for _ in 0..<10_000 { limit.answered(after: .milliseconds(5), inFlight: 3, now: now) }
         #expect(limit.limit == 100)
     }
 
     @Test func aPathThatGotSlowerForGoodBecomesTheNewBaseline() {
-        var configuration = ConcurrencyLimit.Configuration(initial: 100)
-        configuration.baselineWindow = 100
-        var limit = ConcurrencyLimit(configuration: configuration)
-        for _ in 0..<300 { limit.answered(after: .milliseconds(10), inFlight: 100) }
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        for _ in 0..<300 { limit.answered(after: .milliseconds(10), inFlight: 100, now: now) }
         #expect(limit.baseline.map { abs(($0 - .milliseconds(10)) / .microseconds(1)) < 100 } == true, "\(String(describing: limit.baseline))")
         // Every answer now takes 60 ms whatever the load (a longer route): congestion as far as the limit
-        // can tell, until it is near its minimum and answers are still slow: then 60 ms is the normal.
-        for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit) }
+        // can tell, so it probes, and answers still slow with almost nothing in flight are the new normal.
+        for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now) }
         #expect(limit.baseline.map { abs(($0 - .milliseconds(60)) / .microseconds(1)) < 100 } == true, "\(String(describing: limit.baseline))")
         let before = limit.limit
-        for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit) }
+        for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now) }
         #expect(limit.limit > before, "grows again at the new baseline: \(before) → \(limit.limit)")
     }
-}
 
+    /// A server that answers 1,500 a second after 5 ms: the 100 requests of the first round trip already
+    /// queue there, so no answer before the first probe shows the path without a queue. The probe finds
+    /// 5 ms, and the limit keeps the queue near the latency floor (20 ms) instead of near twice the latency
+    /// of a queued start (about 200 in flight, 140 ms, before probes).
+    @Test func aQueueFromTheFirstRequestIsNotTheBaseline() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        let rateLimited: (Int) -> Duration = { .milliseconds(5) + .seconds(Double($0) / 1500) }
+        let history = simulate(&limit, rounds: 2000, latency: rateLimited)
+        let settled = history.suffix(500)
+        #expect(limit.baseline.map { $0 < .milliseconds(10) } == true, "\(String(describing: limit.baseline))")
+        #expect(settled.max()! <= 45, "at most about 20 ms of queue (30 in flight): \(settled.min()!)–\(settled.max()!)")
+        #expect(settled.filter { $0 > ConcurrencyLimit.Configuration().minimum }.min()! >= 15, "but not starved: \(settled.min()!)")
+    }
+
+    /// A probe holds what is in flight to the minimum until the queue drains and a few answers come back,
+    /// then gives the limit back; the next is due a probe interval later.
+    @Test func aProbeHoldsTheMinimumBrieflyAndGivesTheLimitBack() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        limit.congested(now: now)  // the first congestion: a probe is due
+        #expect(limit.limit == 90 && !limit.isProbing)
+        limit.answered(after: .milliseconds(50), inFlight: 90, now: now)
+        #expect(limit.isProbing && limit.limit == 4, "draining")
+        for inFlight in stride(from: 89, through: 5, by: -1) { limit.answered(after: .milliseconds(50), inFlight: inFlight, now: now) }
+        #expect(limit.isProbing, "still draining")
+        // 4 in flight: this answer and 3 sent before the probe (skipped), then 8 sent during it.
+        for _ in 0..<4 { limit.answered(after: .milliseconds(50), inFlight: 4, now: now) }
+        for _ in 0..<7 { limit.answered(after: .milliseconds(6), inFlight: 4, now: now) }
+        #expect(limit.isProbing)
+        limit.answered(after: .milliseconds(6), inFlight: 4, now: now)
+        #expect(!limit.isProbing && limit.limit == 90, "the limit from before the probe")
+        #expect(limit.baseline.map { abs(($0 - .milliseconds(6)) / .microseconds(1)) < 1 } == true, "\(String(describing: limit.baseline))")
+        now += .seconds(9)
+        limit.answered(after: .milliseconds(6), inFlight: 90, now: now)
+        #expect(!limit.isProbing)
+        now += .seconds(1)
+        limit.answered(after: .milliseconds(6), inFlight: 90, now: now)
+        #expect(limit.isProbing, "every 10 s")
+    }
+}

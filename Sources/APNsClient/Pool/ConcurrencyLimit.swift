@@ -1,23 +1,28 @@
 /// How many requests may be in flight to one APNs endpoint, learned from how APNs answers.
 ///
 /// A slow or degraded APNs queues what it is sent; requests that wait there past their timeout are resent
-/// and may reach the device twice. Bounding what is in flight by what the endpoint currently sustains keeps
-/// that queue short: the excess waits here, where waiting is harmless (never sent, never duplicated).
+/// and may reach the device twice, and an urgent push sent behind the queue waits as long as it. Bounding
+/// what is in flight by what the endpoint currently sustains keeps that queue short: the excess waits here,
+/// where waiting is harmless (never sent, never duplicated) and urgent requests go first.
 ///
 /// The rule is additive increase, multiplicative decrease on latency (the idea behind Netflix's
 /// concurrency-limits AIMD and gradient limits). Latency is smoothed (an average over the last few answers,
 /// as TCP smooths its round-trip time), so jitter is not mistaken for a queue. While the smoothed latency
-/// stays within `tolerance` × its best value and the limit is in use, the limit grows by about √limit per
+/// stays within `tolerance` × the baseline and the limit is in use, the limit grows by about √limit per
 /// round trip (one per answer — doubling per round trip — until the first sign of congestion, as TCP's slow
 /// start, so a long link reaches its rate in a few round trips). A smoothed latency above that, an answer
 /// slower than `ceiling` (near the request timeout) or a timeout takes `backoffRatio` of the limit, at most
 /// once per round trip, so one burst of slow answers counts once. Answer statuses are not load signals
 /// (429 TooManyRequests is about one device token; a 503 comes back as fast as a 200).
 ///
-/// The baseline is the best smoothed latency seen. It is measured afresh only when a whole window of answers
-/// stayed slow while the limit was already near its minimum: then the path itself got slower (slow even with
-/// almost nothing in flight), and that becomes the normal. Under congestion the limit comes down long before
-/// that, so queueing is never mistaken for the path.
+/// The baseline is the latency of the path without a queue, and only a short queue can show it: latency
+/// measured while the limit keeps a queue at APNs is the path plus that queue, and a baseline taken from it
+/// lets the queue stay (a server that answers 1,500 a second, sent 100 at once from the start, never showed
+/// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: at the first
+/// congestion signal and then every `probeInterval`, it holds what is in flight to `minimum` until the
+/// queue has drained and a few answers (8) sent meanwhile have come back; their average is the baseline,
+/// lower or higher than before (a path that got slower for good becomes the normal), and the limit returns
+/// to its value before the probe. A probe costs about two round trips at a low rate.
 ///
 /// A value type: the pool keeps it under its lock and feeds it every outcome.
 struct ConcurrencyLimit: Sendable, Hashable {
@@ -27,29 +32,38 @@ struct ConcurrencyLimit: Sendable, Hashable {
         var maximum = 20_000
         /// What a decrease keeps of the limit.
         var backoffRatio = 0.9
-        /// A smoothed latency above this multiple of its best value is a congestion signal.
+        /// A smoothed latency above this multiple of the baseline is a congestion signal.
         var tolerance = 2.0
         /// Latencies below this never count as congestion (a fast path's jitter is not a queue).
         var latencyFloor: Duration = .milliseconds(20)
         /// Answers slower than this are congestion whatever the baseline (the pool uses a quarter of the
         /// request timeout).
         var ceiling: Duration = .milliseconds(2500)
-        /// Samples after which a baseline that no answer came near is checked (see the type's comment).
-        var baselineWindow = 2_000
+        /// How often the baseline is measured again (see the type's comment).
+        var probeInterval: Duration = .seconds(10)
+    }
+
+    /// Where a probe of the baseline is.
+    private enum Probe: Hashable {
+        /// Not probing; the next probe is due at `due` (none before the first congestion signal).
+        case idle(due: ContinuousClock.Instant?)
+        /// Holding what is in flight to the minimum until the requests sent before the probe are answered.
+        case draining
+        /// Taking the answers of requests sent while at most the minimum were in flight.
+        case measuring(skip: Int, taken: Int, total: Double)
     }
 
     let configuration: Configuration
     private var value: Double
-    /// The smoothed latency (seconds), its best value (the baseline), and its best in the current window.
+    /// The smoothed latency (seconds) and the baseline it is compared with.
     private var smoothed: Double?
     private var best = Double.infinity
-    private var windowBest = Double.infinity
-    private var windowSamples = 0
     private var samples = 0
     /// Answers still to come before another decrease may happen (about one round trip's worth).
     private var decreaseHold = 0
     /// Until the first congestion signal the limit doubles per round trip.
     private var slowStart = true
+    private var probe = Probe.idle(due: nil)
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -57,27 +71,39 @@ struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     /// Requests that may be in flight now.
-    var limit: Int { Int(value) }
+    var limit: Int {
+        if case .idle = probe { return Int(value) }
+        return min(Int(value), configuration.minimum)
+    }
 
     /// The latency answers are measured against.
     var baseline: Duration? {
         best.isFinite ? .nanoseconds(Int64(best * 1e9)) : nil
     }
 
-    /// An answer arrived after `latency`, with `inFlight` requests outstanding when it was sent.
-    mutating func answered(after latency: Duration, inFlight: Int) {
+    /// Whether the limit is holding what is in flight low to measure the baseline.
+    var isProbing: Bool {
+        if case .idle = probe { return false }
+        return true
+    }
+
+    /// An answer arrived at `now` after `latency`, with `inFlight` requests outstanding (this one included).
+    mutating func answered(after latency: Duration, inFlight: Int, now: ContinuousClock.Instant) {
         let seconds = Self.seconds(latency)
         samples += 1
         // The first answers are averaged plainly (the first alone would weigh 2/3 of the average four
-        // answers later, and one fast outlier would become a baseline too low for any later answer to
-        // meet); after that, an exponential average over about the last 8.
+        // answers later); after that, an exponential average over about the last 8.
         let weight = 1 / Double(min(samples, Self.smoothingSpan))
         let average = smoothed.map { $0 + (seconds - $0) * weight } ?? seconds
         smoothed = average
-        observe(average)
+        if decreaseHold > 0 { decreaseHold -= 1 }
+        if advanceProbe(seconds, inFlight: inFlight, now: now) { return }
+        // Before the first probe the baseline is the best average seen after the first few answers (a fresh
+        // pool's handshake and warm-up): at worst too high, which the first probe corrects.
+        if samples >= Self.smoothingSpan, case .idle(due: nil) = probe { best = min(best, average) }
         let slow = average > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
         if slow || seconds > Self.seconds(configuration.ceiling) {
-            decrease()
+            decrease(now: now)
         } else if inFlight * 2 >= limit {
             // Only grow a limit that is used: an idle pool says nothing about what APNs sustains.
             // After the first congestion: √limit more per round trip (as the queue allowance of Netflix's
@@ -85,34 +111,51 @@ struct ConcurrencyLimit: Sendable, Hashable {
             // after a long link's start-up (Benchmarks/README.md, 40 ms RTT).
             value = min(Double(configuration.maximum), value + (slowStart ? 1 : value.squareRoot() / value))
         }
-        if decreaseHold > 0 { decreaseHold -= 1 }
     }
 
     /// A request timed out, or APNs said it is overloaded (429 TooManyRequests, 503 ServiceUnavailable).
-    mutating func congested() {
-        decrease()
+    mutating func congested(now: ContinuousClock.Instant) {
         if decreaseHold > 0 { decreaseHold -= 1 }
+        decrease(now: now)
     }
 
-    private mutating func decrease() {
+    private mutating func decrease(now: ContinuousClock.Instant) {
         guard decreaseHold == 0 else { return }
-        slowStart = false
+        if slowStart {
+            slowStart = false
+            // The first congestion: the queue that showed it is the moment to learn the path without one.
+            if case .idle = probe { probe = .idle(due: now) }
+        }
         value = max(Double(configuration.minimum), value * configuration.backoffRatio)
         // The answers already in flight were sent under the old limit: let them come back first.
-        decreaseHold = limit
+        decreaseHold = Int(value)
     }
 
-    private mutating func observe(_ seconds: Double) {
-        // The first answers of a fresh pool are its handshake's and warm-up's: the average settles first.
-        if samples >= Self.smoothingSpan { best = min(best, seconds) }
-        windowBest = min(windowBest, seconds)
-        windowSamples += 1
-        guard windowSamples >= configuration.baselineWindow else { return }
-        if windowBest > best * configuration.tolerance, limit <= 2 * configuration.minimum {
-            best = windowBest  // slow with almost nothing in flight: the path changed
+    /// Moves a due or running probe on by one answer. - Returns: whether the answer belonged to the probe
+    /// (then it says nothing about congestion: the limit is held low on purpose).
+    private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: ContinuousClock.Instant) -> Bool {
+        let minimum = configuration.minimum
+        switch probe {
+        case .idle(let due):
+            guard let due, now >= due else { return false }
+            probe = .draining
+            fallthrough
+        case .draining:
+            // This answer's request and the others in flight were sent before the probe held them low.
+            guard inFlight <= minimum else { return true }
+            probe = .measuring(skip: max(0, inFlight - 1), taken: 0, total: 0)
+        case .measuring(let skip, let taken, let total):
+            if skip > 0 {
+                probe = .measuring(skip: skip - 1, taken: taken, total: total)
+            } else if taken + 1 < Self.smoothingSpan {
+                probe = .measuring(skip: 0, taken: taken + 1, total: total + seconds)
+            } else {
+                best = (total + seconds) / Double(Self.smoothingSpan)
+                smoothed = best
+                probe = .idle(due: now + configuration.probeInterval)
+            }
         }
-        windowBest = .infinity
-        windowSamples = 0
+        return true
     }
 
     /// Answers the smoothed latency averages over.

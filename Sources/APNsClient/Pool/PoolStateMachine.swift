@@ -121,7 +121,7 @@ struct PoolStateMachine<Connection, Payload> {
     ) -> Actions {
         var actions = Actions()
         let limitBefore = limit?.limit
-        learn(outcome, latency: latency)
+        learn(outcome, latency: latency, now: now)
         inFlight -= 1
         if lane == .bulk { inFlightBulk -= 1 }
         var retireThis: RetireReason?
@@ -355,11 +355,11 @@ struct PoolStateMachine<Connection, Payload> {
     /// Feeds one outcome to the adaptive limit: an answer's latency, or congestion (a timeout after the
     /// request was sent). Answers' statuses say nothing about load here: 429 TooManyRequests is about one
     /// device token, and a 503 comes as fast as a 200.
-    private mutating func learn(_ outcome: Outcome, latency: Duration?) {
+    private mutating func learn(_ outcome: Outcome, latency: Duration?, now: ContinuousClock.Instant) {
         guard var limit, let latency else { return }
         switch outcome {
-        case .answered: limit.answered(after: latency, inFlight: inFlight)
-        case .timedOut: limit.congested()
+        case .answered: limit.answered(after: latency, inFlight: inFlight, now: now)
+        case .timedOut: limit.congested(now: now)
         case .failed, .cancelled: return
         }
         self.limit = limit
