@@ -95,9 +95,11 @@ package struct RelayApp: Sendable {
         // The consumer holds revoked partitions a little longer than the relay drains them.
         consumerConfiguration.revocationDrainTimeout = configuration.relay.revocationDrainTimeout + .seconds(5)
         // librdkafka's prefetch, one budget for every partition (`kafka.prefetchBytes`):
-        // - The consumer forwards every partition to one queue, so `queued.max.messages.kbytes` and
-        //   `queued.min.messages` bound the records waiting for all partitions together (librdkafka's
-        //   defaults, 64 MB and 100k messages, would be per partition). While the relay is the bottleneck the
+        // - The consumer forwards every partition of a topic to one queue, so `queued.max.messages.kbytes`
+        //   and `queued.min.messages` bound the records waiting for all of a topic's partitions together
+        //   (librdkafka's defaults, 64 MB and 100k messages, would be per partition); each input topic has
+        //   a queue, so that one topic's backlog never holds another's records back (the lane's topics are
+        //   read in turn). While the relay is the bottleneck the
         //   queue fills and librdkafka 2.0.2 looks again only up to a second later; the queue is what the
         //   relay works on meanwhile, so it holds about a second of full speed (Benchmarks/README.md: 8 MB /
         //   10k gave 16k events/s, 16 MB / 30k 30–39k). The count bounds librdkafka's per-record overhead

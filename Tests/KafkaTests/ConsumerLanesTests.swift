@@ -1,3 +1,4 @@
+import Foundation
 @testable import Kafka
 import ServiceSupport
 import TestSupport
@@ -183,6 +184,65 @@ struct ConsumerLanesTests {
             next[message.partition] = message.offset + 1
             bulkCount += 1
         }
+        try await consumer.close()
+    }
+}
+
+/// The topics of one lane through the mock cluster: a topic's new records do not wait behind what librdkafka
+/// prefetched of another topic's backlog.
+@Suite("Consumer topics read in turn against the mock cluster")
+struct ConsumerTopicTurnsTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aTopicsNewRecordsDoNotWaitBehindAnotherTopicsPrefetch() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("campaign", partitions: 2)
+        try cluster.createTopic("app-b", partitions: 1)
+        let producer = try testProducer(cluster)
+        let backlog = 20_000
+        try await produceKeyed(producer, topic: "campaign", count: backlog, keyPrefix: "campaign")
+
+        // librdkafka's statistics say how far it fetched each partition (`next_offset`): the events this
+        // test waits on.
+        let fetched = BlockingMutex<[String: Int64]>([:])
+        var configuration = testConsumerConfiguration(cluster, group: uniqueGroupID())
+        configuration.bufferCapacity = 64
+        configuration.statisticsInterval = .milliseconds(20)
+        configuration.statisticsHandler = { json in
+            guard let stats = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
+                let topics = stats["topics"] as? [String: Any]
+            else { return }
+            var positions: [String: Int64] = [:]
+            for (topic, value) in topics {
+                let partitions = (value as? [String: Any])?["partitions"] as? [String: Any] ?? [:]
+                for (id, partition) in partitions where id != "-1" {
+                    positions[topic, default: 0] += max(0, ((partition as? [String: Any])?["next_offset"] as? NSNumber)?.int64Value ?? 0)
+                }
+            }
+            fetched.withLock { $0 = positions }
+        }
+        let consumer = try KafkaConsumer(configuration: configuration, logger: testLogger("test.consumer"))
+        try consumer.subscribe(topics: ["campaign", "app-b"])
+        consumer.hold(.bulk)  // the application takes nothing until both topics' records are in librdkafka
+        try consumer.start()
+        var iterator = consumer.events.makeAsyncIterator()
+        guard case .partitionsAssigned = try await nextEvent(&iterator, within: .seconds(20), expecting: "the assignment") else {
+            throw TestFailure("the first event is not the assignment")
+        }
+        _ = try await waitFor(within: .seconds(20), "campaign's backlog fetched") { fetched.withLock { $0["campaign"] ?? 0 } >= Int64(backlog) }
+        try await produceKeyed(producer, topic: "app-b", count: 5, keyPrefix: "b")
+        _ = try await waitFor(within: .seconds(20), "app-b's records fetched") { fetched.withLock { $0["app-b"] ?? 0 } >= 5 }
+
+        consumer.release(.bulk)
+        var campaignBefore = 0
+        var appB = 0
+        while appB < 5 {
+            guard case .message(let message) = try await nextEvent(&iterator, within: .seconds(20), expecting: "app-b's records") else { continue }
+            if message.topic == "app-b" { appB += 1 } else { campaignBefore += 1 }
+        }
+        // What was buffered (64 and the batch that filled it), then at most one poll round's share of the
+        // campaign (half a batch) before app-b's turn. With one queue for the lane, app-b's records came
+        // after the whole prefetched backlog (about 20,000).
+        #expect(campaignBefore <= 64 + KafkaConsumerShared.maximumBatch * 2, "campaign records before app-b's: \(campaignBefore)")
         try await consumer.close()
     }
 }

@@ -34,10 +34,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// The poll thread sleeps on the read end; librdkafka (a queue became non-empty) and the application
     /// (room in the buffer, close) write to the write end.
     private let wakePipe: (read: Int32, write: Int32)
-    /// The queues assigned partitions' records are forwarded to, one per lane, indexed by
-    /// `KafkaConsumerLane.rawValue` (see `runPollLoop`). Created and destroyed by the poll thread, read by
-    /// the rebalance callback that runs on it; the lock is uncontended.
-    private let recordQueues = BlockingMutex<[OpaquePointer]>([])
+    /// The queues assigned partitions' records are forwarded to (see `runPollLoop`); the lock is uncontended.
+    private let recordQueues = BlockingMutex(RecordQueues())
     /// Topics whose records go to the urgent lane.
     let urgentTopics: Set<String>
 
@@ -93,13 +91,14 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         urgentTopics.contains(topic) ? .urgent : .bulk
     }
 
-    /// Points the partitions' fetch queues at their lane's record queue (or at nothing: their records then
+    /// Points the partitions' fetch queues at their topic's record queue (or at nothing: their records then
     /// wait in librdkafka). Forwarding again moves what waited, in order.
     func setForwarding(_ forwarded: Bool, _ partitions: [KafkaTopicPartition], handle: OpaquePointer) {
-        let queues = recordQueues.withLock { $0 }
-        guard !queues.isEmpty else { return }
         for partition in partitions {
-            let records = queues[lane(of: partition.topic).rawValue]
+            let queue = recordQueues.withLock { queues in
+                queues.isOpen ? queues.queue(for: partition.topic, lane: lane(of: partition.topic), handle: handle, wake: wakePipe.write) : nil
+            }
+            guard let records = queue else { return }
             guard let queue = rd_kafka_queue_get_partition(handle, partition.topic, partition.partition) else {
                 // Only a producer handle has no partition queues; this would leave the partition unread.
                 report(KafkaError(code: .rebalance, message: "no fetch queue for \(partition); its records would not be read"))
@@ -267,12 +266,16 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// Polls until close, then closes the librdkafka consumer.
     ///
     /// Records do not come through the consumer queue: every assigned partition's fetch queue is forwarded
-    /// to its lane's record queue (``setForwarding(_:_:handle:)``), which this thread reads, urgent first,
-    /// only while that lane's buffer has room. While it is full, the lane's records stay in librdkafka, whose
-    /// prefetch stops at `queued.min.messages` / `queued.max.messages.kbytes` — counted per record queue,
-    /// since librdkafka measures a forwarded partition queue by the queue it forwards to: a bulk backlog
-    /// never stops urgent partitions' fetching. The consumer queue (rebalances, errors) is still served, so
-    /// the member stays in the group. Every queue and the application wake this thread through `wakePipe`.
+    /// to its topic's record queue (``setForwarding(_:_:handle:)``), which this thread reads, urgent lane
+    /// first, each lane only while its buffer has room, and within a lane its topics in turn, a share of a
+    /// batch each. While a lane's buffer is full, its records stay in librdkafka, whose prefetch stops at
+    /// `queued.min.messages` / `queued.max.messages.kbytes` — counted per record queue, since librdkafka
+    /// measures a forwarded partition queue by the queue it forwards to. So a bulk backlog never stops
+    /// urgent partitions' fetching, and one topic's backlog never stops another's: a topic's new records
+    /// do not wait behind everything another topic has prefetched (with one queue per lane they waited
+    /// behind a whole backlog and reached the relay all at once). The consumer queue (rebalances, errors) is
+    /// still served, so the member stays in the group. Every queue and the application wake this thread
+    /// through `wakePipe`.
     func runPollLoop(client: KafkaClient) {
         // Saves a String allocation per record for topic names too long to be stored inline. Checked with
         // strcmp in case librdkafka ever reuses a topic handle's address for another topic.
@@ -298,11 +301,11 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
         client.withHandle { handle in
             let consumerQueue = rd_kafka_queue_get_consumer(handle)!
-            let queues = KafkaConsumerLane.allCases.map { _ in rd_kafka_queue_new(handle)! }
-            recordQueues.withLock { $0 = queues }
+            recordQueues.withLock { $0.isOpen = true }
             var wakeByte: UInt8 = 1
             rd_kafka_queue_io_event_enable(consumerQueue, wakePipe.write, &wakeByte, 1)
-            for queue in queues { rd_kafka_queue_io_event_enable(queue, wakePipe.write, &wakeByte, 1) }
+            /// Per lane, the topic read first in the next round.
+            var firstTopic = KafkaConsumerLane.allCases.map { _ in 0 }
             var batch = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: Self.maximumBatch)
             var nextRefresh = ContinuousClock.now + Self.forwardingRefreshInterval
             while !isClosing.load(ordering: .acquiring) {
@@ -316,15 +319,22 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                     take(message, lane: message.pointee.rkt.map { lane(of: topicName($0)) } ?? .bulk)
                 }
                 flushPolledBatch(handle: handle)
-                // Records, urgent first, each lane while its buffer has room.
+                // Records, urgent first, each lane while its buffer has room; a lane's topics in turn.
                 var taken = 0
-                for lane in KafkaConsumerLane.allCases where state.withLock({ $0.hasRoom(lane) }) {
-                    let count = batch.withUnsafeMutableBufferPointer { buffer in
-                        rd_kafka_consume_batch_queue(queues[lane.rawValue], 0, buffer.baseAddress, buffer.count)
+                let lanes = recordQueues.withLock { $0.byLane }
+                for lane in KafkaConsumerLane.allCases where !lanes[lane.rawValue].isEmpty && state.withLock({ $0.hasRoom(lane) }) {
+                    let topics = lanes[lane.rawValue]
+                    let share = max(1, Self.maximumBatch / topics.count)
+                    let first = firstTopic[lane.rawValue] % topics.count
+                    firstTopic[lane.rawValue] = first + 1
+                    for turn in 0..<topics.count {
+                        let count = batch.withUnsafeMutableBufferPointer { buffer in
+                            rd_kafka_consume_batch_queue(topics[(first + turn) % topics.count], 0, buffer.baseAddress, share)
+                        }
+                        for index in 0..<max(0, count) { take(batch[index]!, lane: lane) }
+                        taken += max(0, count)
                     }
-                    for index in 0..<max(0, count) { take(batch[index]!, lane: lane) }
                     flushPolledBatch(handle: handle)
-                    taken += max(0, count)
                 }
                 if ContinuousClock.now >= nextRefresh {
                     refreshForwarding(handle: handle)
@@ -342,9 +352,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             }
             update(handle: handle) { $0.finish() }
             rd_kafka_queue_io_event_enable(consumerQueue, -1, nil, 0)
-            for queue in queues { rd_kafka_queue_io_event_enable(queue, -1, nil, 0) }
-            recordQueues.withLock { $0 = [] }
-            for queue in queues { rd_kafka_queue_destroy(queue) }
+            recordQueues.withLock { $0.close() }
             rd_kafka_queue_destroy(consumerQueue)
         }
         logger.debug("consumer closed")
@@ -357,5 +365,37 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         _ = poll(&descriptor, 1, timeoutMilliseconds)
         var sink = [UInt8](repeating: 0, count: 64)
         while read(wakePipe.read, &sink, sink.count) > 0 {}
+    }
+}
+
+/// The queues assigned partitions' records are forwarded to: one per topic, made when the topic's first
+/// partition is forwarded, each in its lane's list in the order made. Opened and closed by the poll thread;
+/// the rebalance callback (on the poll thread) and the application (holding a lane) forward partitions.
+struct RecordQueues {
+    private var byTopic: [String: OpaquePointer] = [:]
+    /// Each lane's topic queues, indexed by `KafkaConsumerLane.rawValue`.
+    private(set) var byLane: [[OpaquePointer]] = KafkaConsumerLane.allCases.map { _ in [] }
+    var isOpen = false
+
+    /// `topic`'s queue, made (and set to wake the poll thread through `wake`) on first use.
+    mutating func queue(for topic: String, lane: KafkaConsumerLane, handle: OpaquePointer, wake: Int32) -> OpaquePointer {
+        if let queue = byTopic[topic] { return queue }
+        let queue = rd_kafka_queue_new(handle)!
+        var wakeByte: UInt8 = 1
+        rd_kafka_queue_io_event_enable(queue, wake, &wakeByte, 1)
+        byTopic[topic] = queue
+        byLane[lane.rawValue].append(queue)
+        return queue
+    }
+
+    /// Destroys every queue (the consumer is closed: nothing is forwarded to them any more).
+    mutating func close() {
+        isOpen = false
+        for queue in byTopic.values {
+            rd_kafka_queue_io_event_enable(queue, -1, nil, 0)
+            rd_kafka_queue_destroy(queue)
+        }
+        byTopic = [:]
+        byLane = KafkaConsumerLane.allCases.map { _ in [] }
     }
 }
