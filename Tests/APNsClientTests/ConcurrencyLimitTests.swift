@@ -111,10 +111,19 @@ import TestSupport
     @Test func aPathThatGotSlowerForGoodBecomesTheNewBaseline() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
         for _ in 0..<300 { limit.answered(after: .milliseconds(10), inFlight: 100, now: now) }
+        // A first congestion and its probe: the baseline is 10 ms, and the next periodic probe is 30 s away.
+        limit.congested(now: now)
+        for _ in 0..<200 { limit.answered(after: .milliseconds(10), inFlight: min(limit.limit, 4), now: now) }
+        #expect(!limit.isProbing)
         #expect(limit.baseline.map { abs(($0 - .milliseconds(10)) / .microseconds(1)) < 100 } == true, "\(String(describing: limit.baseline))")
         // Every answer now takes 60 ms whatever the load (a longer route): congestion as far as the limit
-        // can tell, so it probes, and answers still slow with almost nothing in flight are the new normal.
-        for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now) }
+        // can tell, down to near its minimum; there it probes (not 30 s later), and answers still slow with
+        // almost nothing in flight are the new normal.
+        now += .seconds(2)
+        for _ in 0..<2000 {
+            now += .milliseconds(1)
+            limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now)
+        }
         #expect(limit.baseline.map { abs(($0 - .milliseconds(60)) / .microseconds(1)) < 100 } == true, "\(String(describing: limit.baseline))")
         let before = limit.limit
         for _ in 0..<2000 { limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now) }
@@ -136,7 +145,7 @@ import TestSupport
     }
 
     /// A probe holds what is in flight to the minimum until the queue drains and a few answers come back,
-    /// then gives the limit back; the next is due a probe interval later.
+    /// then gives the limit back; the next is due a probe interval (30 s) later.
     @Test func aProbeHoldsTheMinimumBrieflyAndGivesTheLimitBack() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
         limit.congested(now: now)  // the first congestion: a probe is due
@@ -152,11 +161,11 @@ import TestSupport
         limit.answered(after: .milliseconds(6), inFlight: 4, now: now)
         #expect(!limit.isProbing && limit.limit == 90, "the limit from before the probe")
         #expect(limit.baseline.map { abs(($0 - .milliseconds(6)) / .microseconds(1)) < 1 } == true, "\(String(describing: limit.baseline))")
-        now += .seconds(9)
+        now += .seconds(29)
         limit.answered(after: .milliseconds(6), inFlight: 90, now: now)
         #expect(!limit.isProbing)
         now += .seconds(1)
         limit.answered(after: .milliseconds(6), inFlight: 90, now: now)
-        #expect(limit.isProbing, "every 10 s")
+        #expect(limit.isProbing, "every 30 s")
     }
 }

@@ -18,11 +18,13 @@
 /// The baseline is the latency of the path without a queue, and only a short queue can show it: latency
 /// measured while the limit keeps a queue at APNs is the path plus that queue, and a baseline taken from it
 /// lets the queue stay (a server that answers 1,500 a second, sent 100 at once from the start, never showed
-/// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: at the first
-/// congestion signal and then every `probeInterval`, it holds what is in flight to `minimum` until the
-/// queue has drained and a few answers (8) sent meanwhile have come back; their average is the baseline,
-/// lower or higher than before (a path that got slower for good becomes the normal), and the limit returns
-/// to its value before the probe. A probe costs about two round trips at a low rate.
+/// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: it holds
+/// what is in flight to `minimum` until the queue has drained and a few answers (8) sent meanwhile have come
+/// back; their average is the baseline, lower or higher than before, and the limit returns to its value
+/// before the probe. It probes at the first congestion signal (a queue from the start shows there), when
+/// a decrease takes the limit near its minimum (a path that got slower for good looks like congestion to a
+/// baseline that is too low; at most once a second), and every `probeInterval` (a path that got faster).
+/// A probe costs the drain of the queue and about two round trips at a low rate.
 ///
 /// A value type: the pool keeps it under its lock and feeds it every outcome.
 struct ConcurrencyLimit: Sendable, Hashable {
@@ -39,8 +41,10 @@ struct ConcurrencyLimit: Sendable, Hashable {
         /// Answers slower than this are congestion whatever the baseline (the pool uses a quarter of the
         /// request timeout).
         var ceiling: Duration = .milliseconds(2500)
-        /// How often the baseline is measured again (see the type's comment).
-        var probeInterval: Duration = .seconds(10)
+        /// How often the baseline is measured again when nothing else asks for it (see the type's comment).
+        var probeInterval: Duration = .seconds(30)
+        /// The least time between probes that a limit near its minimum asks for.
+        var probeSpacing: Duration = .seconds(1)
     }
 
     /// Where a probe of the baseline is.
@@ -64,6 +68,7 @@ struct ConcurrencyLimit: Sendable, Hashable {
     /// Until the first congestion signal the limit doubles per round trip.
     private var slowStart = true
     private var probe = Probe.idle(due: nil)
+    private var lastProbe: ContinuousClock.Instant?
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -129,6 +134,12 @@ struct ConcurrencyLimit: Sendable, Hashable {
         value = max(Double(configuration.minimum), value * configuration.backoffRatio)
         // The answers already in flight were sent under the old limit: let them come back first.
         decreaseHold = Int(value)
+        // Near the minimum: the path may have got slower, and only a probe can tell.
+        if value <= Double(2 * configuration.minimum), case .idle(let due) = probe, due.map({ $0 > now }) ?? true,
+            lastProbe.map({ now - $0 >= configuration.probeSpacing }) ?? true
+        {
+            probe = .idle(due: now)
+        }
     }
 
     /// Moves a due or running probe on by one answer. - Returns: whether the answer belonged to the probe
@@ -139,6 +150,7 @@ struct ConcurrencyLimit: Sendable, Hashable {
         case .idle(let due):
             guard let due, now >= due else { return false }
             probe = .draining
+            lastProbe = now
             fallthrough
         case .draining:
             // This answer's request and the others in flight were sent before the probe held them low.
