@@ -167,5 +167,10 @@ import TestSupport
         now += .seconds(1)
         limit.answered(after: .milliseconds(6), inFlight: 90, now: now)
         #expect(limit.isProbing, "every 30 s")
+        // This one's answers are slow (a busy host, say): a periodic probe only ever lowers the baseline.
+        limit.answered(after: .milliseconds(6), inFlight: 4, now: now)
+        for _ in 0..<3 + 8 { limit.answered(after: .milliseconds(40), inFlight: 4, now: now) }
+        #expect(!limit.isProbing)
+        #expect(limit.baseline.map { abs(($0 - .milliseconds(6)) / .microseconds(1)) < 1 } == true, "\(String(describing: limit.baseline))")
     }
 }

@@ -20,11 +20,12 @@
 /// lets the queue stay (a server that answers 1,500 a second, sent 100 at once from the start, never showed
 /// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: it holds
 /// what is in flight to `minimum` until the queue has drained and a few answers (8) sent meanwhile have come
-/// back; their average is the baseline, lower or higher than before, and the limit returns to its value
-/// before the probe. It probes at the first congestion signal (a queue from the start shows there), when
-/// a decrease takes the limit near its minimum (a path that got slower for good looks like congestion to a
-/// baseline that is too low; at most once a second), and every `probeInterval` (a path that got faster).
-/// A probe costs the drain of the queue and about two round trips at a low rate.
+/// back, and the limit returns to its value before the probe. It probes at the first congestion signal (a
+/// queue from the start shows there) and every `probeInterval` (a path that got faster): their average
+/// becomes the baseline if it is lower, so one probe slowed by a busy host does not raise it. And it probes
+/// when a decrease takes the limit near its minimum (at most once a second): a path that got slower for
+/// good looks like congestion to a baseline that is too low, and that probe's average is the baseline,
+/// higher or lower. A probe costs the drain of the queue and about two round trips at a low rate.
 ///
 /// A value type: the pool keeps it under its lock and feeds it every outcome.
 struct ConcurrencyLimit: Sendable, Hashable {
@@ -69,6 +70,8 @@ struct ConcurrencyLimit: Sendable, Hashable {
     private var slowStart = true
     private var probe = Probe.idle(due: nil)
     private var lastProbe: ContinuousClock.Instant?
+    /// Whether the probe due may raise the baseline (it was asked for by a limit near its minimum).
+    private var probeMayRaise = false
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -139,6 +142,7 @@ struct ConcurrencyLimit: Sendable, Hashable {
             lastProbe.map({ now - $0 >= configuration.probeSpacing }) ?? true
         {
             probe = .idle(due: now)
+            probeMayRaise = true
         }
     }
 
@@ -162,8 +166,10 @@ struct ConcurrencyLimit: Sendable, Hashable {
             } else if taken + 1 < Self.smoothingSpan {
                 probe = .measuring(skip: 0, taken: taken + 1, total: total + seconds)
             } else {
-                best = (total + seconds) / Double(Self.smoothingSpan)
-                smoothed = best
+                let measured = (total + seconds) / Double(Self.smoothingSpan)
+                best = probeMayRaise ? measured : min(best, measured)
+                probeMayRaise = false
+                smoothed = measured
                 probe = .idle(due: now + configuration.probeInterval)
             }
         }
