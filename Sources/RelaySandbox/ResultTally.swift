@@ -45,11 +45,16 @@ package struct ResultTally: Sendable {
     /// The duplicates a sequence of disruptions can explain, given how many members were in the group at
     /// each. Per disruption: the events in flight at every member (with the eager protocol each member is
     /// revoked and drains, and librdkafka's mock coordinator refuses the commit on revoke while the group is
-    /// rebalancing, so the next owner redoes them), plus the work finished since the last commit (commits
-    /// every 100–200 ms plus a round trip: a quarter second at the peak rate); never less than twice the
-    /// in-flight bound.
-    package func duplicateBound(membersPerChange: [Int], maxInFlight: Int) -> Int {
-        membersPerChange.reduce(0) { $0 + max(2 * maxInFlight, max(1, $1) * maxInFlight + peakPerSecond / 4) }
+    /// rebalancing, so the next owner redoes them), plus the work finished since the last commit that
+    /// counted, at the peak rate, over `uncommittedWindow`; never less than twice the in-flight bound.
+    ///
+    /// - Parameter uncommittedWindow: how long finished work can go uncommitted. Without a rebalance, one
+    ///   auto-commit interval and a round trip (a quarter second here). A join adds the time until every
+    ///   member hears of the rebalance: the mock coordinator refuses their commits from the joiner's
+    ///   JoinGroup on, and a member hears of it in its next heartbeat's answer (`heartbeat.interval.ms`).
+    package func duplicateBound(membersPerChange: [Int], maxInFlight: Int, uncommittedWindow: Duration = .milliseconds(250)) -> Int {
+        let uncommitted = Int(Double(peakPerSecond) * (Double(uncommittedWindow / .milliseconds(1)) / 1000))
+        return membersPerChange.reduce(0) { $0 + max(2 * maxInFlight, max(1, $1) * maxInFlight + uncommitted) }
     }
 
     /// The keys of `expected` that have no result yet.

@@ -55,7 +55,7 @@ func finishFaultRun(
 ) {
     let lost = tally.missing(expected)
     let strangers = tally.resultsByKey.keys.filter { !expected.contains($0) }
-    print("fault \(name): events \(expected.count), kills \(kills), faults \(faults), lost \(lost.count), duplicates \(tally.duplicates)"
+    print("fault \(name): events \(expected.count), kills \(kills), faults \(faults), lost \(lost.count), duplicates \(tally.duplicates) (bound \(duplicateBound))"
         + "  [outcomes \(tally.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))]")
     #expect(lost.isEmpty, "\(name): \(lost.count) events without a result, e.g. \(lost.sorted().prefix(5))", sourceLocation: sourceLocation)
     #expect(strangers.isEmpty, "\(name): results for keys never produced: \(strangers.prefix(5))", sourceLocation: sourceLocation)

@@ -24,6 +24,11 @@ extension FaultTests {
             environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "5000"
             environment["APNS_RELAY_RELAY_REVOCATION_DRAIN_TIMEOUT_MS"] = "5000"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
+            // Members hear of a rebalance in their next heartbeat's answer; until then they keep finishing
+            // work whose commits the mock coordinator refuses (see the bound below). librdkafka's 3 s default
+            // would let a change redo up to 3 s of the group's work; 300 ms keeps it short.
+            let heartbeat = Duration.milliseconds(300)
+            environment["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"] = "heartbeat.interval.ms=\(heartbeat / .milliseconds(1))"
             let events = faultEvents(0..<count, prefix: "r")
             let urgent = faultEvents(count..<count + count / 10, prefix: "u")
             let expected = Set((events + urgent).map(\.key))
@@ -65,13 +70,17 @@ extension FaultTests {
             print("fault rebalance-churn: \(joins) joins, \(leaves) leaves")
             // Per join or leave: the events in flight at every member, plus those finished since the last
             // commit that counted (a bound counting one member's in-flight events per change was exceeded on
-            // one CPU with three relays: 4122 > 3808). librdkafka's mock coordinator refuses OffsetCommit with REBALANCE_IN_PROGRESS while
-            // the group is JOINING (a real broker accepts commits of the current generation then), so the commit
-            // on revoke fails and the next owner redoes what was finished since the last auto commit. (A full
-            // run saw 6809 duplicates over 25 changes, 272 per change: above one in-flight window of 200.)
+            // one CPU with three relays: 4122 > 3808). librdkafka's mock coordinator refuses OffsetCommit with
+            // REBALANCE_IN_PROGRESS while the group is JOINING (a real broker accepts commits of the current
+            // generation then), so the commits from the joiner's JoinGroup until each member's revocation (up
+            // to a heartbeat later) fail, and the next owner redoes that work. (A bound of a quarter second of
+            // work per change was exceeded under the full suite's load, 4989 > 4948; the same seed alone gave
+            // 1239–3789, on this code and the code before it.)
             finishFaultRun(
                 "rebalance-churn", tally: tally, expected: expected, faults: joins - 1 + leaves,
-                duplicateBound: tally.duplicateBound(membersPerChange: membersPerChange, maxInFlight: maxInFlight)
+                duplicateBound: tally.duplicateBound(
+                    membersPerChange: membersPerChange, maxInFlight: maxInFlight,
+                    uncommittedWindow: heartbeat + .milliseconds(250))
             )
         }
     }
