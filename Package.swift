@@ -27,6 +27,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         // swift-configuration's YAML parser; the relay lists a file's keys with it to refuse unknown ones.
         .package(url: "https://github.com/jpsim/Yams", "5.4.0"..<"7.0.0"),
+        // Trace context (issue #25): the tracing API the relay's spans use, W3C header parsing, and
+        // swift-otel's tracer with its OTLP/HTTP exporter (not gRPC: the relay needs one transport).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-w3c-trace-context", from: "1.0.0"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: System libraries (Debian -dev packages; see Makefile `deps`)
@@ -102,6 +107,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
             ]
         ),
         // The application: configuration (file, environment, flags), credentials, the Kafka and APNs clients
@@ -115,6 +123,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ]
         ),
 

@@ -5,6 +5,7 @@ import Logging
 import RelayContract
 import ServiceSupport
 import Synchronization
+import Tracing
 
 /// The per-event path, in the order an event takes it:
 ///
@@ -43,11 +44,14 @@ final class EventPipeline: Sendable {
     private let holding = Flag()
     /// Deliveries in a row that ended because no APNs connection could be made; 0 after any APNs answer.
     private let connectFailureStreak = Atomic<Int>(0)
+    /// Spans and trace headers, when tracing is on.
+    private let tracing: EventTracing?
 
     init(
         configuration: RelayConfiguration, sender: any NotificationSender, state: RelayState, publisher: ResultPublisher,
-        metrics: RelayMetrics, logger: Logger, clock: WallClock
+        metrics: RelayMetrics, logger: Logger, clock: WallClock, tracing: EventTracing? = nil
     ) {
+        self.tracing = tracing
         self.configuration = configuration
         self.sender = sender
         self.state = state
@@ -70,18 +74,20 @@ final class EventPipeline: Sendable {
     func take(_ message: KafkaConsumerMessage, triage: EventTriage) {
         metrics.consumed.increment()
         let now = clock.now()
-        let event = InFlightEvent(message, receivedAt: Int64(now * 1000))
-        let (admission, counts) = state.admitCounting(event.partition, offset: message.offset, bytes: event.bytes, lane: event.lane)
+        var admitted = InFlightEvent(message, receivedAt: Int64(now * 1000))
+        let (admission, counts) = state.admitCounting(admitted.partition, offset: message.offset, bytes: admitted.bytes, lane: admitted.lane)
         switch admission {
         case .skip:
-            logger.debug("skipping an event already in flight, done, or not assigned here", metadata: event.logMetadata)
+            logger.debug("skipping an event already in flight, done, or not assigned here", metadata: admitted.logMetadata)
             return
         case .admittedLate:
-            logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: event.logMetadata)
+            logger.warning("an event arrived after later ones of its partition; processing it (offsets are committed only past it)", metadata: admitted.logMetadata)
         case .admitted:
             break
         }
-        if let counts { updateInFlightGauges(counts, event.lane) }
+        if let counts { updateInFlightGauges(counts, admitted.lane) }
+        if let tracing { admitted.trace = tracing.begin(message) }
+        let event = admitted
         switch triage.triage(event, nowSeconds: Int64(now)) {
         case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
@@ -97,7 +103,7 @@ final class EventPipeline: Sendable {
             laned.lane = event.lane
             let notification = laned
             let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-            attempts.deliver(notification, with: sender, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
+            attempts.deliver(notification, with: sender, trace: event.trace, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
                 delivered(event, decoded, notification, report: report)
             }
         }
@@ -170,13 +176,18 @@ final class EventPipeline: Sendable {
     /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them — in
     /// the delivery-report callback, on the producer's thread — finishes the event in the ledger.
     private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with records: [OutgoingRecord], broadcast: Bool) {
-        let all = [outputs.result(result, key: event.message.key, source: event.source)] + records
+        var all = [outputs.result(result, key: event.message.key, source: event.source)] + records
+        let publishSpan: (any Span)? = event.trace.map { trace in
+            if let id = result.eventID { trace.identify(eventID: id) }
+            return trace.publishing(&all, topic: configuration.topics.results)
+        }
         publisher.publish(all) { [self] published in
+            event.trace?.end(publish: publishSpan, outcome: result.outcome.rawValue, reason: result.reason, published: published)
             guard published else {
                 // The relay is stopping (shutdown deadline, or a failure): the offset is never stored.
                 logger.log(level: abandoned.isSet ? .debug : .warning, "result not published; the event is given up and redone after a restart",
                            metadata: event.logMetadata)
-                finishAbandoned(event)
+                finishAbandoned(event, traceEnded: true)
                 return
             }
             metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
@@ -188,7 +199,8 @@ final class EventPipeline: Sendable {
     }
 
     /// Gives an event up without a result: its offset is never stored.
-    private func finishAbandoned(_ event: InFlightEvent) {
+    private func finishAbandoned(_ event: InFlightEvent, traceEnded: Bool = false) {
+        if !traceEnded { event.trace?.end(publish: nil, outcome: nil, reason: nil, published: false) }
         updateInFlightGauges(state.abandon(bytes: event.bytes, lane: event.lane), event.lane)
     }
 

@@ -50,7 +50,7 @@ package final class RelayService: Service, Sendable {
     package init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
         sender: any NotificationSender, logger: Logger,
-        clock: WallClock = .system
+        clock: WallClock = .system, tracing: EventTracing? = nil
     ) {
         self.configuration = configuration
         self.consumer = consumer
@@ -86,7 +86,8 @@ package final class RelayService: Service, Sendable {
         self.state = state
         self.publisher = publisher
         self.pipeline = EventPipeline(
-            configuration: configuration, sender: sender, state: state, publisher: publisher, metrics: metrics, logger: logger, clock: clock
+            configuration: configuration, sender: sender, state: state, publisher: publisher, metrics: metrics, logger: logger, clock: clock,
+            tracing: tracing
         )
         metrics.lanes.urgent.held.record(0)
         metrics.lanes.bulk.held.record(0)

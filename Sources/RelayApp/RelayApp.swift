@@ -37,13 +37,17 @@ package struct RelayApp: Sendable {
     package let producer: KafkaProducer
     /// Reads token credentials' key files again for a new key (`nil`: none to watch, or turned off).
     package let keyWatcher: SigningKeyWatcher?
+    /// Exports spans (`nil`: tracing is off).
+    package let tracingExporter: (any Service)?
 
     /// Loads the credentials first (key and certificate files, the CA file), then creates the Kafka
     /// clients: a credential problem then fails the start-up before librdkafka starts connecting (and
     /// logging) and before a client exists that would be released without being closed.
     /// - Throws: a `RelayError` naming the file and its configuration key for an unreadable key, certificate
     ///   or CA file; a `KafkaError` for Kafka settings librdkafka refuses.
-    package init(configuration: RelayAppConfiguration, logger: Logger) throws {
+    package init(
+        configuration: RelayAppConfiguration, logger: Logger, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws {
         for notice in configuration.notices { logger.warning("\(notice)") }
         var routes: [CredentialRouter.Route] = []
         var clients: [APNsClient] = []
@@ -75,9 +79,11 @@ package struct RelayApp: Sendable {
         // its poll thread at once (and warns if released unclosed), so nothing may fail after it.
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let tracing = try Self.tracing(configuration, environment: environment, logger: logger)
+        tracingExporter = tracing?.service
         relay = RelayService(
             configuration: configuration.relay, consumer: consumer, producer: producer,
-            sender: CredentialRouter(routes: routes), logger: logger
+            sender: CredentialRouter(routes: routes), logger: logger, tracing: tracing?.tracing
         )
     }
 
@@ -123,11 +129,11 @@ package struct RelayApp: Sendable {
         return consumerConfiguration
     }
 
-    /// The services in start order: the APNs clients, the key watcher, `extra` (e.g. the admin server), then
-    /// the relay. A `ServiceGroup` stops them in reverse: the relay drains first, the APNs connections close
-    /// last.
+    /// The services in start order: the span exporter, the APNs clients, the key watcher, `extra` (e.g. the
+    /// admin server), then the relay. A `ServiceGroup` stops them in reverse: the relay drains first, the
+    /// APNs connections close, and the exporter sends the last spans.
     package func services(adding extra: [any Service] = []) -> [any Service] {
-        [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + extra + [relay]
+        (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + extra + [relay]
     }
 
     /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a

@@ -113,12 +113,36 @@ package struct RelayAppConfiguration: Sendable {
         package var port = 9090
     }
 
+    /// `tracing.*`: W3C trace context and spans, exported over OTLP/HTTP (issue #25). Off unless an
+    /// endpoint is given here or in OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT` /
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+    package struct Tracing: Sendable {
+        /// Where spans go: an OTLP/HTTP base URL (`http://otel-collector:4318`; `/v1/traces` is added).
+        package var otlpEndpoint: String?
+        package var serviceName = "apns-relay"
+        /// Of the traces the relay starts itself (events without a producer context), the share recorded;
+        /// an event with one follows its sampled flag.
+        package var sampleRatio = 1.0
+        /// The producer's context is the parent of the event's span (as well as linked).
+        package var parentIsProducer = true
+        /// Finished spans waiting for export; past it, spans are dropped (counted), never waited for.
+        package var maxQueueSize = 2048
+        /// How long an export may take before it is abandoned.
+        package var exportTimeout: Duration = .seconds(10)
+
+        /// Whether spans are made and trace headers read and written.
+        package func isEnabled(environment: [String: String]) -> Bool {
+            otlpEndpoint != nil || environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil
+        }
+    }
+
     package enum LogFormat: String, Sendable { case json, text }
 
     package var kafka: Kafka
     package var apns: APNs
     package var relay: RelayConfiguration
     package var admin: Admin
+    package var tracing: Tracing
     package var logLevel = "info"
     package var logFormat = LogFormat.json
     /// Every key read, with the text of its default (`SettingsReader.defaults`): what README.md and the
@@ -273,6 +297,20 @@ package struct RelayAppConfiguration: Sendable {
             host: settings.string("admin.host", default: adminDefaults.host),
             port: settings.int("admin.port", default: adminDefaults.port, range: 0...65535)
         )
+        var tracing = Tracing()
+        if let endpoint = settings.string("tracing.otlpEndpoint") {
+            if endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") {
+                tracing.otlpEndpoint = endpoint
+            } else {
+                settings.invalid("tracing.otlpEndpoint", "'\(endpoint)' is not an http:// or https:// URL, e.g. http://otel-collector:4318")
+            }
+        }
+        tracing.serviceName = settings.string("tracing.serviceName", default: tracing.serviceName)
+        tracing.sampleRatio = settings.double("tracing.sampleRatio", default: tracing.sampleRatio, range: 0...1)
+        tracing.parentIsProducer = settings.bool("tracing.parentIsProducer", default: tracing.parentIsProducer)
+        tracing.maxQueueSize = settings.int("tracing.maxQueueSize", default: tracing.maxQueueSize, range: 1...1_000_000)
+        tracing.exportTimeout = settings.milliseconds("tracing.exportTimeoutMs", default: tracing.exportTimeout, range: 1...600_000)
+        self.tracing = tracing
         logLevel = settings.oneOf("log.level", default: logLevel, Dictionary(uniqueKeysWithValues: ["trace", "debug", "info", "notice", "warning", "error", "critical"].map { ($0, $0) }))
         logFormat = settings.oneOf("log.format", default: logFormat, ["json": .json, "text": .text])
         defaults = settings.defaults

@@ -59,12 +59,13 @@ final class SettingsReader {
     }
 
     enum Expected {
-        case text, integer, flag, list
+        case text, integer, decimal, flag, list
 
         var description: String {
             switch self {
             case .text: "a string"
             case .integer: "an integer"
+            case .decimal: "a number"
             case .flag: "true or false"
             case .list: "a string or a list of strings"
             }
@@ -82,6 +83,7 @@ final class SettingsReader {
         switch (expected, value) {
         case (.text, .string): fits = true
         case (.integer, .integer): fits = true
+        case (.decimal, .integer), (.decimal, .number): fits = true
         case (.flag, .bool): fits = true
         case (.list, .string): fits = true
         case (.list, .list(let items)):
@@ -115,6 +117,22 @@ final class SettingsReader {
             return value
         }
         if let range, !range.contains(number) {
+            invalid(key, "\(number) is outside \(range.lowerBound)...\(range.upperBound)")
+            return value
+        }
+        return number
+    }
+
+    /// A number with a fraction (`0.01`); an integer is one too.
+    func double(_ key: String, default value: Double, range: ClosedRange<Double>) -> Double {
+        defaults[key] = String(value)
+        guard check(key, .decimal), present(key) else { return value }
+        let text = reader.string(forKey: ConfigKey(key))
+        guard let number = reader.double(forKey: ConfigKey(key)) ?? text.flatMap(Double.init), number.isFinite else {
+            invalid(key, "'\(text ?? "?")' is not a number")
+            return value
+        }
+        guard range.contains(number) else {
             invalid(key, "\(number) is outside \(range.lowerBound)...\(range.upperBound)")
             return value
         }

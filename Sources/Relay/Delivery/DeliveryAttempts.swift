@@ -45,12 +45,22 @@ package struct DeliveryAttempts: Sendable {
     /// - Parameter isAbandoned: asked before each retry; when it says `true` the loop ends with the last
     ///   known state as `.failed` (the caller does not publish results of abandoned work: the event is
     ///   redone later).
+    ///
+    /// - Parameter trace: the event's trace, when tracing is on: each attempt gets a client span.
+    func deliver(
+        _ notification: APNsNotification, with sender: some NotificationSender, trace: EventTrace?,
+        isAbandoned: @escaping @Sendable () -> Bool = { false },
+        completion: @escaping @Sendable (DeliveryReport) -> Void
+    ) {
+        attempt(Progress(), notification, sender, trace, isAbandoned, completion)
+    }
+
     package func deliver(
         _ notification: APNsNotification, with sender: some NotificationSender,
         isAbandoned: @escaping @Sendable () -> Bool = { false },
         completion: @escaping @Sendable (DeliveryReport) -> Void
     ) {
-        attempt(Progress(), notification, sender, isAbandoned, completion)
+        deliver(notification, with: sender, trace: nil, isAbandoned: isAbandoned, completion: completion)
     }
 
     /// `deliver(_:with:isAbandoned:completion:)` for async callers; cancelling the task abandons the loop
@@ -74,11 +84,12 @@ package struct DeliveryAttempts: Sendable {
     }
 
     private func attempt(
-        _ progress: Progress, _ notification: APNsNotification, _ sender: some NotificationSender,
+        _ progress: Progress, _ notification: APNsNotification, _ sender: some NotificationSender, _ trace: EventTrace?,
         _ isAbandoned: @escaping @Sendable () -> Bool, _ completion: @escaping @Sendable (DeliveryReport) -> Void
     ) {
         var progress = progress
         progress.attempt += 1
+        let span = trace?.attemptStarted(number: progress.attempt, host: notification.environment.host)
         sender.send(notification, deadline: .now + requestTimeout) { [progress] result in
             var progress = progress
             let decision: DeliveryDecision
@@ -97,6 +108,7 @@ package struct DeliveryAttempts: Sendable {
                 // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
                 if cause == .notSent { progress.attempt -= 1 }
             }
+            if let span { trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
             var generator = SystemRandomNumberGenerator()
             let step = policy.nextStep(
                 after: decision, attempt: progress.attempt, tokenRefreshes: progress.tokenRefreshes,
@@ -116,7 +128,7 @@ package struct DeliveryAttempts: Sendable {
                 var giveUp = report(.failed)
                 giveUp.abandoned = true
                 let next = { [progress] in
-                    if isAbandoned() { completion(giveUp) } else { attempt(progress, notification, sender, isAbandoned, completion) }
+                    if isAbandoned() { completion(giveUp) } else { attempt(progress, notification, sender, trace, isAbandoned, completion) }
                 }
                 guard delay > .zero else { return next() }
                 Task {

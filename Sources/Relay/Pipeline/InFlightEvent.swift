@@ -17,12 +17,15 @@ struct InFlightEvent: Sendable {
     /// When the relay took the event (Unix milliseconds): the result's `receivedAt`, and where the
     /// latency histogram starts.
     let receivedAt: Int64
+    /// Its spans, when tracing is on (`EventTracing`), from its admission on.
+    var trace: EventTrace?
 
-    init(_ message: KafkaConsumerMessage, receivedAt: Int64) {
+    init(_ message: KafkaConsumerMessage, receivedAt: Int64, trace: EventTrace? = nil) {
         self.message = message
         self.source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         self.bytes = message.value?.count ?? 0
         self.receivedAt = receivedAt
+        self.trace = trace
     }
 
     var partition: KafkaTopicPartition { message.topicPartition }

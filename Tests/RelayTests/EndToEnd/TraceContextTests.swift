@@ -1,0 +1,164 @@
+import Foundation
+import Kafka
+import Logging
+import RelaySandbox
+import ServiceSupport
+import TestSupport
+import Testing
+
+/// Trace context (issue #25), Kafka → relay → mock APNs → Kafka, with spans exported over OTLP/HTTP to a
+/// collector in the test (`OTLPReceiver`, which decodes the protobuf itself).
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct TraceContextTests {
+    let logger = Logger.quiet("trace-context")
+    static let producerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    static let producerSpan = "00f067aa0ba902b7"
+
+    private func record(_ name: String, _ n: Int, traceparent: String?, tracestate: String? = nil) -> RelaySandbox.InputRecord {
+        var headers: [KafkaHeader] = []
+        if let traceparent { headers.append(KafkaHeader(name: "traceparent", value: Array(traceparent.utf8))) }
+        if let tracestate { headers.append(KafkaHeader(name: "tracestate", value: Array(tracestate.utf8))) }
+        return RelaySandbox.InputRecord(
+            key: Array("\(name)\(n)".utf8),
+            value: SampleEvents.event(id: "\(name)\(n)", deviceToken: SampleEvents.token(n), topic: "com.example.a"),
+            headers: headers)
+    }
+
+    /// (trace id, span id, flags) of a record's `traceparent`, if it has one.
+    private func traceparent(_ record: OutputReader.Record) -> (trace: String, span: String, flags: String)? {
+        guard let value = record.headers.last(where: { $0.name == "traceparent" })?.value else { return nil }
+        let parts = String(decoding: value, as: UTF8.self).split(separator: "-").map(String.init)
+        guard parts.count == 4, parts[0] == "00" else { return nil }
+        return (parts[1], parts[2], parts[3])
+    }
+
+    @Test func resultsContinueTheProducersTraceAndTheSpansReachTheCollector() async throws {
+        let collector = try OTLPReceiver()
+        defer { collector.stop() }
+        try await withSandbox(logger: logger) { sandbox in
+            let traced = (0..<5).map {
+                record("traced", $0, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01", tracestate: "vendor=value")
+            }
+            let plain = (5..<10).map { record("plain", $0, traceparent: nil) }
+            let malformed = (10..<13).map { record("malformed", $0, traceparent: "00-not-a-trace-context") }
+            try await sandbox.produce(records: traced + plain + malformed)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = try await withRelay(sandbox, overrides: ["tracing.otlpEndpoint": collector.endpoint], logger: logger) { _ in
+                try await reader.results(count: 13, timeout: .seconds(60))
+            }
+            await reader.close()
+            let byKey = Dictionary(results.map { ($0.keyString, $0) }) { first, _ in first }
+
+            // The result records carry the context on: the producer's trace, a span of the relay's.
+            var resultSpans: [String: String] = [:]
+            for event in traced {
+                let key = String(decoding: event.key!, as: UTF8.self)
+                let result = try #require(byKey[key], "\(key) has a result")
+                #expect(result.json?["outcome"] as? String == "delivered")
+                let context = try #require(traceparent(result), "\(key)'s result has a traceparent: \(result.headers)")
+                #expect(context.trace == Self.producerTrace, "the producer's trace goes on")
+                #expect(context.span != Self.producerSpan, "with a span of the relay's as the parent")
+                #expect(context.flags == "01", "sampled, as the producer said")
+                let state = result.headers.last(where: { $0.name == "tracestate" }).flatMap { $0.value.map { String(decoding: $0, as: UTF8.self) } }
+                #expect(state == "vendor=value", "the producer's tracestate goes on")
+                resultSpans[key] = context.span
+            }
+            var newTraces: Set<String> = []
+            for event in plain + malformed {
+                let key = String(decoding: event.key!, as: UTF8.self)
+                let result = try #require(byKey[key], "\(key) has a result")
+                #expect(result.json?["outcome"] as? String == "delivered", "a malformed traceparent never fails an event")
+                let context = try #require(traceparent(result), "tracing is on: \(key)'s result starts a trace")
+                #expect(context.trace != Self.producerTrace)
+                newTraces.insert(context.trace)
+            }
+            #expect(newTraces.count == plain.count + malformed.count, "each event without a context has a trace of its own")
+
+            // The spans, as the collector decoded them (the exporter sends what is left when the relay stops).
+            let spans = try await waitForSpans(collector, atLeast: 13 * 3)
+            #expect(collector.requestLines.allSatisfy { $0.hasPrefix("POST /v1/traces ") }, "\(collector.requestLines)")
+            let producerTrace = Self.producerTrace.hexBytes, producerSpan = Self.producerSpan.hexBytes
+            let processes = spans.filter { $0.kind == 5 && $0.name == "\(sandbox.options.inputTopic) process" }
+            #expect(processes.count == 13, "one process span per event: \(processes.count)")
+            for process in processes where process.traceID == producerTrace {
+                #expect(process.parentSpanID == producerSpan, "the producer's span is the parent")
+                #expect(process.links.contains { $0.traceID == producerTrace && $0.spanID == producerSpan }, "and linked")
+                #expect(process.string("messaging.system") == "kafka")
+                #expect(process.string("messaging.destination.name") == sandbox.options.inputTopic)
+                #expect(process.int("messaging.kafka.offset") != nil)
+                #expect(process.string("apns_relay.outcome") == "delivered")
+                #expect(process.string("messaging.message.id")?.hasPrefix("traced") == true)
+                let children = spans.filter { $0.parentSpanID == process.spanID }
+                let attempt = try #require(children.first { $0.kind == 3 }, "an APNs attempt span under \(process)")
+                #expect(attempt.name == "POST")
+                #expect(attempt.int("http.response.status_code") == 200)
+                #expect(attempt.string("apns.id") != nil)
+                let publish = try #require(children.first { $0.kind == 4 }, "a publish span under \(process)")
+                #expect(publish.name == "\(sandbox.options.topics.results) publish")
+                #expect(resultSpans.values.contains(publish.spanID.hex), "the result's parent is the publish span")
+            }
+            #expect(processes.filter { $0.traceID == producerTrace }.count == traced.count)
+            #expect(processes.filter { $0.links.isEmpty && $0.parentSpanID.isEmpty }.count == plain.count + malformed.count,
+                    "events without a (valid) producer context start a trace, unlinked")
+        }
+    }
+
+    @Test func withTracingOffNoTraceHeaderIsReadOrWritten() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            try await sandbox.produce(records: [
+                record("traced", 0, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01"),
+                record("plain", 1, traceparent: nil),
+            ])
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = try await withRelay(sandbox, logger: logger) { _ in try await reader.results(count: 2, timeout: .seconds(60)) }
+            await reader.close()
+            for result in results {
+                #expect(result.json?["outcome"] as? String == "delivered")
+                #expect(!result.headers.contains { $0.name == "traceparent" || $0.name == "tracestate" }, "\(result.keyString): \(result.headers)")
+            }
+        }
+    }
+
+    /// A collector that is down (nothing listens on its port) costs spans, never events.
+    @Test func aDeadCollectorLosesSpansNeverEvents() async throws {
+        let closed = try OTLPReceiver()
+        let endpoint = closed.endpoint
+        closed.stop()
+        try await withSandbox(logger: logger) { sandbox in
+            let events = (0..<50).map { record("event", $0, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01") }
+            try await sandbox.produce(records: events)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let results = try await withRelay(sandbox, overrides: ["tracing.otlpEndpoint": endpoint, "tracing.exportTimeoutMs": "500"], logger: logger) { _ in
+                try await reader.results(count: events.count, timeout: .seconds(60))
+            }
+            await reader.close()
+            #expect(Set(results.map(\.keyString)).count == events.count)
+            #expect(results.allSatisfy { $0.json?["outcome"] as? String == "delivered" })
+            #expect(results.allSatisfy { traceparent($0)?.trace == Self.producerTrace }, "the context still goes on")
+        }
+    }
+
+    private func waitForSpans(_ collector: OTLPReceiver, atLeast count: Int) async throws -> [ExportedSpan] {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while collector.spans.count < count {
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("the collector has \(collector.spans.count) spans, expected at least \(count): \(collector.spans.prefix(5))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return collector.spans
+    }
+}
+
+private extension String {
+    var hexBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        var index = startIndex
+        while index < endIndex {
+            let next = self.index(index, offsetBy: 2)
+            bytes.append(UInt8(self[index..<next], radix: 16)!)
+            index = next
+        }
+        return bytes
+    }
+}
