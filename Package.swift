@@ -209,12 +209,14 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNsMock", "ServiceSupport",
+                "APNsMock", "ServiceSupport", "ReaddirGuard",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/TestSupport"
         ),
+        // Pads every readdir entry of the test process (a Foundation over-read; see its source).
+        .target(name: "ReaddirGuard", path: "Tests/ReaddirGuard", linkerSettings: [.linkedLibrary("dl")]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
@@ -233,6 +235,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", "ReaddirGuard", .product(name: "Yams", package: "Yams")]),
     ]
 )

@@ -25,9 +25,9 @@
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
 #                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
-#                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000,
+#                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000, TRACING_EVENTS=100000,
 #                                             PARTITION_RUNS=100000x16,100000x128,1000000x128,
-                                             LANE_BACKLOG=200000, LANE_SECONDS=20,
+#                                             LANE_BACKLOG=200000, LANE_SECONDS=20,
 #                                             BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
@@ -80,6 +80,7 @@ run "$BIN/EndToEndBenchmark" throughput --events "$RTT_EVENTS" --partitions "$PA
 run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSURE_SECONDS"
 run "$BIN/EndToEndBenchmark" partitions --runs "${PARTITION_RUNS:-100000x16,100000x128,1000000x128}"
 run "$BIN/EndToEndBenchmark" lanes --backlog "${LANE_BACKLOG:-200000}" --seconds "${LANE_SECONDS:-20}"
+run "$BIN/EndToEndBenchmark" tracing --events "${TRACING_EVENTS:-100000}" --partitions "$PARTITIONS"
 
 echo
 echo "== apns-relay benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"

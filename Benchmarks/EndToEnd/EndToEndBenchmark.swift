@@ -11,6 +11,7 @@
 //   EndToEndBenchmark allocations  [--events N] [--partitions P] [--payload BYTES] [--preload PATH]
 //   EndToEndBenchmark partitions   [--runs EVENTSxPARTITIONS,…] [--payload BYTES]
 //   EndToEndBenchmark lanes        [--backlog N] [--app-backlog N] [--seconds S] [--answers A] [--rate R]
+//   EndToEndBenchmark tracing      [--events N] [--partitions P]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -287,7 +288,8 @@ struct EndToEndBenchmark {
             case "allocations": try await allocations()
             case "partitions": try await partitions()
             case "lanes": try await lanes()
-            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations or partitions")
+            case "tracing": try await tracingCost()
+            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations, partitions, lanes or tracing")
             }
         } catch {
             print("error: \(error)")

@@ -4,6 +4,7 @@ import Metrics
 import OTel
 import Relay
 import ServiceLifecycle
+import Synchronization
 import Tracing
 
 extension RelayApp {
@@ -51,14 +52,23 @@ private extension String {
     }
 }
 
-/// swift-otel's own log lines, passed to the relay's log, and read for what the relay counts: spans dropped
-/// because the export queue was full (the exporter never makes the relay wait), and exports that failed.
+/// swift-otel's own log lines, passed to the relay's log at most once a minute per message (a collector that
+/// is down would otherwise log every failed batch), and read for what the relay counts: spans dropped because
+/// the export queue was full (the exporter never makes the relay wait), and batches that failed to export.
+/// The `carrier` swift-otel attaches to an extraction failure (a record's headers) is not logged.
 struct TracingDiagnostics: LogHandler {
     var forwardingTo: Logger
     let dropped: Counter
     let failedExports: Counter
+    let throttle = LogThrottle(interval: .seconds(60))
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .warning
+
+    init(forwardingTo: Logger, dropped: Counter, failedExports: Counter) {
+        self.forwardingTo = forwardingTo
+        self.dropped = dropped
+        self.failedExports = failedExports
+    }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -66,15 +76,35 @@ struct TracingDiagnostics: LogHandler {
     }
 
     func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-        if case .string(let count) = merged["dropped_count"], let count = Int(count) {
-            dropped.increment(by: count)
-        } else if case .stringConvertible(let count) = merged["dropped_count"], let count = Int(count.description) {
-            dropped.increment(by: count)
+        var merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        merged["carrier"] = nil
+        if let count = merged["dropped_count"].flatMap({ Int("\($0)") }) { dropped.increment(by: count) }
+        let message = "\(event.message)"
+        if message.hasPrefix("Failed to export") { failedExports.increment() }
+        guard let suppressed = throttle.admit(message) else { return }
+        if suppressed > 0 { merged["suppressed"] = "\(suppressed)" }
+        merged["component"] = "tracing"
+        forwardingTo.log(level: event.level, "\(message)", metadata: merged)
+    }
+}
+
+/// Lets a message through at most once per `interval`. - Returns from `admit`: `nil` to drop it, else how
+/// many of the same were dropped since it last went through.
+final class LogThrottle: Sendable {
+    private let interval: Duration
+    private let state = Mutex<[String: (last: ContinuousClock.Instant, suppressed: Int)]>([:])
+
+    init(interval: Duration) { self.interval = interval }
+
+    func admit(_ message: String, now: ContinuousClock.Instant = .now) -> Int? {
+        state.withLock { seen in
+            if let entry = seen[message], now - entry.last < interval {
+                seen[message]!.suppressed += 1
+                return nil
+            }
+            let suppressed = seen[message]?.suppressed ?? 0
+            seen[message] = (now, 0)
+            return suppressed
         }
-        if event.level >= .warning, "\(event.message)".localizedCaseInsensitiveContains("export") {
-            failedExports.increment()
-        }
-        forwardingTo.log(level: event.level, "\(event.message)", metadata: merged.merging(["component": "tracing"]) { $1 })
     }
 }

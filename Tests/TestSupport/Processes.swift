@@ -1,4 +1,5 @@
 import Foundation
+import ReaddirGuard
 import ServiceSupport
 
 /// What a finished command printed.
@@ -45,25 +46,27 @@ public func runProcess(
 /// Starts `process` under ``ForkGuard``: a child started while a mock Kafka broker goes down would make
 /// librdkafka's mock abort the test process. Every process a test starts goes through here.
 public func startProcess(_ process: Process) throws {
-    _ = processRunOverReadMitigation
+    _ = processRunOverReadGuard
     try ForkGuard.starting { () throws -> Void in try process.run() }
 }
 
 /// swift-corelibs-foundation's `Process.run()` on Linux (this toolchain, Swift 6.3) lists `/proc/self/fd`
 /// and copies each entry's whole 256-byte `d_name`, over-reading glibc's 32 KiB readdir buffer by up to
-/// ~250 bytes; when that buffer ends its heap the copy faults and the test process dies ("Bad pointer
-/// dereference", `__memcpy_avx512_unaligned_erms` in `Process.run`). Seen here in about one single-CPU run
-/// of the suite in three once the tests started more processes; fixed upstream in
-/// swift-corelibs-foundation#5472 ("buffer over-read in findMaximumOpenFromProcSelfFD"). Until the
-/// toolchain has that fix, allocations of 16 KiB or more — the readdir buffer among them — get their own
-/// mapping, whose page rounding leaves about 4 KiB of mapped memory after the buffer, so the over-read
-/// stays inside it. The product itself never calls `Process`.
-private let processRunOverReadMitigation: Void = {
-    // mallopt(M_MMAP_THRESHOLD, 16 KiB); <malloc.h> is not in the Glibc module, so it is looked up.
-    typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-    let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
-    _ = unsafeBitCast(symbol, to: Mallopt.self)(mmapThreshold, 16 * 1024)
+/// ~230 bytes once a batch of entries fills it (over ~1300 descriptors open; the parallel suite reaches
+/// 2500); when the buffer ends its heap mapping the test process dies ("Bad pointer dereference",
+/// `__memcpy_avx512_unaligned_erms` in `Process.run`). Fixed upstream in swift-corelibs-foundation#5472.
+/// An earlier mitigation (allocations of 16 KiB or more mapped on their own) narrowed the window but did
+/// not close it: glibc maps a large allocation only when its arena's top cannot serve it, and a CI run
+/// still died of it. The test process now has a readdir of its own (`ReaddirGuard`, C) that returns each
+/// entry copied into a whole `struct dirent`, so the copy never leaves it; this checks, once, that the
+/// guard is the readdir in use.
+private let processRunOverReadGuard: Void = {
+    let before = readdir_guard_served()
+    if let directory = opendir("/proc/self/fd") {
+        while readdir(directory) != nil {}
+        closedir(directory)
+    }
+    precondition(readdir_guard_served() > before, "ReaddirGuard is not the process's readdir: Process.run may over-read and crash")
 }()
 
 /// Reads to the end, then closes the handle: a pipe otherwise stays open until Foundation happens to release

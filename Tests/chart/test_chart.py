@@ -126,6 +126,8 @@ EVERY_KEY = {
                                                              "windowMs": 30000},
               "lanes": {"urgentShare": 25}},
     "admin": {"host": "0.0.0.0"},
+    "tracing": {"otlpEndpoint": "http://otel-collector:4318", "serviceName": "push-relay", "sampleRatio": 0.05,
+                "parentIsProducer": False, "maxQueueSize": 4096, "exportTimeoutMs": 5000},
 }
 PEM_CERTIFICATE = {**REQUIRED, "apns": {"auth": "certificate", "certificate": {"existingSecret": "apns-tls"}}}
 KEY_ID_FROM_SECRET = {**REQUIRED, "apns": {"token": {"existingSecret": "apns-key", "existingSecretKeyIdKey": "keyId"}}}
@@ -760,6 +762,25 @@ def test_urgent_topics_rendered():
     notes = render(URGENT)["apns-relay/templates/NOTES.txt"]
     assert "apns-urgent, apns-login-codes" in notes and "30%" in notes, notes
     assert "urgent" not in render(REQUIRED)["apns-relay/templates/NOTES.txt"]
+
+
+def test_tracing_rendered_only_with_an_endpoint():
+    # README "Tracing": off by default, and then none of its keys reaches relay.yaml (no pod roll on upgrade; a
+    # relay image older than tracing would refuse them as unknown keys).
+    assert "tracing" not in relay_config(objects(REQUIRED))
+    values = merge(REQUIRED, {"tracing": {"otlpEndpoint": "http://otel-collector.observability:4318", "sampleRatio": 0.01}})
+    objs = objects(values)
+    validate_against_kubernetes(objs)
+    assert relay_config(objs)["tracing"] == {
+        "otlpEndpoint": "http://otel-collector.observability:4318", "serviceName": "apns-relay", "sampleRatio": 0.01,
+        "parentIsProducer": True, "maxQueueSize": 2048, "exportTimeoutMs": 10000}, relay_config(objs)
+    # The schema refuses what the relay would refuse at start.
+    for wrong in ({"otlpEndpoint": "otel-collector:4318"}, {"sampleRatio": 1.5}, {"maxQueueSize": 0}, {"sample": 1}):
+        try:
+            render(merge(REQUIRED, {"tracing": wrong}))
+        except Exception:
+            continue
+        raise AssertionError(f"tracing {wrong} rendered")
 
 
 def test_defaults_have_no_urgent_lane():

@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// Trace context (issue #25), Kafka → relay → mock APNs → Kafka, with spans exported over OTLP/HTTP to a
-/// collector in the test (`OTLPReceiver`, which decodes the protobuf itself).
+/// collector in the test (`OTLPCollector`, which decodes the protobuf itself).
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct TraceContextTests {
     let logger = Logger.quiet("trace-context")
@@ -33,7 +33,7 @@ struct TraceContextTests {
     }
 
     @Test func resultsContinueTheProducersTraceAndTheSpansReachTheCollector() async throws {
-        let collector = try OTLPReceiver()
+        let collector = try OTLPCollector()
         defer { collector.stop() }
         try await withSandbox(logger: logger) { sandbox in
             let traced = (0..<5).map {
@@ -121,7 +121,7 @@ struct TraceContextTests {
 
     /// A collector that is down (nothing listens on its port) costs spans, never events.
     @Test func aDeadCollectorLosesSpansNeverEvents() async throws {
-        let closed = try OTLPReceiver()
+        let closed = try OTLPCollector()
         let endpoint = closed.endpoint
         closed.stop()
         try await withSandbox(logger: logger) { sandbox in
@@ -138,7 +138,44 @@ struct TraceContextTests {
         }
     }
 
-    private func waitForSpans(_ collector: OTLPReceiver, atLeast count: Int) async throws -> [ExportedSpan] {
+    /// The counters and the log, from a relay process (its `/metrics`): malformed `traceparent` headers are
+    /// counted; a collector that is down counts failed exports and is logged once, not once per batch.
+    @Test func malformedHeadersAndFailedExportsAreCountedAndLoggedOnce() async throws {
+        let closed = try OTLPCollector()
+        let endpoint = closed.endpoint
+        closed.stop()
+        try await withSandbox(logger: logger) { sandbox in
+            let port = String(try freeLocalPort())
+            var environment = sandbox.relayEnvironment(groupID: "tracing-\(UUID().uuidString.prefix(8))")
+            environment["APNS_RELAY_LOG_LEVEL"] = "info"
+            environment["APNS_RELAY_ADMIN_HOST"] = "127.0.0.1"
+            environment["APNS_RELAY_ADMIN_PORT"] = port
+            environment["APNS_RELAY_TRACING_OTLP_ENDPOINT"] = endpoint
+            environment["APNS_RELAY_TRACING_EXPORT_TIMEOUT_MS"] = "500"
+            environment["OTEL_BSP_SCHEDULE_DELAY"] = "100"  // OpenTelemetry's own variable: export every 100 ms
+            let relay = try RelayProcess(environment: environment)
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let malformed = (0..<20).map { record("malformed", $0, traceparent: "01-\(Self.producerTrace)-\(Self.producerSpan)") }
+            let traced = (20..<40).map { record("traced", $0, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01") }
+            for (index, batch) in [malformed, traced].enumerated() {
+                try await sandbox.produce(records: batch)
+                // Batches of spans a while apart: several exports fail.
+                // (`results` returns the records read during the call.)
+                _ = try await reader.results(count: batch.count, timeout: .seconds(60))
+                try await eventually("an export failed", within: .seconds(30)) {
+                    (metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_trace_exports_failed_total") ?? 0) >= Double(index + 1)
+                }
+            }
+            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            #expect(metric(metrics, "apns_relay_trace_context_malformed_total") == 20, "\(metrics.split(separator: "\n").filter { $0.contains("trace") })")
+            #expect(await relay.terminate(timeout: .seconds(30)) == 0)
+            await reader.close()
+            let failures = relay.log.components(separatedBy: "Failed to export batch").count - 1
+            #expect(failures == 1, "a collector that is down is logged once a minute, not per batch: \(failures)")
+        }
+    }
+
+    private func waitForSpans(_ collector: OTLPCollector, atLeast count: Int) async throws -> [ExportedSpan] {
         let deadline = ContinuousClock.now + .seconds(20)
         while collector.spans.count < count {
             guard ContinuousClock.now < deadline else {

@@ -247,6 +247,11 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end -}}
 {{- end -}}
 {{- $config := dict "kafka" $kafka "apns" $apns "relay" $relay "admin" (dict "host" $v.admin.host "port" $v.admin.port) "log" $v.log -}}
+{{- /* Tracing's keys only with an endpoint: without one tracing is off, and a relay older than tracing (image.tag
+     pinned) would refuse them as unknown keys. */ -}}
+{{- with $v.tracing }}{{ if .otlpEndpoint }}
+{{- $_ := set $config "tracing" (dict "otlpEndpoint" .otlpEndpoint "serviceName" .serviceName "sampleRatio" .sampleRatio "parentIsProducer" .parentIsProducer "maxQueueSize" .maxQueueSize "exportTimeoutMs" .exportTimeoutMs) -}}
+{{- end }}{{ end -}}
 {{- $config = mustMergeOverwrite $config (deepCopy $v.extraConfig) -}}
 {{- toYaml $config -}}
 {{- end }}

@@ -1,23 +1,29 @@
 import Foundation
+import Relay
 import ServiceSupport
-import TestSupport
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// An OpenTelemetry collector for tests: an HTTP/1.1 server on 127.0.0.1 that takes OTLP/HTTP trace exports
-/// (`POST /v1/traces`, protobuf) and decodes their spans with a protobuf reader of its own, so the check
-/// does not rest on the exporter's generated code. Answers every export 200 with an empty response.
-final class OTLPReceiver: Sendable {
-    let port: Int
+/// An OpenTelemetry collector for the tests and benchmarks: an HTTP/1.1 server on 127.0.0.1 that takes
+/// OTLP/HTTP trace exports (`POST /v1/traces`, protobuf) and decodes their spans with a protobuf reader of
+/// its own, so a check does not rest on the exporter's generated code. Answers every export 200 with an
+/// empty response. `keepsSpans: false` only counts them (a sink for benchmarks).
+package final class OTLPCollector: Sendable {
+    package let port: Int
+    private let keepsSpans: Bool
+    private let exports = Atomic<Int>(0)
+    private let spanTotal = Atomic<Int>(0)
     private let listener: Int32
     private let received = BlockingMutex<[ExportedSpan]>([])
     private let requests = BlockingMutex<[String]>([])
     private let stopped = Flag()
 
-    init() throws {
+    package init(keepsSpans: Bool = true) throws {
+        self.keepsSpans = keepsSpans
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
+        guard fd >= 0 else { throw RelayError("socket: errno \(errno)") }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
@@ -29,7 +35,7 @@ final class OTLPReceiver: Sendable {
         }
         guard bound == 0, listen(fd, 16) == 0 else {
             close(fd)
-            throw TestFailure("bind/listen: errno \(errno)")
+            throw RelayError("bind/listen: errno \(errno)")
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
@@ -41,14 +47,17 @@ final class OTLPReceiver: Sendable {
         thread.start()
     }
 
-    var endpoint: String { "http://127.0.0.1:\(port)" }
+    package var endpoint: String { "http://127.0.0.1:\(port)" }
 
     /// Every span received so far.
-    var spans: [ExportedSpan] { received.withLock { $0 } }
+    package var spans: [ExportedSpan] { received.withLock { $0 } }
     /// The request lines received (`POST /v1/traces HTTP/1.1`).
-    var requestLines: [String] { requests.withLock { $0 } }
+    package var requestLines: [String] { requests.withLock { $0 } }
+    /// Exports received, and the spans in them.
+    package var exportCount: Int { exports.load(ordering: .relaxed) }
+    package var spanCount: Int { spanTotal.load(ordering: .relaxed) }
 
-    func stop() {
+    package func stop() {
         stopped.set()
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
@@ -78,7 +87,7 @@ final class OTLPReceiver: Sendable {
             }
             let head = String(decoding: buffer[0..<headerEnd!], as: UTF8.self)
             let lines = head.components(separatedBy: "\r\n")
-            requests.withLock { $0.append(lines.first ?? "") }
+            if keepsSpans { requests.withLock { $0.append(lines.first ?? "") } }
             let contentLength = lines.dropFirst().compactMap { line -> Int? in
                 let parts = line.split(separator: ":", maxSplits: 1)
                 guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
@@ -91,9 +100,11 @@ final class OTLPReceiver: Sendable {
                 buffer += chunk[0..<n]
             }
             let body = Array(buffer[bodyStart..<(bodyStart + contentLength)])
-            buffer.removeFirst(bodyStart + contentLength)
             let spans = (try? ExportedSpan.decode(exportRequest: body)) ?? []
-            received.withLock { $0 += spans }
+            spanTotal.add(spans.count, ordering: .relaxed)
+            if keepsSpans { received.withLock { $0 += spans } }
+            buffer.removeFirst(bodyStart + contentLength)
+            exports.add(1, ordering: .relaxed)
             let answer = Array("HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n".utf8)
             guard write(connection, answer, answer.count) == answer.count else { return }
         }
@@ -109,34 +120,34 @@ final class OTLPReceiver: Sendable {
 }
 
 /// A span as an OTLP export carries it (the fields the tests look at).
-struct ExportedSpan: Sendable, CustomStringConvertible {
-    enum Value: Sendable, Equatable {
+package struct ExportedSpan: Sendable, CustomStringConvertible {
+    package enum Value: Sendable, Equatable {
         case string(String), int(Int64), bool(Bool), double(Double)
     }
 
-    var traceID: [UInt8] = []
-    var spanID: [UInt8] = []
-    var parentSpanID: [UInt8] = []
-    var name = ""
+    package var traceID: [UInt8] = []
+    package var spanID: [UInt8] = []
+    package var parentSpanID: [UInt8] = []
+    package var name = ""
     /// OTLP's SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer.
-    var kind = 0
-    var attributes: [String: Value] = [:]
-    var links: [(traceID: [UInt8], spanID: [UInt8])] = []
+    package var kind = 0
+    package var attributes: [String: Value] = [:]
+    package var links: [(traceID: [UInt8], spanID: [UInt8])] = []
 
-    var description: String { "\(name) trace \(traceID.hex) span \(spanID.hex) parent \(parentSpanID.hex) \(attributes)" }
+    package var description: String { "\(name) trace \(traceID.hex) span \(spanID.hex) parent \(parentSpanID.hex) \(attributes)" }
 
-    func string(_ key: String) -> String? {
+    package func string(_ key: String) -> String? {
         if case .string(let value) = attributes[key] { return value }
         return nil
     }
 
-    func int(_ key: String) -> Int64? {
+    package func int(_ key: String) -> Int64? {
         if case .int(let value) = attributes[key] { return value }
         return nil
     }
 
     /// Decodes an `ExportTraceServiceRequest` (opentelemetry/proto/collector/trace/v1).
-    static func decode(exportRequest bytes: [UInt8]) throws -> [ExportedSpan] {
+    package static func decode(exportRequest bytes: [UInt8]) throws -> [ExportedSpan] {
         var spans: [ExportedSpan] = []
         var request = ProtobufReader(bytes[...])
         while let (field, value) = try request.next() {
@@ -221,12 +232,12 @@ struct ProtobufReader {
         case 1: return (field, .fixed64(try fixed(8)))
         case 2:
             let length = Int(try varint())
-            guard bytes.count >= length else { throw TestFailure("protobuf: truncated field \(field)") }
+            guard bytes.count >= length else { throw RelayError("protobuf: truncated field \(field)") }
             let value = bytes.prefix(length)
             bytes = bytes.dropFirst(length)
             return (field, .bytes(value))
         case 5: return (field, .fixed32(UInt32(try fixed(4))))
-        default: throw TestFailure("protobuf: wire type \(tag & 7) of field \(field)")
+        default: throw RelayError("protobuf: wire type \(tag & 7) of field \(field)")
         }
     }
 
@@ -238,11 +249,11 @@ struct ProtobufReader {
             if byte & 0x80 == 0 { return value }
             shift += 7
         }
-        throw TestFailure("protobuf: truncated varint")
+        throw RelayError("protobuf: truncated varint")
     }
 
     private mutating func fixed(_ count: Int) throws -> UInt64 {
-        guard bytes.count >= count else { throw TestFailure("protobuf: truncated fixed field") }
+        guard bytes.count >= count else { throw RelayError("protobuf: truncated fixed field") }
         var value: UInt64 = 0
         for (index, byte) in bytes.prefix(count).enumerated() { value |= UInt64(byte) << (8 * UInt64(index)) }
         bytes = bytes.dropFirst(count)
@@ -251,5 +262,5 @@ struct ProtobufReader {
 }
 
 extension Array where Element == UInt8 {
-    var hex: String { map { String(format: "%02x", $0) }.joined() }
+    package var hex: String { map { String(format: "%02x", $0) }.joined() }
 }

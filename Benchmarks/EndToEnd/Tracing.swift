@@ -1,0 +1,45 @@
+import Foundation
+import RelaySandbox
+
+/// `tracing [--events N] [--partitions P]`: what trace context costs (issue #25). The same backlog through
+/// the relay three times, each in a sandbox of its own: tracing off; on, exporting to a collector in this
+/// process (OTLP/HTTP, `OTLPCollector`), with 1 % of the traces sampled; and with all of them. The events
+/// carry no producer context, so the relay starts each trace and `tracing.sampleRatio` decides.
+func tracingCost() async throws {
+    let count = option("events", 100_000)
+    let partitions = option("partitions", 32)
+    say("== tracing: \(count) events over \(partitions) partitions, off / on at 1 % / on at 100 % sampling")
+    var runs: [(name: String, cpu: Double, rate: Double, spans: Int)] = []
+    for (name, ratio) in [("off", nil), ("on, 1 % sampled", 0.01), ("on, 100 % sampled", 1.0)] as [(String, Double?)] {
+        var options = RelaySandbox.Options()
+        options.partitions = partitions
+        let sandbox = try await RelaySandbox(options: options, logger: logger)
+        try await sandbox.produce(makeEvents(count, payload: 300))
+        let collector = try OTLPCollector(keepsSpans: false)
+        let reader = try OutputReader(sandbox: sandbox, logger: logger)
+        var tally = ResultTally(resultsTopic: options.topics.results)
+        var extra: [String: String] = [:]
+        if let ratio {
+            extra["APNS_RELAY_TRACING_OTLP_ENDPOINT"] = collector.endpoint
+            extra["APNS_RELAY_TRACING_SAMPLE_RATIO"] = String(ratio)
+        }
+        let relay = try RelayUnderTest(sandbox, extra: extra)
+        try await tally.collect(from: reader, untilResults: count, timeout: .seconds(900))
+        let cpu = relay.probe.cpuSeconds ?? 0
+        relay.stop()  // the exporter sends what it still holds as the relay stops
+        await reader.close()
+        await sandbox.stop()
+        let rate = eventsPerSecond(tally, count)
+        say("tracing \(name): \(f(cpu * 1e6 / Double(count), 1)) µs CPU/event, \(f(rate, 0)) events/s, \(collector.spanCount) spans in \(collector.exportCount) exports")
+        collector.stop()
+        runs.append((name, cpu * 1e6 / Double(count), rate, collector.spanCount))
+        if tally.distinctKeys < count { throw BenchmarkError("tracing \(name): only \(tally.distinctKeys) of \(count) events have a result") }
+    }
+    let off = runs[0].cpu
+    for run in runs {
+        row("tracing \(run.name): relay CPU µs/event (\(count / 1000)k events)", f(run.cpu, 1), floor: "tracing off \(f(off, 1))", ratio: f(run.cpu / off, 2))
+    }
+    for run in runs.dropFirst() {
+        row("tracing \(run.name): spans the collector received (3 per sampled event)", "\(run.spans)")
+    }
+}
