@@ -30,7 +30,6 @@ let package = Package(
         // Trace context (issue #25): the tracing API the relay's spans use, W3C header parsing, and
         // swift-otel's tracer with its OTLP/HTTP exporter (not gRPC: the relay needs one transport).
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        .package(url: "https://github.com/swift-otel/swift-w3c-trace-context", from: "1.0.0"),
         .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
@@ -109,7 +108,6 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
             ]
         ),
         // The application: configuration (file, environment, flags), credentials, the Kafka and APNs clients

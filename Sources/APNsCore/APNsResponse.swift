@@ -16,6 +16,9 @@ public struct APNsResponse: Sendable, Hashable {
     public var channelID: String?
     /// The response body, kept for channel-management requests only (a push's body is just its reason).
     public var body: [UInt8] = []
+    /// The client's number for the connection that carried the request (`apns.connection` in its log lines),
+    /// when a pooled connection answered.
+    public var connectionID: Int?
 
     public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil, timestamp: Int64? = nil) {
         self.status = status

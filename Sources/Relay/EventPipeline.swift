@@ -177,7 +177,7 @@ final class EventPipeline: Sendable {
     /// the delivery-report callback, on the producer's thread — finishes the event in the ledger.
     private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with records: [OutgoingRecord], broadcast: Bool) {
         var all = [outputs.result(result, key: event.message.key, source: event.source)] + records
-        let publishSpan: (any Span)? = event.trace.map { trace in
+        let publishSpan: (any Span)? = event.trace.flatMap { trace in
             if let id = result.eventID { trace.identify(eventID: id) }
             return trace.publishing(&all, topic: configuration.topics.results)
         }

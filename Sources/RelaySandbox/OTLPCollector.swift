@@ -57,8 +57,9 @@ package final class OTLPCollector: Sendable {
     package var exportCount: Int { exports.load(ordering: .relaxed) }
     package var spanCount: Int { spanTotal.load(ordering: .relaxed) }
 
+    /// Stops listening (the port then refuses connections); again, does nothing.
     package func stop() {
-        stopped.set()
+        guard stopped.setOnce() else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }

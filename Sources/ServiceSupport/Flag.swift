@@ -10,4 +10,7 @@ package final class Flag: Sendable {
     package var isSet: Bool { on.load(ordering: .acquiring) }
 
     package func set() { on.store(true, ordering: .releasing) }
+
+    /// Sets the flag. - Returns: whether this call set it (`false`: it was already set).
+    package func setOnce() -> Bool { !on.exchange(true, ordering: .acquiringAndReleasing) }
 }

@@ -781,6 +781,10 @@ def test_tracing_rendered_only_with_an_endpoint():
         except Exception:
             continue
         raise AssertionError(f"tracing {wrong} rendered")
+    notes = render(values)["apns-relay/templates/NOTES.txt"]
+    assert "OTLP/HTTP to http://otel-collector.observability:4318" in notes and "0.01 of the traces" in notes, notes
+    assert "apns_relay_trace" in notes
+    assert "Tracing" not in render(REQUIRED)["apns-relay/templates/NOTES.txt"]
 
 
 def test_defaults_have_no_urgent_lane():

@@ -59,6 +59,7 @@ extension ConnectionIO {
             let (reason, timestamp) = ResponseBody.parse(r.body)
             var response = APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)
             response.channelID = r.channelID
+            response.connectionID = connection.id
             if r.prepared.keepsResponseBody { response.body = r.body }
             finish(r, .success(response))
         } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {

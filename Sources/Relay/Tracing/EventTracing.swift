@@ -4,7 +4,6 @@ import Kafka
 import Metrics
 import ServiceContextModule
 import Tracing
-import W3CTraceContext
 
 /// Trace context through the relay: an event's trace continues from the producer's W3C `traceparent` /
 /// `tracestate` headers, through a `process` span per event, a client span per APNs attempt and a `publish`
@@ -43,19 +42,12 @@ package struct EventTracing: Sendable {
     /// context when the record carries a valid one.
     func begin(_ message: KafkaConsumerMessage) -> EventTrace {
         var producer = ServiceContext.topLevel
-        var hasProducer = false
-        if let parent = message.headers.last(where: { $0.name == TraceHeaders.parent })?.value {
-            let state = message.headers.last(where: { $0.name == TraceHeaders.state })?.value
-            if (try? TraceContext(
-                traceParentHeaderValue: String(decoding: parent, as: UTF8.self),
-                traceStateHeaderValue: state.map { String(decoding: $0, as: UTF8.self) })) != nil
-            {
-                tracer.extract(message.headers, into: &producer, using: KafkaHeadersExtractor())
-                hasProducer = true
-            } else {
-                malformedHeaders.increment()
-            }
+        if message.headers.contains(where: { $0.name == TraceHeaders.parent }) {
+            // The tracer leaves the context empty when the header is not W3C trace context (it parses it once).
+            tracer.extract(message.headers, into: &producer, using: KafkaHeadersExtractor())
+            if producer.isEmpty { malformedHeaders.increment() }
         }
+        let hasProducer = !producer.isEmpty
         let span = tracer.startSpan(
             "\(message.topic) process", context: hasProducer && configuration.parentIsProducer ? producer : .topLevel,
             ofKind: .consumer)
@@ -92,8 +84,10 @@ final class EventTrace: Sendable {
         if process.isRecording { process.attributes["messaging.message.id"] = eventID }
     }
 
-    /// Starts the client span of APNs attempt `number` (1 for the first) to `host`.
-    func attemptStarted(number: Int, host: String) -> any Span {
+    /// Starts the client span of APNs attempt `number` (1 for the first) to `host`; none when the event's
+    /// trace is not sampled (its children would not be either: sampling follows the parent).
+    func attemptStarted(number: Int, host: String) -> (any Span)? {
+        guard process.isRecording else { return nil }
         let span = tracer.startSpan("POST", context: process.context, ofKind: .client)
         if span.isRecording {
             var attributes = SpanAttributes()
@@ -114,6 +108,7 @@ final class EventTrace: Sendable {
                 span.attributes["http.response.status_code"] = response.status
                 if let reason = response.reason { span.attributes["apns.reason"] = reason.rawValue }
                 if let id = response.apnsID { span.attributes["apns.id"] = id }
+                if let connection = response.connectionID { span.attributes["apns.connection"] = connection }
                 if response.status >= 400 { span.setStatus(SpanStatus(code: .error, message: response.reason?.rawValue)) }
             } else if let failure {
                 span.attributes["error.type"] = failure
@@ -125,10 +120,11 @@ final class EventTrace: Sendable {
 
     /// Starts the span that publishes the event's records to `topic` (its result's topic) and sets each
     /// record's `traceparent` / `tracestate` to it, replacing any the record copied from the event (a dead
-    /// letter keeps the event's other headers).
-    func publishing(_ records: inout [OutgoingRecord], topic: String) -> any Span {
-        let span = tracer.startSpan("\(topic) publish", context: process.context, ofKind: .producer)
-        if span.isRecording {
+    /// letter keeps the event's other headers). A trace that is not sampled gets no publish span: its records
+    /// carry the `process` span's context, so whoever reads them continues the same (unsampled) trace.
+    func publishing(_ records: inout [OutgoingRecord], topic: String) -> (any Span)? {
+        let span = process.isRecording ? tracer.startSpan("\(topic) publish", context: process.context, ofKind: .producer) : nil
+        if let span {
             var attributes = SpanAttributes()
             attributes["messaging.system"] = "kafka"
             attributes["messaging.operation.type"] = "send"
@@ -138,7 +134,7 @@ final class EventTrace: Sendable {
             span.attributes.merge(attributes)
         }
         var headers: [KafkaHeader] = []
-        tracer.inject(span.context, into: &headers, using: KafkaHeadersInjector())
+        tracer.inject(span?.context ?? process.context, into: &headers, using: KafkaHeadersInjector())
         for index in records.indices {
             records[index].headers.removeAll { $0.name == TraceHeaders.parent || $0.name == TraceHeaders.state }
             records[index].headers += headers

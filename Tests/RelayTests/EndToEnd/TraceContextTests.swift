@@ -93,6 +93,7 @@ struct TraceContextTests {
                 #expect(attempt.name == "POST")
                 #expect(attempt.int("http.response.status_code") == 200)
                 #expect(attempt.string("apns.id") != nil)
+                #expect(attempt.int("apns.connection") != nil, "the connection that carried it")
                 let publish = try #require(children.first { $0.kind == 4 }, "a publish span under \(process)")
                 #expect(publish.name == "\(sandbox.options.topics.results) publish")
                 #expect(resultSpans.values.contains(publish.spanID.hex), "the result's parent is the publish span")
@@ -100,6 +101,66 @@ struct TraceContextTests {
             #expect(processes.filter { $0.traceID == producerTrace }.count == traced.count)
             #expect(processes.filter { $0.links.isEmpty && $0.parentSpanID.isEmpty }.count == plain.count + malformed.count,
                     "events without a (valid) producer context start a trace, unlinked")
+        }
+    }
+
+    /// Removed-token records and dead letters carry the context as results do (one publish span for all of
+    /// an event's records), and a trace that is not sampled goes on unsampled: its records carry the trace
+    /// with flags `00` and no span of it is exported.
+    @Test func everyRecordOfAnEventCarriesItsContextAndUnsampledTracesStayUnsampled() async throws {
+        let collector = try OTLPCollector()
+        defer { collector.stop() }
+        try await withSandbox(logger: logger) { sandbox in
+            let quietTrace = "0af7651916cd43dd8448eb211c80319c"
+            sandbox.apns.registry.unregister(SampleEvents.token(1), sinceMilliseconds: 1_700_000_000_000)
+            let gone = record("gone", 1, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01")
+            var broken = record("broken", 2, traceparent: "00-\(Self.producerTrace)-\(Self.producerSpan)-01")
+            broken.value = Array(#"{"id": "broken", "#.utf8)
+            broken.headers.append(KafkaHeader(name: "x-origin", value: Array("checkout".utf8)))
+            let quiet = record("quiet", 3, traceparent: "00-\(quietTrace)-\(Self.producerSpan)-00")
+            let root = record("root", 4, traceparent: nil)
+            try await sandbox.produce(records: [gone, broken, quiet, root])
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let topics = sandbox.options.topics
+            // Parent-based sampling with no root sampled: the producer's flag decides.
+            let overrides = ["tracing.otlpEndpoint": collector.endpoint, "tracing.sampleRatio": "0"]
+            let records = try await withRelay(sandbox, overrides: overrides, logger: logger) { _ in
+                try await reader.collect(timeout: .seconds(60)) { records in
+                    records.filter { $0.topic == topics.results }.count >= 4 && records.contains { $0.topic == topics.removedTokens }
+                        && records.contains { $0.topic == topics.deadLetters }
+                }
+            }
+            await reader.close()
+            func only(_ topic: String, _ key: String) throws -> OutputReader.Record {
+                try #require(records.first { $0.topic == topic && $0.keyString == key }, "a \(topic) record keyed \(key)")
+            }
+
+            let goneResult = try #require(traceparent(try only(topics.results, "gone1")), "the result carries the context")
+            let removed = try #require(traceparent(try only(topics.removedTokens, SampleEvents.token(1))), "so does the removed-token record")
+            #expect(goneResult.trace == Self.producerTrace && goneResult.flags == "01" && goneResult.span != Self.producerSpan)
+            #expect(removed.trace == goneResult.trace && removed.span == goneResult.span, "both are children of the event's publish span")
+
+            let brokenResult = try only(topics.results, "broken2")
+            #expect(brokenResult.json?["outcome"] as? String == "invalid")
+            let letter = try only(topics.deadLetters, "broken2")
+            #expect(letter.value == broken.value, "the dead letter keeps the original bytes")
+            #expect(letter.headers.contains { $0.name == "x-origin" }, "and the event's other headers: \(letter.headers)")
+            #expect(letter.headers.filter { $0.name == "traceparent" }.count == 1, "its traceparent is replaced, not added: \(letter.headers)")
+            let letterContext = try #require(traceparent(letter))
+            let brokenContext = try #require(traceparent(brokenResult))
+            #expect(letterContext.trace == Self.producerTrace && letterContext.span != Self.producerSpan)
+            #expect(letterContext.span == brokenContext.span)
+
+            let quietResult = try #require(traceparent(try only(topics.results, "quiet3")))
+            #expect(quietResult.trace == quietTrace && quietResult.flags == "00", "the producer's unsampled trace goes on unsampled")
+            #expect(quietResult.span != Self.producerSpan, "with the relay's span as the parent")
+            let rootResult = try #require(traceparent(try only(topics.results, "root4")), "tracing is on: a trace is started")
+            #expect(rootResult.flags == "00", "and not sampled at tracing.sampleRatio 0")
+
+            // Spans: gone (process, attempt, publish) and broken (process, publish); nothing of the others.
+            let spans = try await waitForSpans(collector, atLeast: 5)
+            let traces = Set(spans.map(\.traceID.hex))
+            #expect(traces == [Self.producerTrace], "only the sampled traces are exported: \(traces)")
         }
     }
 
