@@ -39,7 +39,7 @@ public final class APNsClient: Sendable {
             poolLogger[metadataKey: "apns.environment"] = "\(env.rawValue)"
             let metrics = ClientMetrics(credential: configuration.name, environment: env.rawValue)
             pools[env] = ConnectionPool(
-                endpoint: endpoint, configuration: configuration, tls: tls, token: token, loops: loops, logger: poolLogger, metrics: metrics)
+                environment: env, endpoint: endpoint, configuration: configuration, tls: tls, token: token, loops: loops, logger: poolLogger, metrics: metrics)
         }
         self.pools = pools
     }

@@ -118,4 +118,17 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { rawValue }
+
+    /// APNs refused the credential itself — its provider token, key, certificate, or the environment the key
+    /// is restricted to — not this push: every push of the credential to that environment gets the same
+    /// answer until the configuration changes. (ExpiredProviderToken is not one: a fresh token cures it.)
+    public var refusesCredential: Bool {
+        switch self {
+        case .invalidProviderToken, .missingProviderToken, .badEnvironmentKeyInToken, .badEnvironmentKeyIdInToken,
+            .badCertificate, .badCertificateEnvironment:
+            true
+        default:
+            false
+        }
+    }
 }

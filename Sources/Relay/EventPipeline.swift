@@ -66,7 +66,7 @@ final class EventPipeline: Sendable {
     /// The triage for the consumer loop, which owns its (single-threaded) decoder.
     func makeTriage() throws -> EventTriage {
         // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
-        try EventTriage(configuration: configuration, decoder: EventDecoder()) { [sender] in sender.authentication(forTopic: $0) }
+        try EventTriage(configuration: configuration, decoder: EventDecoder()) { [sender] in sender.coverage(ofTopic: $0, in: $1) }
     }
 
     // MARK: 1. Admission and triage, on the consumer loop
@@ -157,7 +157,7 @@ final class EventPipeline: Sendable {
         )
         var records: [OutgoingRecord] = []
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, to: notification.target, credential: sender.credentialName(forTopic: notification.topic),
+            after: report, to: notification.target, credential: sender.credentialName(forTopic: notification.topic, in: notification.environment),
             environment: decoded.environment
         )
         if removalAllowed, let removal = outputs.removal(for: decoded, notification: notification, report: report) {

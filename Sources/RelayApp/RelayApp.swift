@@ -17,11 +17,17 @@ extension APNsClient: NotificationSender {
         }
     }
 
-    package func authentication(forTopic topic: String) -> AuthenticationKind? {
+    /// How this client authenticates.
+    package var authentication: AuthenticationKind {
         switch configuration.credential {
         case .token: .token
         case .certificate: .certificate
         }
+    }
+
+    /// A client alone covers every topic in both environments (routing is `CredentialRouter`'s).
+    package func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage {
+        .covered(authentication)
     }
 }
 
@@ -56,7 +62,9 @@ package struct RelayApp: Sendable {
             credentialLogger[metadataKey: "credential"] = "\(credential.name)"
             let client = try Self.client(configuration.apns, credential: credential, logger: credentialLogger)
             clients.append(client)
-            routes.append(CredentialRouter.Route(name: credential.name, patterns: credential.topics, authentication: client.authentication(forTopic: "") ?? .token, sender: client))
+            routes.append(CredentialRouter.Route(
+                name: credential.name, patterns: credential.topics, environments: credential.environments,
+                authentication: client.authentication, sender: client))
         }
         self.clients = clients
         var watched: [SigningKeyWatcher.Watched] = []

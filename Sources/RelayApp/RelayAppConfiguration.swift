@@ -57,6 +57,8 @@ package struct RelayAppConfiguration: Sendable {
             package var auth: Auth
             /// Bundle ids (`com.example.app`, or `com.example.*`) this credential pushes to; empty: any.
             package var topics: [String]
+            /// The APNs environments it pushes to (`environments`): since 2025 a key may be restricted to one.
+            package var environments: Set<APNsEnvironment> = Set(APNsEnvironment.allCases)
         }
 
         package enum ClientCertificateSource: Sendable {
@@ -65,7 +67,8 @@ package struct RelayAppConfiguration: Sendable {
         }
 
         /// One credential per team or certificate, each with its own connections (APNs binds a connection
-        /// to one team). The first whose `topics` match an event's topic sends it; empty `topics` match any.
+        /// to one team). The first whose `topics` match an event's topic and whose `environments` include
+        /// its environment sends it; empty `topics` match any.
         package var credentials: [Credential] = []
         package var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = Dictionary(
             uniqueKeysWithValues: APNsEnvironment.allCases.map { ($0, APNsClientConfiguration.Endpoint(host: $0.host, port: 443)) }
@@ -183,20 +186,8 @@ package struct RelayAppConfiguration: Sendable {
             settings.problem("topic '\(loop)' is both an input (\(key)) and an output topic; the relay would consume its own records")
         }
 
-        var credentials: [APNs.Credential] = []
-        let named = settings.list("apns.credentials", default: [])
-        // The unnamed credential (apns.auth, apns.token.*, apns.certificate.*) is required unless named ones exist.
-        if let fallback = Self.credential(settings, prefix: "apns.", name: "default", required: named.isEmpty && requireCredential) {
-            credentials.append(fallback)
-        }
-        for name in named {
-            guard let credential = Self.credential(settings, prefix: "apns.credential.\(name).", name: name, required: true) else { continue }
-            guard !credential.topics.isEmpty else {
-                settings.problem("credential '\(name)' needs apns.credential.\(name).topics: the bundle ids it pushes to")
-                continue
-            }
-            credentials.append(credential)
-        }
+        let (credentials, named, credentialNotices) = Self.credentials(settings, required: requireCredential)
+        notices += credentialNotices
         let apnsDefaults = APNs()
         var endpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
         var managementEndpoints: [APNsEnvironment: APNsClientConfiguration.Endpoint] = [:]
@@ -305,56 +296,6 @@ package struct RelayAppConfiguration: Sendable {
     package static func reader(file: String?, environment: [String: String], overrides: [String: String]) async throws -> ConfigurationSources {
         try await ConfigurationSources(file: file, environment: environment, overrides: overrides)
     }
-
-    /// Reads one credential under `prefix` (`apns.` or `apns.credential.NAME.`).
-    /// - Returns: `nil` when nothing is configured there and `required` is false.
-    /// Problems are recorded in `settings`.
-    static func credential(_ settings: SettingsReader, prefix: String, name: String, required: Bool) -> APNs.Credential? {
-        // Known whichever kind is chosen: a key of the other kind is unused, not misspelt.
-        settings.declare(credentialKeys.map { prefix + $0 })
-        let kind = settings.oneOf(prefix + "auth", default: AuthenticationKind.token, ["token": .token, "certificate": .certificate])
-        let topics = settings.list(prefix + "topics", default: [])
-        switch kind {
-        case .token:
-            let keyIDValue = settings.string(prefix + "token.keyId")
-            let keyIDFile = settings.string(prefix + "token.keyIdFile")
-            let teamID = settings.string(prefix + "token.teamId")
-            let keyFile = settings.string(prefix + "token.privateKeyFile")
-            if keyIDValue == nil, keyIDFile == nil, teamID == nil, keyFile == nil, !required { return nil }
-            if keyIDValue != nil, keyIDFile != nil {
-                settings.problem("set \(prefix)token.keyId or \(prefix)token.keyIdFile, not both")
-                return nil
-            }
-            guard let keyID = keyIDValue.map(APNs.KeyID.value) ?? keyIDFile.map(APNs.KeyID.file), let teamID, let keyFile else {
-                let variable = "APNS_RELAY_" + environmentName(forKey: prefix + "token")
-                settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE); \(prefix)token.keyIdFile can stand for the key id")
-                return nil
-            }
-            let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...35)
-            return APNs.Credential(
-                name: name, keyPrefix: prefix,
-                auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),
-                topics: topics
-            )
-        case .certificate:
-            if let p12 = settings.string(prefix + "certificate.pkcs12File") {
-                return APNs.Credential(
-                    name: name, keyPrefix: prefix, auth: .certificate(.pkcs12(file: p12, passphraseFile: settings.string(prefix + "certificate.passphraseFile"))),
-                    topics: topics
-                )
-            }
-            if let cert = settings.string(prefix + "certificate.certificateFile"), let key = settings.string(prefix + "certificate.privateKeyFile") {
-                return APNs.Credential(name: name, keyPrefix: prefix, auth: .certificate(.pem(certificateFile: cert, privateKeyFile: key)), topics: topics)
-            }
-            settings.problem("certificate auth needs \(prefix)certificate.pkcs12File, or \(prefix)certificate.certificateFile and \(prefix)certificate.privateKeyFile")
-            return nil
-        }
-    }
-
-    static let credentialKeys = [
-        "auth", "topics", "token.keyId", "token.keyIdFile", "token.teamId", "token.privateKeyFile", "token.rotationMinutes",
-        "certificate.pkcs12File", "certificate.passphraseFile", "certificate.certificateFile", "certificate.privateKeyFile",
-    ]
 
     /// `kafka.bootstrapServers` → `KAFKA_BOOTSTRAP_SERVERS` (the variable name, without `APNS_RELAY_`).
     package static func environmentName(forKey key: String) -> String {

@@ -23,6 +23,10 @@ struct APNsMockCommand: AsyncParsableCommand {
     @Option(name: .customLong("team-id"), help: "Team ID of the matching --key-id.") var teamIDs: [String] = []
     @Option(name: .customLong("public-key"), help: "PEM file (public key or .p8 private key) of the matching --key-id.")
     var publicKeys: [String] = []
+    @Option(name: .customLong("key-scope"), help: ArgumentHelp(
+        "Restrict a --key-id as Apple lets a team since 2025: KEYID=ENVIRONMENT[:BUNDLE,…] with ENVIRONMENT production, development or both; the key is answered 403 BadEnvironmentKeyInToken in the other environment, InvalidProviderToken for other bundle ids (repeatable).",
+        valueName: "scope"))
+    var keyScopes: [String] = []
     @Option(help: "PEM CA file: require client certificates signed by it (certificate authentication).")
     var clientCaFile: String?
     @Option(help: "MAX_CONCURRENT_STREAMS after the first valid token.") var maxStreams = 1000
@@ -56,6 +60,35 @@ struct APNsMockCommand: AsyncParsableCommand {
         guard APNsEnvironment(rawValue: environment) != nil else {
             throw ValidationError("--environment must be production or development")
         }
+        let scopes = try Self.scopes(keyScopes)
+        if let unknown = scopes.keys.sorted().first(where: { !keyIDs.contains($0) }) {
+            throw ValidationError("--key-scope names key id \(unknown), which no --key-id gives")
+        }
+    }
+
+    /// `--key-scope KEYID=ENVIRONMENT[:BUNDLE,…]` by key id: the environment the key is limited to (`nil`:
+    /// both) and its bundle ids (`nil`: any of the team's).
+    static func scopes(_ values: [String]) throws -> [String: (environment: APNsEnvironment?, bundleIDs: Set<String>?)] {
+        var scopes: [String: (environment: APNsEnvironment?, bundleIDs: Set<String>?)] = [:]
+        for value in values {
+            let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty else {
+                throw ValidationError("--key-scope '\(value)' is not KEYID=ENVIRONMENT[:BUNDLE,…]")
+            }
+            let scope = parts[1].split(separator: ":", maxSplits: 1).map(String.init)
+            let environment: APNsEnvironment?
+            switch scope.first ?? "" {
+            case "both": environment = nil
+            case let name:
+                guard let one = APNsEnvironment(rawValue: name) else {
+                    throw ValidationError("--key-scope '\(value)': the environment must be production, development or both, not '\(name)'")
+                }
+                environment = one
+            }
+            let bundles = scope.count == 2 ? Set(scope[1].split(separator: ",").map(String.init)) : nil
+            scopes[parts[0]] = (environment, bundles)
+        }
+        return scopes
     }
 
     func run() async throws {
@@ -72,11 +105,13 @@ struct APNsMockCommand: AsyncParsableCommand {
         configuration.broadcastDisabledBundles = Set(broadcastDisabledBundle)
         configuration.eventLoopThreads = threads
         configuration.acceptedHistoryLimit = history
+        let scopes = try Self.scopes(keyScopes)
         configuration.providerKeys = try zip(keyIDs, zip(teamIDs, publicKeys)).map { keyID, rest in
             let (teamID, path) = rest
             let pem = try readFile(path, option: "--public-key")
             do {
-                return try ProviderKey(keyID: keyID, teamID: teamID, pem: pem)
+                return try ProviderKey(
+                    keyID: keyID, teamID: teamID, pem: pem, bundleIDs: scopes[keyID]?.bundleIDs, environment: scopes[keyID]?.environment)
             } catch {
                 throw StartError("--public-key '\(path)' (key id \(keyID)) is not a PEM public key or P-256 private key (\(error))")
             }

@@ -88,10 +88,8 @@ struct ChannelsCommand: AsyncParsableCommand {
             }
             var logger = Logger(label: "apns-relay.channels")
             logger.logLevel = .error
-            guard let credential = configuration.apns.credentials.first(where: { credential in
-                credential.topics.isEmpty || credential.topics.contains { CredentialRouter.Route.matches(bundleId, $0) }
-            }) else {
-                Self.fail("no credential covers bundle id \(bundleId) (apns.topics, apns.credential.NAME.topics)", exitCode: 2)
+            guard let credential = configuration.apns.credentials.first(where: { $0.covers(bundleId, in: apnsEnvironment) }) else {
+                Self.fail("no credential covers bundle id \(bundleId) in \(environment) (apns.topics, apns.environments, apns.credential.NAME.topics, …environments)", exitCode: 2)
             }
             do {
                 return try RelayApp.channelManager(

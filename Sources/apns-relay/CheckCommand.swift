@@ -76,6 +76,17 @@ struct CheckCommand: AsyncParsableCommand {
             print("  " + setting.key.padding(toLength: width, withPad: " ", startingAt: 0) + " = " + setting.value + "   (" + setting.source + ")")
         }
         pass("configuration: \(listing.count) keys read, no problem")
+        var warnings = 0
+        for notice in configuration.notices {
+            warnings += 1
+            print("! configuration: " + notice)
+        }
+        print("APNs credentials, in the order they are matched (an event goes to the first that covers its topic in its environment):")
+        for credential in configuration.apns.credentials {
+            let topics = credential.topics.isEmpty ? "every topic" : credential.topics.joined(separator: ", ")
+            let environments = APNsEnvironment.allCases.filter(credential.environments.contains).map(\.rawValue).joined(separator: " and ")
+            print("  \(credential.name): \(topics) in \(environments)")
+        }
 
         var quiet = Logger(label: "apns-relay.check")
         quiet.logLevel = .critical
@@ -153,6 +164,10 @@ struct CheckCommand: AsyncParsableCommand {
                 for environment in environments {
                     let endpoint = configuration.apns.endpoints[environment].map { "\($0.host):\($0.port)" } ?? "?"
                     let label = "APNs \(environment.rawValue) \(endpoint), credential \(credential.name), topic \(bundle)"
+                    guard credential.environments.contains(environment) else {
+                        print("- \(label): not checked, the credential is for \(credential.environments.map(\.rawValue).sorted().joined(separator: ", ")) only (\(credential.keyPrefix)environments)")
+                        continue
+                    }
                     let outcome = await probe(client, bundle: bundle, environment: environment)
                     switch outcome {
                     case .success(let response):
@@ -161,6 +176,8 @@ struct CheckCommand: AsyncParsableCommand {
                             pass("\(label): accepted (status 200; a real APNs refuses the all-zero token, this endpoint did not)")
                         case (400, .badDeviceToken?), (400, .deviceTokenNotForTopic?), (410, _):
                             pass("\(label): TLS and credential accepted (APNs refused the all-zero device token: \(response.reason?.rawValue ?? String(response.status)))")
+                        case (403, let reason?) where reason == .badEnvironmentKeyInToken || reason == .badEnvironmentKeyIdInToken:
+                            fail("\(label): the credential was refused: 403 \(reason) — its signing key is restricted to the other environment in Apple's developer account: set \(credential.keyPrefix)environments to the environment the key is for, and give \(environment.rawValue) a credential of its own")
                         case (403, let reason):
                             fail("\(label): the credential was refused: 403 \(reason?.rawValue ?? "") — check the key id, team id and key (or certificate) and that the topic belongs to the team")
                         case (let status, let reason):
@@ -173,7 +190,7 @@ struct CheckCommand: AsyncParsableCommand {
                 await client.shutdown(deadline: .now + .seconds(2))
                 if channels {
                     for (ok, line) in await checkChannelManagement(
-                        configuration, credential: credential, bundle: bundle, environments: environments, logger: logger)
+                        configuration, credential: credential, bundle: bundle, environments: environments.filter(credential.environments.contains), logger: logger)
                     {
                         if ok { pass(line) } else { fail(line) }
                     }
@@ -181,7 +198,8 @@ struct CheckCommand: AsyncParsableCommand {
             }
         }
 
-        print(problems.isEmpty ? "OK: \(passed) checks passed" : "\(problems.count) problem(s), \(passed) checks passed")
+        let warned = warnings == 0 ? "" : ", \(warnings) warning(s) (!)"
+        print(problems.isEmpty ? "OK: \(passed) checks passed\(warned)" : "\(problems.count) problem(s), \(passed) checks passed\(warned)")
         if !problems.isEmpty { throw ExitCode(1) }
     }
 

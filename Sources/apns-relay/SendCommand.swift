@@ -103,10 +103,8 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let notification = decoded.notification
-        guard let credential = configuration.apns.credentials.first(where: { credential in
-            credential.topics.isEmpty || credential.topics.contains { CredentialRouter.Route.matches(notification.topic, $0) }
-        }) else {
-            print("error: no credential covers topic \(notification.topic) (apns.topics, apns.credential.NAME.topics)")
+        guard let credential = configuration.apns.credentials.first(where: { $0.covers(notification.topic, in: notification.environment) }) else {
+            print("error: no credential covers topic \(notification.topic) in \(notification.environment.rawValue) (apns.topics, apns.environments, apns.credential.NAME.topics, …environments)")
             throw ExitCode(2)
         }
         let client: APNsClient

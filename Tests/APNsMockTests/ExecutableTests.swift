@@ -90,6 +90,50 @@ import Testing
         #expect(try await curl("/3/device/\(deviceToken)") == #"{"reason":"BadPath"} 404 2"#)
     }
 
+    /// `--key-scope`: keys restricted as Apple allows since 2025 — to one environment (403
+    /// BadEnvironmentKeyInToken in the other) and to bundle ids (InvalidProviderToken for others), checked
+    /// with curl; a scope naming no --key-id, or an unknown environment, is refused at start.
+    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    func keyScopesRestrictKeysToAnEnvironmentAndBundleIDs() async throws {
+        let directory = try makeTemporaryDirectory("mock-scopes")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sandboxOnly = TestSigningKey(keyID: "DEV123DEFG", teamID: "DEF123GHIJ")
+        let appOnly = TestSigningKey(keyID: "PRD123DEFG", teamID: "DEF123GHIJ")
+        var arguments = ["--port", "0", "--environment", "production"]
+        for key in [sandboxOnly, appOnly] {
+            let path = directory.appendingPathComponent("AuthKey_\(key.keyID).p8").path
+            try key.pem.write(toFile: path, atomically: true, encoding: .utf8)
+            arguments += ["--key-id", key.keyID, "--team-id", key.teamID, "--public-key", path]
+        }
+        let (process, fields, line) = try await start(arguments + [
+            "--key-scope", "DEV123DEFG=development", "--key-scope", "PRD123DEFG=production:com.example.app",
+        ])
+        defer { process.terminate() }
+        let port = try #require(fields["port"], "first line: \(line)")
+        let ca = try #require(fields["ca"])
+        func push(_ key: TestSigningKey, topic: String) async throws -> String {
+            let result = try await runProcess("/usr/bin/curl", [
+                "-sS", "--http2", "--cacert", ca, "--max-time", "10", "-w", " %{http_code}",
+                "-H", "apns-topic: \(topic)", "-H", "apns-push-type: alert",
+                "-H", "authorization: bearer \(key.token(issuedAt: Int64(Date().timeIntervalSince1970)))",
+                "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://localhost:\(port)/3/device/\(deviceToken)",
+            ])
+            return result.stdout
+        }
+        #expect(try await push(sandboxOnly, topic: "com.example.app") == #"{"reason":"BadEnvironmentKeyInToken"} 403"#)
+        #expect(try await push(appOnly, topic: "com.example.other") == #"{"reason":"InvalidProviderToken"} 403"#)
+        #expect(try await push(appOnly, topic: "com.example.app") == " 200")
+
+        for (scope, message) in [
+            ("NOSUCHKEY1=development", "--key-scope names key id NOSUCHKEY1, which no --key-id gives"),
+            ("DEV123DEFG=staging", "--key-scope 'DEV123DEFG=staging': the environment must be production, development or both, not 'staging'"),
+        ] {
+            let result = try await runProcess(Self.executable!.path, arguments + ["--key-scope", scope])
+            #expect(result.status != 0)
+            #expect(result.stderr.contains(message), "\(result.stderr)")
+        }
+    }
+
     @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
     func withoutAManagementPortTheFirstLineIsUnchanged() async throws {
         let (process, fields, line) = try await start(["--port", "0"])

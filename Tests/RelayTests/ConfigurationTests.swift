@@ -155,25 +155,36 @@ import Testing
         #expect(throws: ConfigurationError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
     }
 
-    @Test func routerPicksTheCredentialByBundleID() {
+    @Test func routerPicksTheCredentialByBundleIDAndEnvironment() {
         struct Never: NotificationSender {
             func send(
                 _ notification: APNsNotification, deadline: ContinuousClock.Instant,
                 completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
             ) { completion(.success(APNsResponse(status: 500))) }
-            func authentication(forTopic topic: String) -> AuthenticationKind? { nil }
+            func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage { .uncovered }
         }
         let router = CredentialRouter(routes: [
             .init(patterns: ["com.acme.*"], authentication: .token, sender: Never()),
             .init(patterns: ["com.beta.app"], authentication: .certificate, sender: Never()),
         ])
-        #expect(router.authentication(forTopic: "com.acme.shop") == .token)
-        #expect(router.authentication(forTopic: "com.acme.shop.voip") == .token)
-        #expect(router.authentication(forTopic: "com.beta.app.voip") == .certificate)
-        #expect(router.authentication(forTopic: "com.beta.application") == nil)
-        #expect(router.authentication(forTopic: "com.acmeshop") == nil)
+        #expect(router.coverage(ofTopic: "com.acme.shop", in: .production) == .covered(.token))
+        #expect(router.coverage(ofTopic: "com.acme.shop.voip", in: .development) == .covered(.token))
+        #expect(router.coverage(ofTopic: "com.beta.app.voip", in: .production) == .covered(.certificate))
+        #expect(router.coverage(ofTopic: "com.beta.application", in: .production) == .uncovered)
+        #expect(router.coverage(ofTopic: "com.acmeshop", in: .production) == .uncovered)
         let catchAll = CredentialRouter(routes: [.init(patterns: [], authentication: .token, sender: Never())])
-        #expect(catchAll.authentication(forTopic: "anything") == .token)
+        #expect(catchAll.coverage(ofTopic: "anything", in: .development) == .covered(.token))
+
+        // Two keys for one app, one per environment (Apple's environment-restricted keys, 2025).
+        let scoped = CredentialRouter(routes: [
+            .init(name: "acme-prod", patterns: ["com.acme.app"], environments: [.production], authentication: .token, sender: Never()),
+            .init(name: "acme-dev", patterns: ["com.acme.app"], environments: [.development], authentication: .token, sender: Never()),
+            .init(name: "beta-prod", patterns: ["com.beta.app"], environments: [.production], authentication: .token, sender: Never()),
+        ])
+        #expect(scoped.credentialName(forTopic: "com.acme.app", in: .production) == "acme-prod")
+        #expect(scoped.credentialName(forTopic: "com.acme.app.voip", in: .development) == "acme-dev")
+        #expect(scoped.coverage(ofTopic: "com.beta.app", in: .development) == .otherEnvironmentOnly(credentials: ["beta-prod"]))
+        #expect(scoped.coverage(ofTopic: "com.gamma.app", in: .development) == .uncovered)
     }
 
     @Test func environmentNamesFollowTheKeys() {

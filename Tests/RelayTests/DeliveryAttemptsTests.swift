@@ -17,7 +17,7 @@ private final class ScriptedSender: NotificationSender {
 
     init(_ answers: [Answer]) { script = Mutex(answers) }
 
-    func authentication(forTopic topic: String) -> AuthenticationKind? { .token }
+    func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage { .covered(.token) }
 
     func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,

@@ -10,7 +10,7 @@ import Testing
 @Suite struct ReadmeExampleTests {
     @Test func theExampleEventIsSentAndStaysValidForYears() throws {
         let example = try Checkout.readmeBlock(after: "## The event contract", language: "json")
-        let triage = EventTriage(configuration: RelayConfiguration(topics: .init(input: ["notifications"], results: "results", removedTokens: "removed", deadLetters: "dead")), decoder: try EventDecoder()) { _ in .token }
+        let triage = EventTriage(configuration: RelayConfiguration(topics: .init(input: ["notifications"], results: "results", removedTokens: "removed", deadLetters: "dead")), decoder: try EventDecoder()) { _, _ in .covered(.token) }
         let message = KafkaConsumerMessage(topic: "notifications", partition: 0, offset: 0, key: nil, value: Array(example.utf8))
         let inTenYears = Int64(Date().timeIntervalSince1970) + 10 * 365 * 86_400
         switch triage.triage(InFlightEvent(message, receivedAt: 0), nowSeconds: inTenYears) {

@@ -108,10 +108,11 @@ EVERY_KEY = {
     "apns": {
         "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "apns-key"},
         "topics": ["com.example.app"],
+        "environments": ["production"],
         "credentials": [
             {"name": "beta", "topics": ["com.beta.app"], "auth": "certificate",
              "certificate": {"format": "pkcs12", "existingSecret": "beta-cert", "passphraseKey": "passphrase"}},
-            {"name": "gamma", "topics": ["com.gamma.*"],
+            {"name": "gamma", "topics": ["com.gamma.*"], "environments": ["development"],
              "token": {"keyId": "GHI123JKLM", "teamId": "JKL123MNOP", "existingSecret": "gamma-key",
                        "existingSecretKey": "key.p8", "rotationMinutes": 25}},
             {"name": "delta", "topics": ["com.delta.app"],
@@ -482,6 +483,9 @@ def test_named_credentials_and_ca():
         "privateKeyFile": "/etc/apns-relay/credentials/gamma/AuthKey.p8"}
     assert apns["caFile"] == "/etc/apns-relay/apns-ca/ca.pem"
     assert apns["topics"] == ["com.example.app"] and apns["token"]["keyId"] == "ABC123DEFG"
+    # Scoped by environment (README "Several teams or apps"): rendered only when set.
+    assert apns["environments"] == ["production"] and apns["credential"]["gamma"]["environments"] == ["development"]
+    assert "environments" not in apns["credential"]["beta"] and "environments" not in relay_config(objects(REQUIRED))["apns"]
     volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
     assert volumes["apns-credential-gamma"]["secret"]["secretName"] == "gamma-key"
     assert volumes["apns-credential-gamma"]["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
@@ -840,6 +844,10 @@ WRONG = {
     "property without =": {"kafka": {"properties": ["security.protocol"]}},
     "rotationMinutes out of range": {"apns": {"token": {"rotationMinutes": 10}}},
     "keyId of the wrong shape": {"apns": {"token": {"keyId": "abc"}}},
+    "unknown APNs environment": {"apns": {"environments": ["staging"]}},
+    "a named credential's environment twice": {"apns": {"credentials": [
+        {"name": "x", "topics": ["com.x"], "environments": ["production", "production"],
+         "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "x"}}]}},
     "pool maxConnections 0": {"apns": {"pool": {"maxConnections": 0}}},
     "drainTimeoutMs as text": {"relay": {"drainTimeoutMs": "20s"}},
     "typo at the top level": {"replicas": 2},

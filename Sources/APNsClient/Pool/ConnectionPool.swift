@@ -34,6 +34,8 @@ final class ConnectionPool: Sendable {
     let token: TokenSource?
     let logger: Logger
     let metrics: ClientMetrics
+    /// Whether APNs refuses this pool's credential (gauge and log).
+    let credentialStatus: CredentialStatus
     let state: BlockingMutex<State>
     /// Ids of waiters and connections: an atomic, so taking one costs no turn on the pool's lock (which
     /// every request and every answer takes once).
@@ -43,7 +45,7 @@ final class ConnectionPool: Sendable {
     /// Set by `APNsClient.holdUnsentRequests()`: no request starts a stream from then on.
     let holdsUnsent = Atomic<Bool>(false)
 
-    init(endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
+    init(environment: APNsEnvironment, endpoint: APNsClientConfiguration.Endpoint, configuration: APNsClientConfiguration, tls: TLSContext,
          token: TokenSource?, loops: APNsEventLoopGroup, logger: Logger, metrics: ClientMetrics) {
         self.endpoint = endpoint
         self.loops = loops
@@ -53,6 +55,7 @@ final class ConnectionPool: Sendable {
         self.token = token
         self.logger = logger
         self.metrics = metrics
+        self.credentialStatus = CredentialStatus(credential: configuration.name, environment: environment, logger: logger)
         let pool = configuration.pool
         var machineConfiguration = Machine.Configuration()
         machineConfiguration.minConnections = pool.minConnections
@@ -203,6 +206,7 @@ final class ConnectionPool: Sendable {
         case .success(let response):
             metrics.latency.recordNanoseconds((ContinuousClock.now - send.startedAt).nanoseconds)
             metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
+            credentialStatus.answered(response)
         case .failure:
             metrics.transportFailures.increment()
         }

@@ -25,8 +25,8 @@ struct Refusal: Sendable {
 struct EventTriage {
     let configuration: RelayConfiguration
     let decoder: EventDecoder
-    /// Which credential kind would send a topic; `nil`: none covers it.
-    let authentication: (String) -> AuthenticationKind?
+    /// Which credential, if any, would send a topic in an environment.
+    let coverage: (String, APNsEnvironment) -> CredentialCoverage
 
     func triage(_ event: InFlightEvent, nowSeconds: Int64) -> Triage {
         let message = event.message
@@ -75,7 +75,18 @@ struct EventTriage {
             )
             return .answer(result, nil, broadcast: notification.isBroadcast)
         }
-        guard let authentication = authentication(notification.topic) else {
+        let authentication: AuthenticationKind
+        switch coverage(notification.topic, notification.environment) {
+        case .covered(let kind):
+            authentication = kind
+        case .otherEnvironmentOnly(let credentials):
+            let names = credentials.map { "'\($0)'" }.joined(separator: ", ")
+            return invalid(
+                .apnsRules, code: "NoCredentialForEnvironment",
+                message: "no configured APNs credential covers topic \(notification.topic) in the \(notification.environment.rawValue) environment "
+                    + "(credential \(names) covers it in the other one only: see its environments key)",
+                id: event.id, metadata: event.metadata, broadcast: notification.isBroadcast)
+        case .uncovered:
             return invalid(
                 .apnsRules, code: "NoCredentialForTopic",
                 message: "no configured APNs credential covers topic \(notification.topic)", id: event.id, metadata: event.metadata,

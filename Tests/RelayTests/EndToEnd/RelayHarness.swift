@@ -14,7 +14,14 @@ func withRelay<T: Sendable>(
     overrides: [String: String] = [:], logger: Logger = Logger(label: "test"),
     _ body: (RelayApp) async throws -> T
 ) async throws -> T {
-    let configuration = try await sandbox.relayConfiguration(groupID: groupID, overrides: overrides)
+    try await withRelay(try await sandbox.relayConfiguration(groupID: groupID, overrides: overrides), logger: logger, body)
+}
+
+/// Runs a relay (in this process) with `configuration` for the duration of `body`, then shuts it down
+/// gracefully and checks that it stopped cleanly.
+func withRelay<T: Sendable>(
+    _ configuration: RelayAppConfiguration, logger: Logger = Logger(label: "test"), _ body: (RelayApp) async throws -> T
+) async throws -> T {
     let app = try RelayApp(configuration: configuration, logger: logger)
     let group = app.serviceGroup(logger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { tasks in

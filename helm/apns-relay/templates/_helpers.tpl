@@ -179,6 +179,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end -}}
 {{- $apns := dict "production" $v.apns.production "development" $v.apns.development "pool" $v.apns.pool "connectTimeoutMs" $v.apns.connectTimeoutMs "ioThreads" $v.apns.ioThreads "batchWindowMs" $v.apns.batchWindowMs "insecureSkipVerify" $v.apns.insecureSkipVerify "keyReloadIntervalMs" $v.apns.keyReloadIntervalMs -}}
 {{- with $v.apns.topics }}{{ $_ := set $apns "topics" . }}{{ end -}}
+{{- with $v.apns.environments }}{{ $_ := set $apns "environments" . }}{{ end -}}
 {{- if or $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}
 {{- if and $v.apns.ca.existingSecret $v.apns.ca.existingConfigMap }}{{ fail "set apns.ca.existingSecret or apns.ca.existingConfigMap, not both" }}{{ end }}
 {{- $_ := set $apns "caFile" (printf "%s/ca.pem" (include "apns-relay.caDir" .)) -}}
@@ -201,6 +202,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- $dir := printf "%s/%s" (include "apns-relay.credentialsDir" $) $c.name -}}
 {{- $auth := $c.auth | default "token" -}}
 {{- $entry := dict "auth" $auth "topics" $c.topics -}}
+{{- with $c.environments }}{{ $_ := set $entry "environments" . }}{{ end -}}
 {{- if eq $auth "token" -}}
 {{- $t := $c.token | default dict -}}
 {{- if not $t.existingSecret }}{{ fail (printf "apns.credentials '%s': token.existingSecret (and token.keyId, token.teamId) are required" $c.name) }}{{ end -}}

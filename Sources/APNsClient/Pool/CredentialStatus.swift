@@ -1,0 +1,66 @@
+import APNsCore
+import Logging
+import Metrics
+import Synchronization
+
+/// Whether APNs refuses one credential in one environment (a pool's): the gauge
+/// `apns_client_credential_refused{credential,environment}` (1 from a refusal of the credential itself,
+/// 0 again from the next accepted push) and an error log line at most once a minute, naming both.
+///
+/// A refused credential is a configuration problem, not an outage: the relay stays up and ready (its
+/// events get results with the reason), and this says which credential to fix.
+final class CredentialStatus: Sendable {
+    private let credential: String
+    private let environment: APNsEnvironment
+    private let logger: Logger
+    private let gauge: Gauge
+    private let refusedNow = Atomic<Bool>(false)
+    private let logged = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
+    private static let logInterval: Duration = .seconds(60)
+
+    init(credential: String, environment: APNsEnvironment, logger: Logger) {
+        self.credential = credential
+        self.environment = environment
+        self.logger = logger
+        gauge = Gauge(label: "apns_client_credential_refused", dimensions: [("credential", credential), ("environment", environment.rawValue)])
+        gauge.record(0)
+    }
+
+    /// Reads an answer: a refusal of the credential sets the gauge (and logs); a 200 clears it.
+    func answered(_ response: APNsResponse, now: ContinuousClock.Instant = .now) {
+        if response.status == 200 {
+            // One relaxed load per accepted push; the exchange only when it was refused.
+            if refusedNow.load(ordering: .relaxed), refusedNow.exchange(false, ordering: .relaxed) { gauge.record(0) }
+            return
+        }
+        guard response.status == 403, let reason = response.reason, reason.refusesCredential else { return }
+        if !refusedNow.exchange(true, ordering: .relaxed) { gauge.record(1) }
+        let suppressed: Int? = logged.withLock { state in
+            if let last = state.last, now - last < Self.logInterval {
+                state.suppressed += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.suppressed
+        }
+        guard let suppressed else { return }
+        var metadata: Logger.Metadata = ["credential": "\(credential)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)"]
+        if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+        logger.error("APNs refuses credential '\(credential)' in the \(environment.rawValue) environment: 403 \(reason) — \(Self.hint(reason))", metadata: metadata)
+    }
+
+    private static func hint(_ reason: APNsReason) -> String {
+        switch reason {
+        case .badEnvironmentKeyInToken, .badEnvironmentKeyIdInToken:
+            "its signing key is restricted to the other environment in Apple's developer account; scope the credential to the environment its key is for (its environments key) and give this environment a credential with a key of its own"
+        case .invalidProviderToken:
+            "the key id, team id or signing key does not match a key of the team in Apple's developer account, or the key does not cover this bundle id"
+        case .missingProviderToken:
+            "no provider token was sent: the credential needs token authentication (or a client certificate)"
+        case .badCertificate, .badCertificateEnvironment:
+            "the client certificate is not valid for this environment or has been revoked"
+        default:
+            "check the credential"
+        }
+    }
+}
