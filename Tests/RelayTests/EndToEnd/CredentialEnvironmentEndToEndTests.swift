@@ -189,4 +189,42 @@ struct CredentialEnvironmentEndToEndTests {
             }
         }
     }
+
+    /// `apns-relay check` shows the scoping in matching order, checks each credential in its own
+    /// environments only, warns of an environment a bundle id has no credential in, and names the
+    /// environment restriction when APNs answers BadEnvironmentKeyInToken.
+    @Test func checkShowsTheScopingAndNamesAKeyForTheOtherEnvironment() async throws {
+        try await withScopedAPNs { apns in
+            try await withSandbox(logger: logger) { sandbox in
+                func check(swapped: Bool) async throws -> (status: Int32, output: String) {
+                    let environment = Dictionary(uniqueKeysWithValues: settings(sandbox, apns, swapped: swapped).map {
+                        ("APNS_RELAY_" + RelayAppConfiguration.environmentName(forKey: $0.key), $0.value)
+                    })
+                    let result = try await runProcess(
+                        try RelayProcess.binary().path, ["check", "--skip-kafka"], environment: environment, timeout: .seconds(90))
+                    return (result.status, result.stdout + result.stderr)
+                }
+                let good = try await check(swapped: false)
+                #expect(good.status == 0, "\(good.output)")
+                for line in [
+                    "  prod: com.example.a, com.example.b in production\n", "  dev: com.example.a in development\n",
+                    "! configuration: credential 'prod' pushes com.example.b in production only (apns.credential.prod.environments)",
+                    "✓ APNs production 127.0.0.1:\(apns.productionPort), credential prod, topic com.example.a: accepted",
+                    "- APNs development 127.0.0.1:\(apns.developmentPort), credential prod, topic com.example.a: not checked, the credential is for production only (apns.credential.prod.environments)",
+                    "✓ APNs development 127.0.0.1:\(apns.developmentPort), credential dev, topic com.example.a: accepted",
+                    "OK: ", "1 warning(s)",
+                ] {
+                    #expect(good.output.contains(line), "missing '\(line)' in \(good.output)")
+                }
+                let swapped = try await check(swapped: true)
+                #expect(swapped.status == 1, "\(swapped.output)")
+                #expect(swapped.output.contains(
+                    "✗ APNs production 127.0.0.1:\(apns.productionPort), credential prod, topic com.example.a: the credential was refused: 403 "
+                        + "BadEnvironmentKeyInToken — its signing key is restricted to the other environment in Apple's developer account: set "
+                        + "apns.credential.prod.environments to the environment the key is for, and give production a credential of its own"),
+                    "\(swapped.output)")
+                #expect(swapped.output.contains("2 problem(s)"), "\(swapped.output)")
+            }
+        }
+    }
 }
