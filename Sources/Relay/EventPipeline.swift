@@ -58,6 +58,7 @@ final class EventPipeline: Sendable {
         self.publisher = publisher
         self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
         self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
+        tokenRemovals.register(credentials: sender.credentialNames)
         self.metrics = metrics
         self.logger = logger
         self.clock = clock

@@ -73,8 +73,14 @@ struct RunCommand: AsyncParsableCommand {
         }
         var extra: [any Service] = []
         if let admin {
+            // `apns_relay_ready`: what /readyz would answer, read at each scrape (an alert on a replica that
+            // stays unready needs it as a series; Kubernetes keeps readiness to itself).
+            let ready = Gauge(label: "apns_relay_ready")
             admin.serve(AdminServer.Probes(
-                metrics: { registry.emitToBuffer() },
+                metrics: {
+                    ready.record(app.relay.readiness == nil ? 1 : 0)
+                    return registry.emitToBuffer()
+                },
                 liveness: { app.relay.liveness },
                 readiness: { app.relay.readiness }
             ))

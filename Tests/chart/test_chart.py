@@ -4,7 +4,8 @@
 Helm itself runs in-process through helm-python-sdk (Helm v4's Go SDK as a shared library bundled in the wheel;
 no helm binary, no cluster, no network): lint, values.schema.json validation, rendering. Rendered objects are
 checked against Kubernetes' OpenAPI schemas with kubernetes-validate (schemas shipped in the package), and the
-CRD-based kinds (ServiceMonitor, ScaledObject) against their required fields here.
+CRD-based kinds (ServiceMonitor, ScaledObject, PrometheusRule) against their required fields here (the
+PrometheusRule's rules themselves are checked by promtool in test_alerts.py).
 
     python Tests/chart/test_chart.py        # prints "N passed, N failed" last; exits 1 on any failure
     python -m pytest Tests/chart/test_chart.py   # the same checks as pytest tests
@@ -39,7 +40,7 @@ RELEASE, NAMESPACE = "push", "messaging"
 FULLNAME = "push-apns-relay"
 # The oldest Kubernetes the chart allows (Chart.yaml kubeVersion), a common one, and the newest the package ships.
 KUBE_VERSIONS = ["1.25.0", "1.30.0", kubernetes_validate.latest_version()]
-CRD_KINDS = {"ServiceMonitor", "ScaledObject"}
+CRD_KINDS = {"ServiceMonitor", "ScaledObject", "PrometheusRule"}
 
 BOOTSTRAP = "kafka-0.kafka:9092,kafka-1.kafka:9092"
 REQUIRED = {"kafka": {"bootstrapServers": BOOTSTRAP}}
@@ -72,7 +73,9 @@ ALL_ON = {
     "service": {"annotations": {"example.com/scrape": "yes"}},
     "metrics": {"serviceMonitor": {"enabled": True, "namespace": "monitoring", "labels": {"release": "prom"},
                                    "relabelings": [{"action": "replace", "targetLabel": "service",
-                                                    "replacement": "apns-relay"}]}},
+                                                    "replacement": "apns-relay"}]},
+                "prometheusRule": {"enabled": True, "namespace": "monitoring", "labels": {"release": "prom"},
+                                   "runbookUrl": "https://git.example.com/platform/apns-relay/-/blob/main/README.md"}},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
     "keda": {"enabled": True, "minReplicaCount": 1, "maxReplicaCount": 12, "lagThreshold": 500,
              "authenticationRef": {"name": "kafka-sasl"}, "extraMetadata": {"tls": "enable", "sasl": "scram_sha512"}},
@@ -579,7 +582,7 @@ def test_replicas_and_bootstrap_list():
 def test_all_on_renders_and_validates():
     objs = objects(ALL_ON)
     kinds = sorted(o["kind"] for o in objs)
-    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "ScaledObject", "Service",
+    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "ScaledObject", "Service",
                      "ServiceAccount", "ServiceMonitor"], kinds
     validate_against_kubernetes(objs)
     check_security(objs)
@@ -681,6 +684,20 @@ def test_all_on_servicemonitor():
     [endpoint] = spec["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
     assert endpoint["relabelings"][0]["targetLabel"] == "service"
+
+
+def test_all_on_prometheusrule():
+    rule = by_kind(objects(ALL_ON))["PrometheusRule"]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["namespace"] == "monitoring" and rule["metadata"]["labels"]["release"] == "prom"
+    [group] = rule["spec"]["groups"]
+    assert group["name"] and group["rules"], group
+    for r in group["rules"]:
+        assert {"alert", "expr", "for", "labels", "annotations"} <= r.keys(), r
+        assert r["labels"]["severity"] in ("critical", "warning"), r
+        assert r["annotations"]["runbook_url"] == \
+            "https://git.example.com/platform/apns-relay/-/blob/main/README.md#" + r["alert"].lower(), r
+        assert 'job="push-apns-relay"' in r["expr"], "the release's series only"
 
 
 def test_hpa():
@@ -845,6 +862,9 @@ WRONG = {
     "rotationMinutes out of range": {"apns": {"token": {"rotationMinutes": 10}}},
     "keyId of the wrong shape": {"apns": {"token": {"keyId": "abc"}}},
     "unknown APNs environment": {"apns": {"environments": ["staging"]}},
+    "alert share above 1": {"metrics": {"prometheusRule": {"alerts": {"apnsErrors": {"share": 5}}}}},
+    "unknown alert": {"metrics": {"prometheusRule": {"alerts": {"diskFull": {"enabled": True}}}}},
+    "alert for of the wrong shape": {"metrics": {"prometheusRule": {"alerts": {"notReady": {"for": "five minutes"}}}}},
     "a named credential's environment twice": {"apns": {"credentials": [
         {"name": "x", "topics": ["com.x"], "environments": ["production", "production"],
          "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "x"}}]}},

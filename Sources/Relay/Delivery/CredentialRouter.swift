@@ -67,6 +67,8 @@ package struct CredentialRouter: NotificationSender {
         return elsewhere.isEmpty ? .uncovered : .otherEnvironmentOnly(credentials: elsewhere)
     }
 
+    package var credentialNames: [String] { routes.map(\.name) }
+
     package func credentialName(forTopic topic: String, in environment: APNsEnvironment) -> String {
         route(forTopic: topic, in: environment)?.name ?? "default"
     }

@@ -21,6 +21,9 @@ package protocol NotificationSender: Sendable {
     /// answers per (credential, environment): one misconfigured credential must not hide behind another's.
     func credentialName(forTopic topic: String, in environment: APNsEnvironment) -> String
 
+    /// Every credential's name (for the per-credential series made at start).
+    var credentialNames: [String] { get }
+
     /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
     /// sent (`.notSent`); those already sent finish. Irrevocable.
     func holdUnsentRequests()
@@ -29,6 +32,7 @@ package protocol NotificationSender: Sendable {
 extension NotificationSender {
     /// A sender with one credential.
     package func credentialName(forTopic topic: String, in environment: APNsEnvironment) -> String { "default" }
+    package var credentialNames: [String] { ["default"] }
     /// A sender that queues nothing has nothing to hold.
     package func holdUnsentRequests() {}
 }

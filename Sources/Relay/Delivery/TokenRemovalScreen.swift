@@ -23,6 +23,18 @@ final class TokenRemovalScreen: Sendable {
         window = configuration.window
     }
 
+    /// Makes the guard's series of `credentials` (0: not tripped) before any answer, so that alerts on them
+    /// find them from the start.
+    func register(credentials: [String]) {
+        for credential in credentials {
+            for environment in APNsEnvironment.allCases {
+                for targets in [TokenRemovalGuard.Targets.deviceTokens, .channels] {
+                    metrics.guardTripped(TokenRemovalGuard.Key(credential: credential, environment: environment, targets: targets), false)
+                }
+            }
+        }
+    }
+
     /// Counts the answer of one delivered event and says whether its removed-token record may be published.
     ///
     /// - Returns: `false` only for a BadDeviceToken removal the guard withholds; 410 removals (and events
