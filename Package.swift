@@ -233,6 +233,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", "ReaddirGuard", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", "ReaddirGuard", .product(name: "Yams", package: "Yams"),
+            .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates")]),
     ]
 )

@@ -13,6 +13,10 @@ public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
     private let pools: [APNsEnvironment: ConnectionPool]
     private let logger: Logger
+    /// The client certificate's validity and subject (certificate authentication; `nil` with a token).
+    public let clientCertificate: CertificateDetails?
+    /// The certificates of the CA file the client trusts (`ServerTrust.caFile`), in file order.
+    public let caCertificates: [CertificateDetails]
 
     /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
@@ -29,7 +33,10 @@ public final class APNsClient: Sendable {
             certificate = c
             token = nil
         }
-        let tls = try TLSContext(trust: configuration.trust, clientCertificate: certificate, logger: logger)
+        let tls = try TLSContext(
+            trust: configuration.trust, clientCertificate: certificate, logger: logger, now: Int64(configuration.clock.now()))
+        clientCertificate = tls.clientCertificateDetails
+        caCertificates = tls.caCertificates
         var pools: [APNsEnvironment: ConnectionPool] = [:]
         let loops: APNsEventLoopGroup
         if let configured = configuration.eventLoops { loops = configured } else { loops = try APNsEventLoopGroup.shared }

@@ -37,7 +37,7 @@ extension RelayApp {
         } catch where error.code == .tls && apns.caFile != nil && !apns.insecureSkipVerify {
             throw RelayError("cannot load the CA file '\(apns.caFile!)' (apns.caFile): \(error)")
         } catch where error.code == .invalidCredential {
-            throw RelayError("cannot load the client certificate of APNs credential '\(credential.name)' (\(credential.keyPrefix)certificate.*): \(error)")
+            throw RelayError("cannot load the client certificate of APNs credential '\(credential.name)' (\(credential.keyPrefix)certificate.*): \(error.message)")
         } catch {
             throw RelayError("cannot set up the APNs client of credential '\(credential.name)': \(error)")
         }
@@ -140,11 +140,16 @@ extension RelayApp {
         case .value(let keyID):
             return keyID
         case .file(let file):
+            let keyID: String
             do {
-                return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                keyID = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             } catch {
                 throw RelayError("cannot read the APNs key id file '\(file)' (\(prefix)token.keyIdFile): \(error.localizedDescription)")
             }
+            if let problem = RelayAppConfiguration.appleIDProblem(keyID, what: "Key ID") {
+                throw RelayError("the APNs key id file '\(file)' (\(prefix)token.keyIdFile): \(problem)")
+            }
+            return keyID
         }
     }
 }

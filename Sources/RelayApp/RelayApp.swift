@@ -43,6 +43,8 @@ package struct RelayApp: Sendable {
     package let producer: KafkaProducer
     /// Reads token credentials' key files again for a new key (`nil`: none to watch, or turned off).
     package let keyWatcher: SigningKeyWatcher?
+    /// Watches client certificates' and the CA file's expiry (`nil`: none).
+    package let certificateWatcher: CertificateExpiryWatcher?
     /// Exports spans (`nil`: tracing is off).
     package let tracingExporter: (any Service)?
 
@@ -76,6 +78,10 @@ package struct RelayApp: Sendable {
         keyWatcher = configuration.apns.keyReloadInterval.flatMap { interval in
             watched.isEmpty ? nil : SigningKeyWatcher(watching: watched, interval: interval, logger: logger)
         }
+
+        certificateWatcher = CertificateExpiryWatcher(
+            clients: zip(configuration.apns.credentials, clients).map { ($0.name, $1) },
+            caFile: configuration.apns.insecureSkipVerify ? nil : configuration.apns.caFile, logger: logger)
 
         let consumerConfiguration = Self.consumerConfiguration(configuration)
 
@@ -141,7 +147,7 @@ package struct RelayApp: Sendable {
     /// admin server), then the relay. A `ServiceGroup` stops them in reverse: the relay drains first, the
     /// APNs connections close, and the exporter sends the last spans.
     package func services(adding extra: [any Service] = []) -> [any Service] {
-        (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + extra + [relay]
+        (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + (certificateWatcher.map { [$0] } ?? []) + extra + [relay]
     }
 
     /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a

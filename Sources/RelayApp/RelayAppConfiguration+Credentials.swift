@@ -29,6 +29,21 @@ extension RelayAppConfiguration {
         return (credentials, named, coverageGaps(credentials))
     }
 
+    /// Why `value` is not one of Apple's 10-character ids (Key ID, Team ID: A–Z and 0–9), or `nil` when it is.
+    package static func appleIDProblem(_ value: String, what: String) -> String? {
+        let allowed = value.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+        if value.count == 10 && allowed { return nil }
+        var found: [String] = []
+        if value.count != 10 { found.append("\(value.count) character\(value.count == 1 ? "" : "s")") }
+        if value.unicodeScalars.contains(where: { ("a"..."z").contains($0) }) { found.append("lowercase letters") }
+        let others = Set(value.unicodeScalars.filter { !("A"..."Z").contains($0) && !("a"..."z").contains($0) && !("0"..."9").contains($0) })
+        if !others.isEmpty {
+            let shown = others.map { $0 == " " ? "space" : $0.properties.isWhitespace ? "whitespace" : "'\($0)'" }.sorted()
+            found.append("other characters (\(shown.joined(separator: ", ")))")
+        }
+        return "'\(value)' is not an Apple \(what): those are 10 characters, A–Z and 0–9 (this has \(found.joined(separator: ", ")))"
+    }
+
     /// `apns.environments` / `apns.credential.NAME.environments`: empty (the default) means both.
     static func environments(_ settings: SettingsReader, _ key: String) -> Set<APNsEnvironment> {
         var environments: Set<APNsEnvironment> = []
@@ -121,6 +136,13 @@ extension RelayAppConfiguration {
                 settings.problem("token auth needs \(prefix)token.keyId, \(prefix)token.teamId and \(prefix)token.privateKeyFile (\(variable)_KEY_ID, …_TEAM_ID, …_PRIVATE_KEY_FILE); \(prefix)token.keyIdFile can stand for the key id")
                 return nil
             }
+            var malformed = false
+            for (key, value, what) in [("token.keyId", keyIDValue, "Key ID"), ("token.teamId", teamID, "Team ID")] {
+                guard let value, let problem = Self.appleIDProblem(value, what: what) else { continue }
+                settings.invalid(prefix + key, problem)
+                malformed = true
+            }
+            if malformed { return nil }
             let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...35)
             return APNs.Credential(
                 name: name, keyPrefix: prefix,

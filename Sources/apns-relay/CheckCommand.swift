@@ -149,16 +149,24 @@ struct CheckCommand: AsyncParsableCommand {
         // 3. APNs: one refused request per credential and environment.
         if !skipApns {
             for credential in configuration.apns.credentials {
-                let concrete = credential.topics.first { !$0.hasSuffix(".*") }
-                guard let bundle = topic ?? concrete else {
-                    fail("APNs credential \(credential.name): no bundle id to check it with (its topics are empty or wildcards); give --topic")
-                    continue
-                }
+                // The key or certificate is read and checked whether or not there is a bundle id to send with.
                 let client: APNsClient
                 do {
                     client = try RelayApp.client(configuration.apns, credential: credential, logger: logger)
                 } catch {
                     fail("APNs credential \(credential.name): \(error)")
+                    continue
+                }
+                let (line, notices) = Self.describe(credential, client)
+                pass(line)
+                for notice in notices {
+                    warnings += 1
+                    print("! " + notice)
+                }
+                let concrete = credential.topics.first { !$0.hasSuffix(".*") }
+                guard let bundle = topic ?? concrete ?? client.clientCertificate?.bundleID else {
+                    fail("APNs credential \(credential.name): no bundle id to check it with at APNs (its topics are empty or wildcards); give --topic")
+                    await client.shutdown(deadline: .now + .seconds(2))
                     continue
                 }
                 for environment in environments {
@@ -201,6 +209,31 @@ struct CheckCommand: AsyncParsableCommand {
         let warned = warnings == 0 ? "" : ", \(warnings) warning(s) (!)"
         print(problems.isEmpty ? "OK: \(passed) checks passed\(warned)" : "\(problems.count) problem(s), \(passed) checks passed\(warned)")
         if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// What `check` says of a credential whose key or certificate loaded, and its warnings (an expiry within
+    /// 30 days, a certificate for a bundle id the credential's topics do not cover).
+    static func describe(_ credential: RelayAppConfiguration.APNs.Credential, _ client: APNsClient) -> (String, [String]) {
+        let name = "APNs credential \(credential.name)"
+        switch credential.auth {
+        case .token(_, let teamID, let keyFile, _):
+            let keyID = if case .token(let signer) = client.configuration.credential { signer.keyID } else { "?" }
+            return ("\(name): signing key '\(keyFile)' read (EC P-256, key id \(keyID), team \(teamID))", [])
+        case .certificate:
+            guard let certificate = client.clientCertificate else { return ("\(name): client certificate read", []) }
+            let subject = certificate.bundleID ?? certificate.commonName ?? "no subject UID"
+            let now = Int64(Date().timeIntervalSince1970)
+            let days = (certificate.notAfter - now) / 86_400
+            var notices = CertificateExpiryWatcher.notices(
+                [.init(what: "\(name): the client certificate", notAfter: certificate.notAfter)], now: now).map(\.1)
+            if let bundle = certificate.bundleID, !credential.topics.isEmpty,
+               !credential.topics.contains(where: { CredentialRouter.Route.matches(bundle, $0) })
+            {
+                notices.append("\(name): the client certificate is for \(bundle), which \(credential.keyPrefix)topics (\(credential.topics.joined(separator: ", "))) does not cover: APNs refuses it for those topics")
+            }
+            return ("\(name): client certificate for \(subject), valid \(CertificateDetails.date(certificate.notBefore)) to "
+                + "\(CertificateDetails.date(certificate.notAfter)) (\(days) days left), private key matches", notices)
+        }
     }
 
     /// `--channels`: a read-only list of the bundle's channels per environment (TLS, credential, the

@@ -77,7 +77,7 @@ import Testing
     ])
     func wrongValuesAreRefusedWithTheKeyNamed(override: [String: String], mentions: String) async throws {
         var settings = [
-            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T",
+            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ",
             "apns.token.privateKeyFile": "/k.p8",
         ]
         settings.merge(override) { $1 }
@@ -95,7 +95,7 @@ import Testing
     /// release), but it is said at start: it takes no effect.
     @Test func anUrgentShareWithoutUrgentTopicsIsNoticed() async throws {
         let base = [
-            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T", "apns.token.privateKeyFile": "/k.p8",
+            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",
         ]
         func notices(_ extra: [String: String]) async throws -> [String] {
             let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: base.merging(extra) { $1 })
@@ -109,7 +109,7 @@ import Testing
 
     @Test func everyProblemIsReportedAtOnceWithItsKeyAndVariable() async throws {
         let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: [
-            "apns.token.keyId": "K",  // teamId and privateKeyFile missing
+            "apns.token.keyId": "ABC123DEFG",  // teamId and privateKeyFile missing
             "relay.maxInFlightEvents": "lots", "admin.port": "70000", "log.format": "xml",
             "apns.pool.minConnections": "9", "apns.pool.maxConnections": "4",
         ])
@@ -150,7 +150,7 @@ import Testing
         }
         let missingTopics = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: [
             "kafka.bootstrapServers": "b:9092", "apns.credentials": "x",
-            "apns.credential.x.token.keyId": "K", "apns.credential.x.token.teamId": "T", "apns.credential.x.token.privateKeyFile": "/x.p8",
+            "apns.credential.x.token.keyId": "ABC123DEFG", "apns.credential.x.token.teamId": "DEF123GHIJ", "apns.credential.x.token.privateKeyFile": "/x.p8",
         ])
         #expect(throws: ConfigurationError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
     }
@@ -202,7 +202,7 @@ import Testing
     // MARK: Unknown keys and wrong types
 
     private let minimal = [
-        "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T", "apns.token.privateKeyFile": "/k.p8",
+        "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",
     ]
 
     private func problems(file: String? = nil, environment: [String: String] = [:], overrides: [String: String] = [:]) async throws -> ConfigurationError {
@@ -219,7 +219,7 @@ import Testing
     }
 
     @Test func unknownKeyInAJSONFileIsRefusedWithASuggestion() async throws {
-        let json = #"{"kafka":{"bootstrapServer":"a:1"},"apns":{"token":{"keyId":"K","teamId":"T","privateKeyFile":"/k.p8"}}}"#
+        let json = #"{"kafka":{"bootstrapServer":"a:1"},"apns":{"token":{"keyId":"ABC123DEFG","teamId":"DEF123GHIJ","privateKeyFile":"/k.p8"}}}"#
         try await withFile(json, suffix: ".json") { path in
             let text = "\(try await problems(file: path))"
             #expect(text.contains("unknown configuration key 'kafka.bootstrapServer' in \(path); did you mean 'kafka.bootstrapServers'?"), "\(text)")
@@ -264,8 +264,8 @@ import Testing
             apns:
               credentials: [acme]
               credential:
-                acme: { token: { keyId: K, teamId: T, privateKeyFile: /acme.p8 }, topics: [com.acme.*] }
-                beta: { token: { keyId: K2, teamId: T2, privateKeyFile: /beta.p8 }, topics: [com.beta.app] }
+                acme: { token: { keyId: ABC123DEFG, teamId: DEF123GHIJ, privateKeyFile: /acme.p8 }, topics: [com.acme.*] }
+                beta: { token: { keyId: ABC123DEFH, teamId: DEF123GHIK, privateKeyFile: /beta.p8 }, topics: [com.beta.app] }
             """
         try await withFile(yaml, suffix: ".yaml") { path in
             let error = try await problems(file: path)
@@ -279,8 +279,8 @@ import Testing
         ])
         // Listed: every key of both kinds is known, the unused kind's too.
         let listed = try await RelayAppConfiguration.reader(file: nil, environment: [
-            "APNS_RELAY_APNS_CREDENTIALS": "gamma", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_KEY_ID": "K",
-            "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_TEAM_ID": "T", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_PRIVATE_KEY_FILE": "/g.p8",
+            "APNS_RELAY_APNS_CREDENTIALS": "gamma", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_KEY_ID": "ABC123DEFG",
+            "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_TEAM_ID": "DEF123GHIJ", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOKEN_PRIVATE_KEY_FILE": "/g.p8",
             "APNS_RELAY_APNS_CREDENTIAL_GAMMA_TOPICS": "com.gamma.app", "APNS_RELAY_APNS_CREDENTIAL_GAMMA_CERTIFICATE_PKCS12_FILE": "/unused.p12",
         ], overrides: ["kafka.bootstrapServers": "b:9092"])
         #expect(try RelayAppConfiguration(reader: listed).apns.credentials.map(\.name) == ["gamma"])
@@ -292,7 +292,7 @@ import Testing
               bootstrapServers: 1
               groupId: 42
               properties: { security.protocol: SSL }
-            apns: { token: { keyId: K, teamId: T, privateKeyFile: /k.p8 }, insecureSkipVerify: "yes" }
+            apns: { token: { keyId: ABC123DEFG, teamId: DEF123GHIJ, privateKeyFile: /k.p8 }, insecureSkipVerify: "yes" }
             admin: { port: "9090" }
             """
         try await withFile(yaml, suffix: ".yaml") { path in
@@ -305,14 +305,14 @@ import Testing
                 "configuration key 'kafka.properties' (APNS_RELAY_KAFKA_PROPERTIES): expected a string or a list of strings, got a mapping (in \(path))",
             ], "no 'is required' for a key that is there with the wrong type, no unknown keys under a mapping that is itself wrong")
         }
-        let json = #"{"kafka":{"bootstrapServers":1,"topics":{"input":"a"}},"apns":{"token":{"keyId":"K","teamId":"T","privateKeyFile":"/k.p8"}}}"#
+        let json = #"{"kafka":{"bootstrapServers":1,"topics":{"input":"a"}},"apns":{"token":{"keyId":"ABC123DEFG","teamId":"DEF123GHIJ","privateKeyFile":"/k.p8"}}}"#
         try await withFile(json, suffix: ".json") { path in
             let error = try await problems(file: path)
             #expect(error.problems == [
                 "configuration key 'kafka.bootstrapServers' (APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS): expected a string or a list of strings, got the number 1 (in \(path))",
             ])
         }
-        let mixed = "kafka: { bootstrapServers: [a:1, 2] }\napns: { token: { keyId: K, teamId: T, privateKeyFile: /k.p8 } }\n"
+        let mixed = "kafka: { bootstrapServers: [a:1, 2] }\napns: { token: { keyId: ABC123DEFG, teamId: DEF123GHIJ, privateKeyFile: /k.p8 } }\n"
         try await withFile(mixed, suffix: ".yml") { path in
             let error = try await problems(file: path)
             #expect(error.problems == [

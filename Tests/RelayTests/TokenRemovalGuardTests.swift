@@ -233,7 +233,7 @@ import Testing
 /// The guard's configuration keys (kept here, beside the guard they set).
 @Suite struct TokenRemovalGuardConfigurationTests {
     static let required = [
-        "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "K", "apns.token.teamId": "T", "apns.token.privateKeyFile": "/k.p8",
+        "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",
     ]
 
     @Test func defaultsAndKeysAndEnvironmentVariables() async throws {

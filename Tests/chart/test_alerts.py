@@ -203,6 +203,21 @@ CASES = {
         blip=[f'apns_relay_events_consumed_total{{{REPLICA}}} 0+6000x30',
               f'apns_relay_dead_letters_total{{{REPLICA}}} 0x5 0+600x3 1800x22'],
         quiet_at=["8m", "15m", "25m"]),
+    # A client certificate that expires 10 days after the test's epoch; healthy: 90 days (and the CA file's 5
+    # years); blip: one scrape that read a wrong value.
+    "APNsRelayCertificateExpiring": case(
+        "APNsRelayCertificateExpiring",
+        fire=[f'apns_client_certificate_expiry_timestamp_seconds{{{REPLICA},credential="beta"}} 864900x30'],
+        fire_at="20m",
+        labels={**GROUP, "credential": "beta", "severity": "warning"},
+        annotations={
+            "summary": "An APNs certificate of apns-relay expires in 9d 23h 55m 0s",
+            "description": 'The client certificate of credential "beta" (or, without a credential label, a certificate of the CA '
+                           "file apns.caFile) expires in 9d 23h 55m 0s: once it has, every push with it fails."},
+        healthy=[f'apns_client_certificate_expiry_timestamp_seconds{{{REPLICA},credential="beta"}} 7776000x30',
+                 f'apns_client_ca_certificate_expiry_timestamp_seconds{{{REPLICA}}} 157680000x30'],
+        blip=[f'apns_client_certificate_expiry_timestamp_seconds{{{REPLICA},credential="beta"}} 7776000x5 100 7776000x24'],
+        quiet_at=["5m", "10m", "20m"]),
     # Not ready for 10 minutes; healthy: ready; blip: 2 minutes of starting up.
     "APNsRelayNotReady": case(
         "APNsRelayNotReady",

@@ -25,12 +25,20 @@ final class ECPrivateKey {
             throw APNsClientError(.invalidCredential, "not a PEM private key: \(hint)", openSSLError: ERR_get_error())
         }
         defer { EVP_PKEY_free(pkey) }  // get1 below took its own reference to the EC_KEY.
-        guard let ec = copenssl_EVP_PKEY_get1_EC_KEY(pkey) else {
-            throw APNsClientError(.invalidCredential, "the provider key is not an EC key", openSSLError: ERR_get_error())
+        let apple = "APNs signs provider tokens with ES256: a PKCS#8 EC key on curve P-256, the .p8 file Apple's developer account (Keys) gives"
+        guard EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC, let ec = copenssl_EVP_PKEY_get1_EC_KEY(pkey) else {
+            let kind = switch EVP_PKEY_get_base_id(pkey) {
+            case EVP_PKEY_RSA: "an RSA key"
+            case EVP_PKEY_ED25519: "an Ed25519 key"
+            default: "not an EC key"
+            }
+            ERR_clear_error()
+            throw APNsClientError(.invalidCredential, "the key is \(kind), not P-256: \(apple)")
         }
         guard let group = copenssl_EC_KEY_get0_group(ec), EC_GROUP_get_curve_name(group) == NID_X9_62_prime256v1 else {
+            let curve = copenssl_EC_KEY_get0_group(ec).flatMap { OBJ_nid2sn(EC_GROUP_get_curve_name($0)) }.map { String(cString: $0) } ?? "unknown"
             copenssl_EC_KEY_free(ec)
-            throw APNsClientError(.invalidCredential, "the provider key is not on curve P-256")
+            throw APNsClientError(.invalidCredential, "the key is an EC key on curve \(curve), not P-256 (prime256v1): \(apple)")
         }
         self.key = ec
     }

@@ -1,4 +1,5 @@
 import COpenSSL
+import Foundation
 import Logging
 
 /// How the client checks the server's certificate.
@@ -45,8 +46,15 @@ public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
 final class TLSContext: @unchecked Sendable {
     private let ctx: OpaquePointer
     let verifiesPeer: Bool
+    /// The client certificate's validity and subject (certificate authentication).
+    private(set) var clientCertificateDetails: CertificateDetails?
+    /// The certificates of the CA file (`ServerTrust.caFile`), in file order.
+    private(set) var caCertificates: [CertificateDetails] = []
 
-    init(trust: ServerTrust, clientCertificate: ClientCertificate?, logger: Logger) throws(APNsClientError) {
+    /// - Parameter now: seconds since the epoch; a client certificate not valid at `now` is refused.
+    init(
+        trust: ServerTrust, clientCertificate: ClientCertificate?, logger: Logger, now: Int64 = Int64(Date().timeIntervalSince1970)
+    ) throws(APNsClientError) {
         ERR_clear_error()
         guard let ctx = SSL_CTX_new(TLS_client_method()) else {
             throw APNsClientError(.tls, "SSL_CTX_new failed", openSSLError: ERR_get_error())
@@ -77,12 +85,27 @@ final class TLSContext: @unchecked Sendable {
             guard SSL_CTX_load_verify_locations(ctx, path, nil) == 1 else {
                 throw APNsClientError(.tls, "cannot load CA file \(path)", openSSLError: ERR_get_error())
             }
+            caCertificates = CertificateDetails.all(inPEMFile: path)
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         case .none:
             logger.critical("TLS peer verification is DISABLED for APNs connections; never use this in production")
             SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
         }
-        if let clientCertificate { try Self.load(clientCertificate, into: ctx) }
+        if let clientCertificate {
+            try Self.load(clientCertificate, into: ctx)
+            if let certificate = SSL_CTX_get0_certificate(ctx) {
+                let details = CertificateDetails(certificate)
+                clientCertificateDetails = details
+                let subject = details.bundleID ?? details.commonName ?? "without a subject UID"
+                if details.notAfter <= now {
+                    throw APNsClientError(.invalidCredential, "the client certificate (\(subject)) expired on \(CertificateDetails.date(details.notAfter)): "
+                        + "APNs refuses it; make a new one in Apple's developer account (Certificates) and replace the file")
+                }
+                if details.notBefore > now {
+                    throw APNsClientError(.invalidCredential, "the client certificate (\(subject)) is not valid before \(CertificateDetails.date(details.notBefore)) (is this host's clock right?)")
+                }
+            }
+        }
     }
 
     private static func load(_ certificate: ClientCertificate, into ctx: OpaquePointer) throws(APNsClientError) {
@@ -91,8 +114,20 @@ final class TLSContext: @unchecked Sendable {
             guard SSL_CTX_use_certificate_chain_file(ctx, certFile) == 1 else {
                 throw APNsClientError(.invalidCredential, "cannot load client certificate \(certFile)", openSSLError: ERR_get_error())
             }
-            guard SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM) == 1 else {
-                throw APNsClientError(.invalidCredential, "cannot load client key", openSSLError: ERR_get_error())
+            guard let bio = BIO_new_file(keyFile, "r") else {
+                throw APNsClientError(.invalidCredential, "cannot open the client key \(keyFile)", openSSLError: ERR_get_error())
+            }
+            defer { BIO_free(bio) }
+            guard let key = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else {
+                throw APNsClientError(.invalidCredential, "the client key \(keyFile) is not a PEM private key (an encrypted one is not read)", openSSLError: ERR_get_error())
+            }
+            defer { EVP_PKEY_free(key) }
+            if let certificate = SSL_CTX_get0_certificate(ctx), X509_check_private_key(certificate, key) != 1 {
+                ERR_clear_error()
+                throw APNsClientError(.invalidCredential, "the private key does not belong to the client certificate (they come from different certificate requests)")
+            }
+            guard SSL_CTX_use_PrivateKey(ctx, key) == 1 else {
+                throw APNsClientError(.invalidCredential, "cannot use the client key \(keyFile)", openSSLError: ERR_get_error())
             }
         case .pkcs12(let file, let passphrase):
             guard let bio = BIO_new_file(file, "rb") else {
@@ -120,7 +155,7 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         guard SSL_CTX_check_private_key(ctx) == 1 else {
-            throw APNsClientError(.invalidCredential, "client key does not match the certificate", openSSLError: ERR_get_error())
+            throw APNsClientError(.invalidCredential, "the private key does not belong to the client certificate (they come from different certificate requests)", openSSLError: ERR_get_error())
         }
     }
 

@@ -48,8 +48,17 @@ struct AlertsEndToEndTests {
         #expect(used.count >= 10, "\(used.sorted())")
         try await withSandbox(logger: logger) { sandbox in
             let port = try freeLocalPort()
-            // librdkafka's statistics on (the sandbox turns them off), for apns_relay_consumer_lag.
-            let process = try relay(sandbox, adminPort: port, extra: ["APNS_RELAY_KAFKA_STATISTICS_INTERVAL_MS": "500"])
+            // A certificate credential beside the sandbox's token one, for the client certificate's expiry gauge.
+            let certificate = try TestCertificate.write(
+                in: directory, name: "beta", bundleID: "com.beta.app", notBefore: Date() - 86_400, notAfter: Date() + 300 * 86_400)
+            let process = try relay(sandbox, adminPort: port, extra: [
+                // librdkafka's statistics on (the sandbox turns them off), for apns_relay_consumer_lag.
+                "APNS_RELAY_KAFKA_STATISTICS_INTERVAL_MS": "500",
+                "APNS_RELAY_APNS_TOPICS": "com.example.app", "APNS_RELAY_APNS_CREDENTIALS": "beta",
+                "APNS_RELAY_APNS_CREDENTIAL_BETA_AUTH": "certificate", "APNS_RELAY_APNS_CREDENTIAL_BETA_TOPICS": "com.beta.app",
+                "APNS_RELAY_APNS_CREDENTIAL_BETA_CERTIFICATE_CERTIFICATE_FILE": certificate.certificate,
+                "APNS_RELAY_APNS_CREDENTIAL_BETA_CERTIFICATE_PRIVATE_KEY_FILE": certificate.key,
+            ])
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             try await sandbox.produce(events("e", 0..<5))
             _ = try await reader.results(count: 5, timeout: .seconds(60))
@@ -78,7 +87,7 @@ struct AlertsEndToEndTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         // Every `for` shortened, so the test waits seconds, not minutes.
         let alerts = ["credentialRefused", "noProgress", "resultsNotPublished", "tokenRemovalGuardTripped", "possibleDuplicatePushes",
-                      "apnsUnreachable", "apnsErrors", "deadLetters", "notReady"]
+                      "apnsUnreachable", "apnsErrors", "deadLetters", "notReady", "certificateExpiring"]
         let values: [String: Any] = ["metrics": ["prometheusRule": [
             "selector": #"job="apns-relay""#,
             "alerts": Dictionary(uniqueKeysWithValues: alerts.map { ($0, ["for": "2s"]) }),
