@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The chart's alert rules (templates/prometheusrule.yaml, README "Alerts"), checked by Prometheus's own tool.
 
-Rendered with the chart's defaults through Helm (helm-python-sdk, as in test_chart.py), then:
+Rendered with the chart's defaults through Helm (test_chart.py's rendering, helm-python-sdk), then:
 - `promtool check rules`: the rules parse and their PromQL is valid;
 - `promtool test rules`: for every alert, series that should page make it fire (with its labels and the numbers
   in its annotations), and a healthy series and a short blip leave it silent.
@@ -21,33 +21,17 @@ import sys
 import tempfile
 import traceback
 
-try:
-    import helm_python as helm
-    import yaml
-except ImportError as error:  # pragma: no cover - a setup problem, said plainly
-    print(f"error: {error}. Install the test tooling: pip install -r Tests/requirements.txt", file=sys.stderr)
-    print("0 passed, 1 failed")
-    sys.exit(1)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+# The chart's rendering and its tooling's import check are test_chart.py's (importing it runs no test).
+from test_chart import REQUIRED, ROOT, merge, render, yaml  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "apns-relay"
-RELEASE, NAMESPACE = "push", "messaging"
-REQUIRED = {"kafka": {"bootstrapServers": "kafka:9092"}}
 PROMTOOL = shutil.which("promtool")
-
-
-def merge(base: dict, extra: dict) -> dict:
-    out = json.loads(json.dumps(base))
-    for key, value in extra.items():
-        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def rule_groups(values: dict | None = None) -> list[dict]:
     """The PrometheusRule's groups, rendered with the alerts on and `values` on top."""
     values = merge(merge(REQUIRED, {"metrics": {"prometheusRule": {"enabled": True}}}), values or {})
-    rendered = helm.Chart.load(CHART).render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
-    rule = yaml.safe_load(rendered["apns-relay/templates/prometheusrule.yaml"])
+    rule = yaml.safe_load(render(values)["apns-relay/templates/prometheusrule.yaml"])
     assert rule["kind"] == "PrometheusRule", rule
     return rule["spec"]["groups"]
 
@@ -282,8 +266,7 @@ def test_thresholds_and_for_come_from_values():
 
 
 def test_off_by_default():
-    rendered = helm.Chart.load(CHART).render(values=REQUIRED, name=RELEASE, namespace=NAMESPACE, is_install=True)
-    assert not rendered.get("apns-relay/templates/prometheusrule.yaml", "").strip()
+    assert not render(REQUIRED).get("apns-relay/templates/prometheusrule.yaml", "").strip()
 
 
 TESTS = [value for name, value in sorted(globals().items()) if name.startswith("test_") and callable(value)]
