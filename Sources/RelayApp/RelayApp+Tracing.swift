@@ -4,6 +4,7 @@ import Metrics
 import OTel
 import Relay
 import ServiceLifecycle
+import ServiceSupport
 import Synchronization
 import Tracing
 
@@ -85,26 +86,5 @@ struct TracingDiagnostics: LogHandler {
         if suppressed > 0 { merged["suppressed"] = "\(suppressed)" }
         merged["component"] = "tracing"
         forwardingTo.log(level: event.level, "\(message)", metadata: merged)
-    }
-}
-
-/// Lets a message through at most once per `interval`. - Returns from `admit`: `nil` to drop it, else how
-/// many of the same were dropped since it last went through.
-final class LogThrottle: Sendable {
-    private let interval: Duration
-    private let state = Mutex<[String: (last: ContinuousClock.Instant, suppressed: Int)]>([:])
-
-    init(interval: Duration) { self.interval = interval }
-
-    func admit(_ message: String, now: ContinuousClock.Instant = .now) -> Int? {
-        state.withLock { seen in
-            if let entry = seen[message], now - entry.last < interval {
-                seen[message]!.suppressed += 1
-                return nil
-            }
-            let suppressed = seen[message]?.suppressed ?? 0
-            seen[message] = (now, 0)
-            return suppressed
-        }
     }
 }

@@ -61,13 +61,9 @@ extension RelayAppConfiguration {
     static func unreachableClaims(_ credentials: [APNs.Credential]) -> [String] {
         var problems: [String] = []
         for (index, later) in credentials.enumerated() {
-            // A credential without topics claims every topic.
-            for pattern in later.topics.isEmpty ? [nil] : later.topics.map(Optional.some) {
+            for pattern in later.claimedPatterns {
                 for environment in APNsEnvironment.allCases where later.environments.contains(environment) {
-                    guard let earlier = credentials[..<index].first(where: { earlier in
-                        earlier.environments.contains(environment) && (earlier.topics.isEmpty
-                            || pattern.map { pattern in earlier.topics.contains { covers($0, pattern) } } ?? false)
-                    }) else { continue }
+                    guard let earlier = credentials[..<index].first(where: { $0.covers(pattern: pattern, in: environment) }) else { continue }
                     let claim = pattern ?? "every topic"
                     problems.append(
                         "credentials '\(earlier.name)' and '\(later.name)' both claim \(claim) in \(environment.rawValue): "
@@ -93,11 +89,8 @@ extension RelayAppConfiguration {
         var notices: [String] = []
         for credential in credentials where credential.environments.count < APNsEnvironment.allCases.count {
             for environment in APNsEnvironment.allCases where !credential.environments.contains(environment) {
-                let uncovered = (credential.topics.isEmpty ? [nil] : credential.topics.map(Optional.some)).filter { pattern in
-                    !credentials.contains { other in
-                        other.environments.contains(environment)
-                            && (other.topics.isEmpty || pattern.map { pattern in other.topics.contains { covers($0, pattern) } } ?? false)
-                    }
+                let uncovered = credential.claimedPatterns.filter { pattern in
+                    !credentials.contains { $0.covers(pattern: pattern, in: environment) }
                 }
                 guard !uncovered.isEmpty else { continue }
                 let topics = uncovered.map { $0 ?? "any topic" }.joined(separator: ", ")
@@ -172,6 +165,17 @@ extension RelayAppConfiguration {
 }
 
 extension RelayAppConfiguration.APNs.Credential {
+    /// Its bundle id patterns; `nil` alone for a credential without topics, which claims every topic.
+    var claimedPatterns: [String?] { topics.isEmpty ? [nil] : topics.map(Optional.some) }
+
+    /// Whether it sends every topic `pattern` matches (`nil`: every topic) in `environment`.
+    func covers(pattern: String?, in environment: APNsEnvironment) -> Bool {
+        guard environments.contains(environment) else { return false }
+        if topics.isEmpty { return true }
+        guard let pattern else { return false }
+        return topics.contains { RelayAppConfiguration.covers($0, pattern) }
+    }
+
     /// Whether this credential sends pushes to `topic` in `environment` (as `CredentialRouter` routes them).
     package func covers(_ topic: String, in environment: APNsEnvironment) -> Bool {
         environments.contains(environment) && (topics.isEmpty || topics.contains { CredentialRouter.Route.matches(topic, $0) })

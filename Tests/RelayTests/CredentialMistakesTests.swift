@@ -1,3 +1,4 @@
+import APNsClient
 import Crypto
 import Foundation
 import Logging
@@ -93,7 +94,7 @@ import Testing
         let error = try #require(throws: RelayError.self) {
             _ = try RelayApp.client(configuration.apns, credential: configuration.apns.credentials[0], logger: Logger.quiet("certificates"))
         }
-        let date = CertificateDetailsDate.format(expiry)
+        let date = CertificateDetails.date(Int64(expiry.timeIntervalSince1970))
         #expect(error.description.hasPrefix("cannot load the client certificate of APNs credential 'default' (apns.certificate.*): the client "
             + "certificate (com.example.app) expired on \(date): APNs refuses it; make a new one in Apple's developer account (Certificates) "
             + "and replace the file"), "\(error)")
@@ -129,16 +130,5 @@ import Testing
             "very soon expires on 2027-01-17 08:00 UTC, in 2 days: renew it now",
             "gone expired on 2027-01-15 07:59 UTC: APNs refuses it; replace it and restart the relay",
         ])
-    }
-}
-
-/// The date format of the relay's certificate messages ("2027-01-15 08:00 UTC").
-enum CertificateDetailsDate {
-    static func format(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
-        return formatter.string(from: date)
     }
 }

@@ -1,6 +1,7 @@
 import APNsCore
 import Logging
 import Metrics
+import ServiceSupport
 import Synchronization
 
 /// Whether APNs refuses one credential in one environment (a pool's): the gauge
@@ -15,8 +16,7 @@ final class CredentialStatus: Sendable {
     private let logger: Logger
     private let gauge: Gauge
     private let refusedNow = Atomic<Bool>(false)
-    private let logged = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
-    private static let logInterval: Duration = .seconds(60)
+    private let throttle = LogThrottle(interval: .seconds(60))
 
     init(credential: String, environment: APNsEnvironment, logger: Logger) {
         self.credential = credential
@@ -35,15 +35,8 @@ final class CredentialStatus: Sendable {
         }
         guard response.status == 403, let reason = response.reason, reason.refusesCredential else { return }
         if !refusedNow.exchange(true, ordering: .relaxed) { gauge.record(1) }
-        let suppressed: Int? = logged.withLock { state in
-            if let last = state.last, now - last < Self.logInterval {
-                state.suppressed += 1
-                return nil
-            }
-            defer { state = (now, 0) }
-            return state.suppressed
-        }
-        guard let suppressed else { return }
+        // One line a minute for the pool, whatever the reason: the reason is in the line.
+        guard let suppressed = throttle.admit("refused", now: now) else { return }
         var metadata: Logger.Metadata = ["credential": "\(credential)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)"]
         if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
         logger.error("APNs refuses credential '\(credential)' in the \(environment.rawValue) environment: 403 \(reason) — \(Self.hint(reason))", metadata: metadata)

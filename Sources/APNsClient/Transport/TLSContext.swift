@@ -42,7 +42,7 @@ public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
 
 /// Owns one `SSL_CTX`: TLS 1.2+, ALPN h2, peer verification, optional client certificate.
 // @unchecked Sendable: the SSL_CTX is configured once in init and afterwards only used to create SSL objects,
-// which OpenSSL documents as thread-safe.
+// which OpenSSL documents as thread-safe; the certificate details are written in init only, then only read.
 final class TLSContext: @unchecked Sendable {
     private let ctx: OpaquePointer
     let verifiesPeer: Bool

@@ -1,3 +1,4 @@
+import APNsClient
 import Foundation
 import Logging
 import RelayApp
@@ -32,7 +33,7 @@ struct CertificateExpiryEndToEndTests {
         let expiry = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 / 60).rounded(.down) * 60 + 10 * 86_400 + 3600)
         let files = try TestCertificate.write(
             in: directory, name: "beta", bundleID: "com.beta.app", notBefore: expiry - 365 * 86_400, notAfter: expiry)
-        let date = CertificateDetailsDate.format(expiry)
+        let date = CertificateDetails.date(Int64(expiry.timeIntervalSince1970))
         try await withSandbox(logger: logger) { sandbox in
             let port = try freeLocalPort()
             var environment = environment(sandbox, certificate: files)
