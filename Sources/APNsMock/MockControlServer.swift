@@ -71,24 +71,64 @@ private final class ControlHandler: ChannelInboundHandler {
             let mock = self.mock
             let channel = context.channel
             let keepAlive = head.isKeepAlive
+            let method = head.method, uri = head.uri
+            // Answered here on the event loop: a Task would wait for the process's cooperative pool, which a
+            // test process with many tests blocking its threads can leave without a free thread for seconds (a
+            // CI run saw /faults time out after 10 s). Only the commands that act on every connection suspend.
+            if let answer = ControlCommands.handleAtOnce(mock: mock, method: method, uri: uri, body: bytes) {
+                ControlCommands.respond(channel: channel, status: answer.0, json: answer.1, keepAlive: keepAlive)
+                return
+            }
             Task {
-                let (status, json) = await ControlCommands.handle(mock: mock, method: head.method, uri: head.uri, body: bytes)
-                var buffer = channel.allocator.buffer(capacity: json.count)
-                buffer.writeBytes(json)
-                var headers = HTTPHeaders([("content-type", "application/json"), ("content-length", "\(json.count)")])
-                if !keepAlive { headers.add(name: "connection", value: "close") }
-                channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), promise: nil)
-                channel.write(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil)
-                channel.writeAndFlush(HTTPServerResponsePart.end(nil)).whenComplete { _ in
-                    if !keepAlive { channel.close(promise: nil) }
-                }
+                let answer = await ControlCommands.handle(mock: mock, method: method, uri: uri, body: bytes)
+                ControlCommands.respond(channel: channel, status: answer.0, json: answer.1, keepAlive: keepAlive)
             }
         }
     }
 }
 
 enum ControlCommands {
+    static func respond(channel: any Channel, status: HTTPResponseStatus, json: Data, keepAlive: Bool) {
+        var buffer = channel.allocator.buffer(capacity: json.count)
+        buffer.writeBytes(json)
+        var headers = HTTPHeaders([("content-type", "application/json"), ("content-length", "\(json.count)")])
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), promise: nil)
+        channel.write(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil)
+        channel.writeAndFlush(HTTPServerResponsePart.end(nil)).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+
+    /// The answer to a command that does not act on the open connections, at once; `nil` for the others
+    /// (`/goaway`, `/max-streams`, `/close-connections`), which `handle` carries out.
+    static func handleAtOnce(mock: APNsMockServer, method: HTTPMethod, uri: String, body: Data) -> (HTTPResponseStatus, Data)? {
+        switch (method, uri) {
+        case (.POST, "/goaway"), (.POST, "/max-streams"), (.POST, "/close-connections"): nil
+        default: handleSynchronously(mock: mock, method: method, uri: uri, body: body)
+        }
+    }
+
     static func handle(mock: APNsMockServer, method: HTTPMethod, uri: String, body: Data) async -> (HTTPResponseStatus, Data) {
+        let object = (try? JSONSerialization.jsonObject(with: body.isEmpty ? Data("{}".utf8) : body)) as? [String: Any]
+        guard let object else { return error(.badRequest, "body is not a JSON object") }
+        switch (method, uri) {
+        case (.POST, "/goaway"):
+            await mock.goAway(reason: object["reason"] as? String ?? "Shutdown")
+            return ok([:])
+        case (.POST, "/max-streams"):
+            guard let value = object["value"] as? Int, value >= 0 else { return error(.badRequest, "value must be an integer") }
+            await mock.setMaxConcurrentStreams(value)
+            return ok([:])
+        case (.POST, "/close-connections"):
+            await mock.closeAllConnections()
+            return ok([:])
+        default:
+            return handleSynchronously(mock: mock, method: method, uri: uri, body: body)
+        }
+    }
+
+    private static func handleSynchronously(mock: APNsMockServer, method: HTTPMethod, uri: String, body: Data) -> (HTTPResponseStatus, Data) {
         let object = (try? JSONSerialization.jsonObject(with: body.isEmpty ? Data("{}".utf8) : body)) as? [String: Any]
         guard let object else { return error(.badRequest, "body is not a JSON object") }
         switch (method, uri) {
@@ -132,16 +172,6 @@ enum ControlCommands {
             return ok(["accepted": list])
         case (.POST, "/faults"):
             return applyFaults(object, to: mock.faults)
-        case (.POST, "/goaway"):
-            await mock.goAway(reason: object["reason"] as? String ?? "Shutdown")
-            return ok([:])
-        case (.POST, "/max-streams"):
-            guard let value = object["value"] as? Int, value >= 0 else { return error(.badRequest, "value must be an integer") }
-            await mock.setMaxConcurrentStreams(value)
-            return ok([:])
-        case (.POST, "/close-connections"):
-            await mock.closeAllConnections()
-            return ok([:])
         case (.POST, "/reset-observations"):
             mock.resetObservations()
             return ok([:])
