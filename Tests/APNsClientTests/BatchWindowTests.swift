@@ -56,6 +56,21 @@ import Testing
         #expect(run(&window, rate: 20_000, answerTime: 0.1, from: 2) == .milliseconds(2))
     }
 
+    @Test func aQueueAtAPNsWidensTheWindowToHalfOfIt() {
+        var window = BatchWindow(floor: .milliseconds(2))
+        // 20 ms answers on a path that answers in 3 ms without a queue: 17 ms of queue, the window 8.5 ms.
+        window.baseline = 0.003
+        let widened = run(&window, rate: 1500, answerTime: 0.02)
+        #expect(widened > .microseconds(8400) && widened <= .microseconds(8500), "\(widened)")
+    }
+
+    @Test func aLongPathWithoutAQueueKeepsATenthOfTheAnswerTime() {
+        var window = BatchWindow(floor: .milliseconds(2))
+        window.baseline = 0.04
+        let widened = run(&window, rate: 1500, answerTime: 0.042)
+        #expect(widened > .microseconds(4100) && widened <= .microseconds(4200), "\(widened)")
+    }
+
     @Test func aZeroFloorNeverWaits() {
         var window = BatchWindow(floor: .zero)
         #expect(run(&window, rate: 100, answerTime: 0.5) == .zero)

@@ -45,6 +45,10 @@ final class EventLoopCore {
     private var batchWindow: BatchWindow
     /// When the last turn that did work began.
     private var lastBusyTurn: ContinuousClock.Instant?
+    /// A connection ended this turn with its send window nearly used up: the next turn waits no longer than
+    /// the floor, so the server's WINDOW_UPDATE is read at once (a wider window would hold the connection
+    /// starved and make the pool open more).
+    private var windowStarved = false
 
     init(epollFD: Int32, eventFD: Int32, timerFD: Int32, batchWindow: Duration, logger: Logger) {
         self.batchWindow = BatchWindow(floor: batchWindow)
@@ -103,6 +107,9 @@ final class EventLoopCore {
     /// APNs answered a request `seconds` after it was handed to a connection (the batch window follows).
     func observeAnswer(seconds: Double) { batchWindow.answered(after: seconds) }
 
+    /// A connection's send window is nearly used up (see `windowStarved`).
+    func noteWindowStarved() { windowStarved = true }
+
     /// Ends `request` with `result` at the end of this turn, with the turn's other completions.
     func complete(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
         completed.append((request, result))
@@ -124,8 +131,9 @@ final class EventLoopCore {
             let busy = !dirty.isEmpty || !readAgain.isEmpty || !completed.isEmpty || loop.hasInbox
             if !busy, let last = lastBusyTurn {
                 lastBusyTurn = nil
-                Self.sleep(until: last + batchWindow.current)
+                Self.sleep(until: last + (windowStarved ? batchWindow.floor : batchWindow.current))
             }
+            windowStarved = false
             let n = tokens.withUnsafeMutableBufferPointer { t in
                 events.withUnsafeMutableBufferPointer { e in
                     cnghttp2_epoll_wait(epollFD, t.baseAddress, e.baseAddress, Int32(capacity), busy ? 0 : -1)
@@ -215,7 +223,7 @@ final class EventLoopCore {
                 let pool = batch[start].0.pool
                 var end = start + 1
                 while end < batch.count && batch[end].0.pool === pool { end += 1 }
-                pool.completed(batch[start..<end])
+                if let baseline = pool.completed(batch[start..<end]) { batchWindow.baseline = baseline }
                 start = end
             }
             batch.removeAll(keepingCapacity: true)

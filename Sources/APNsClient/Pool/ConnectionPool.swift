@@ -163,7 +163,10 @@ final class ConnectionPool: Sendable {
     /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
     /// pool's accounting and learning in one critical section, then resends of what APNs never processed
     /// (on another connection, while the deadline allows), then each caller.
-    func completed<Batch: Collection>(_ ending: Batch) where Batch.Element == (StreamRequest, Result<APNsResponse, APNsClientError>) {
+    /// - Returns: the adaptive limit's no-queue baseline in seconds, if it has one (the loop's batch window
+    ///   widens with the queue at APNs above it).
+    @discardableResult
+    func completed<Batch: Collection>(_ ending: Batch) -> Double? where Batch.Element == (StreamRequest, Result<APNsResponse, APNsClientError>) {
         // Each attempt ends once (a second ending would resume its caller twice).
         let batch = ending.filter { $0.0.end() }
         // Loads are read outside the pool's lock, once per connection of the batch (usually one).
@@ -173,7 +176,7 @@ final class ConnectionPool: Sendable {
         }
         var actions = Machine.Actions()
         let now = ContinuousClock.now
-        withMachine { machine, _ in
+        let baseline = withMachine { machine, _ -> Double? in
             for (request, result) in batch {
                 let outcome = Self.outcome(of: result)
                 let load = loads.first { $0.id == request.connection.id }!.load
@@ -182,6 +185,7 @@ final class ConnectionPool: Sendable {
                     latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now
                 ))
             }
+            return machine.limit?.baseline?.seconds
         }
         perform(actions)
         for (request, result) in batch {
@@ -197,6 +201,7 @@ final class ConnectionPool: Sendable {
                 finish(send, result)
             }
         }
+        return baseline
     }
 
     /// The send's end: metrics, then its caller.

@@ -329,6 +329,7 @@ final class ConnectionIO {
 
     private func publishLoad() {
         let window = session.sendWindow
+        if window < ConnectionPool.Machine.windowStarvedBytes { core.noteWindowStarved() }
         let maxStreams = table.maxConcurrentStreams
         connection.publish(stats, sendWindow: window, maxConcurrentStreams: maxStreams)
         stats.completed = 0
