@@ -25,7 +25,7 @@ func uniqueGroupID(_ name: String = #function) -> String {
 /// librdkafka's periodic metadata refresh (`topic.metadata.refresh.interval.ms`) stays at its default
 /// (5 min). A refresh that lands while the group leader waits for its assignor's metadata makes librdkafka
 /// (2.0.2 and still upstream) rejoin the group, and each rejoin costs 5 s in the mock coordinator (session
-/// timeout minus 1 s). With a 1 s refresh, loaded runs saw joins of 8–9 s (6 in 140) and once over 30 s.
+/// timeout minus 1 s). With a 1 s refresh, loaded runs saw joins of 8–9 s (5 in 142) and once over 30 s.
 func testConsumerConfiguration(
     _ cluster: MockKafkaCluster, group: String,
     strategy: KafkaPartitionAssignmentStrategy = .range
