@@ -44,6 +44,8 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
+        // glibc's <malloc.h>, for the heap gauges (mallinfo2).
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
@@ -115,7 +117,7 @@ let package = Package(
         .target(
             name: "RelayApp",
             dependencies: [
-                "Relay", "RelayContract", "Kafka", "APNsCore", "APNsClient", "ServiceSupport",
+                "Relay", "RelayContract", "Kafka", "APNsCore", "APNsClient", "ServiceSupport", "CMalloc",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -217,7 +219,7 @@ let package = Package(
         .target(name: "ReaddirGuard", path: "Tests/ReaddirGuard", linkerSettings: [.linkedLibrary("dl")]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore"]),
+        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "TestSupport"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "ServiceSupport", "TestSupport"]),
         .testTarget(
             name: "APNsMockTests",

@@ -33,6 +33,14 @@ extension APNsConnectionHandler {
         advertise(maxConcurrentStreams: value)
     }
 
+    /// Abrupt close by a fault command (`closeAllConnections`), counted in `droppedConnections` when the
+    /// connection was still open.
+    func dropByCommand() {
+        guard !closed else { return }
+        server.observations.update { $0.droppedConnections += 1 }
+        closeAbruptly()
+    }
+
     /// Abrupt close, no GOAWAY.
     func closeAbruptly() {
         closed = true

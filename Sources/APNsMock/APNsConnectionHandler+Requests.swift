@@ -76,7 +76,7 @@ extension APNsConnectionHandler {
         case .success(let checked):
             request = checked
         case .failure(let rejection):
-            reject(exchange, reason: rejection.reason, timestamp: rejection.timestampMilliseconds)
+            reject(exchange, reason: rejection.reason, timestamp: rejection.timestampMilliseconds, deviceToken: rejection.deviceToken)
             return
         }
         if let reason = authenticate(request, authorization: headers.authorization, nowMilliseconds: now) {

@@ -226,7 +226,7 @@ public final class APNsMockServer: Sendable {
 
     /// Closes every client connection at once, without GOAWAY (abrupt TCP close).
     public func closeAllConnections() async {
-        await context.forEachConnection { $0.closeAbruptly() }
+        await context.forEachConnection { $0.dropByCommand() }
     }
 
     // MARK: Set-up

@@ -14,6 +14,9 @@ public final class DeviceRegistry: Sendable {
         case unregistered(sinceMilliseconds: Int64)
         /// 410 ExpiredToken.
         case expired
+        /// Every request answered `reason` with its status (e.g. `.serviceUnavailable`: a push the test wants
+        /// retried until it expires). Not something APNs does per device; a fault for tests.
+        case failing(APNsReason)
     }
 
     private let entries = Mutex<[String: State]>([:])

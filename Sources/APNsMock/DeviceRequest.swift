@@ -80,15 +80,17 @@ enum DeviceRequestRules {
             switch state {
             case .active(let registeredBundle, let registeredEnvironment):
                 if let registeredEnvironment, registeredEnvironment != environment {
-                    return .failure(.init(reason: .badDeviceToken))
+                    return .failure(.init(reason: .badDeviceToken, deviceToken: deviceToken))
                 }
                 if let registeredBundle, registeredBundle != bundleID {
-                    return .failure(.init(reason: .deviceTokenNotForTopic))
+                    return .failure(.init(reason: .deviceTokenNotForTopic, deviceToken: deviceToken))
                 }
             case .unregistered(let since):
-                return .failure(.init(reason: .unregistered, timestampMilliseconds: since))
+                return .failure(.init(reason: .unregistered, timestampMilliseconds: since, deviceToken: deviceToken))
             case .expired:
-                return .failure(.init(reason: .expiredToken, timestampMilliseconds: nowMilliseconds))
+                return .failure(.init(reason: .expiredToken, timestampMilliseconds: nowMilliseconds, deviceToken: deviceToken))
+            case .failing(let reason):
+                return .failure(.init(reason: reason, deviceToken: deviceToken))
             }
         }
         return .success(

@@ -80,7 +80,7 @@ public struct MockStatistics: Sendable, Hashable {
     public var refusedStreams = 0
     /// Requests never answered (withheld by fault injection).
     public var withheldReplies = 0
-    /// Connections closed abruptly by fault injection.
+    /// Connections closed abruptly by fault injection (`dropConnectionOnNext`, `closeAllConnections`).
     public var droppedConnections = 0
     /// GOAWAY frames sent.
     public var goAwaysSent = 0
@@ -102,10 +102,13 @@ public struct DeviceTokenCounts: Sendable, Hashable {
     public var requests = 0
     /// Of those, answered 200.
     public var accepted = 0
+    /// When the latest of those requests was counted (UNIX milliseconds, wall clock; read once per batch).
+    public var lastRequestMilliseconds: Int64 = 0
 
-    public init(requests: Int = 0, accepted: Int = 0) {
+    public init(requests: Int = 0, accepted: Int = 0, lastRequestMilliseconds: Int64 = 0) {
         self.requests = requests
         self.accepted = accepted
+        self.lastRequestMilliseconds = lastRequestMilliseconds
     }
 }
 
@@ -189,6 +192,7 @@ final class ObservationStore: Sendable {
         let records = batch.records
         guard !records.isEmpty else { return }
         let historyLimit = self.historyLimit
+        let now = WallClock.system.nowMilliseconds()
         batch.payloads.withUnsafeBytes { payloads in state.withLock { state in
             state.statistics.requests += records.count
             state.statistics.requestsByConnection[connectionID, default: 0] += records.count
@@ -202,7 +206,7 @@ final class ObservationStore: Sendable {
                 }
                 if let deviceToken = record.deviceToken {
                     // One hash of the token per request: both counts are updated in place.
-                    state.statistics.deviceTokens[deviceToken, default: DeviceTokenCounts()].count(record.outcome)
+                    state.statistics.deviceTokens[deviceToken, default: DeviceTokenCounts()].count(record.outcome, at: now)
                 }
                 switch record.outcome {
                 case .accepted(let request):
@@ -314,8 +318,9 @@ public struct APNsMockTimeout: Error, CustomStringConvertible {
 }
 
 extension DeviceTokenCounts {
-    fileprivate mutating func count(_ outcome: ObservationStore.Outcome) {
+    fileprivate mutating func count(_ outcome: ObservationStore.Outcome, at milliseconds: Int64) {
         requests += 1
+        lastRequestMilliseconds = milliseconds
         if case .accepted = outcome { accepted += 1 }
     }
 }

@@ -51,6 +51,9 @@ struct RequestHeaders {
 struct RequestRejection: Error {
     var reason: APNsReason
     var timestampMilliseconds: Int64? = nil
+    /// The request's device token, when the rejection came after it was read (the registry's answers), so
+    /// the request is counted for its token.
+    var deviceToken: String? = nil
 }
 
 /// Header values whose rules are the same for device pushes and broadcast sends (apns-reference.md §2, §10).

@@ -38,8 +38,8 @@ package final class RelayService: Service, Sendable {
 
     /// How long the producer and the consumer may each take to close after the drain: long enough for the
     /// final commit of a busy relay while Kafka answers, short when every broker is down (nothing to wait for).
-    static let closeTimeout: Duration = .seconds(10)
-    static let closeTimeoutKafkaDown: Duration = .seconds(2)
+    package static let closeTimeout: Duration = .seconds(10)
+    package static let closeTimeoutKafkaDown: Duration = .seconds(2)
     /// At most this many consumer events are taken at once (what had arrived by then).
     static let consumeBatch = 512
 

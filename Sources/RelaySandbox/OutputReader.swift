@@ -24,6 +24,10 @@ package final class OutputReader: Sendable {
 
     private let consumer: KafkaConsumer
     private let topics: RelayConfiguration.Topics
+    private let bootstrapServers: String
+    private let logger: Logger
+    /// The highest offset read so far per topic and partition (what `readToEnd` compares with the ends).
+    private let highestOffsets = Mutex<[String: [Int32: Int64]]>([:])
     /// Positions read so far: a record delivered twice by the consumer (librdkafka redelivers after some
     /// leader changes) is one record in the topic, not a duplicate written by the relay.
     private let seen = Mutex<Set<Position>>([])
@@ -41,6 +45,8 @@ package final class OutputReader: Sendable {
     /// - Parameter alsoReading: more topics to read from their start (e.g. the input, to diagnose a loss).
     package init(sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = []) throws {
         topics = sandbox.options.topics
+        bootstrapServers = sandbox.bootstrapServers
+        self.logger = logger
         var configuration = KafkaConsumerConfiguration(
             bootstrapServers: [sandbox.bootstrapServers], groupID: "output-reader-\(UUID().uuidString)"
         )
@@ -70,6 +76,24 @@ package final class OutputReader: Sendable {
         return records
     }
 
+    /// The records after those already returned, up to the end of `topic` as its partition leaders see it when
+    /// this is called: for a check that nothing more was written (a duplicate after the last expected record),
+    /// once the writer has stopped. Every partition's last record has then been read.
+    /// - Throws: `RelayError` when `timeout` passes first.
+    package func readToEnd(of topic: String, timeout: Duration) async throws -> [Record] {
+        let ends = try await KafkaClusterInspection.watermarks(bootstrapServers: [bootstrapServers], topic: topic, logger: logger)
+        func reachedTheEnd() -> Bool {
+            self.highestOffsets.withLock { read in
+                ends.allSatisfy { partition, marks in marks.high <= marks.low || (read[topic]?[partition] ?? -1) >= marks.high - 1 }
+            }
+        }
+        var records: [Record] = []
+        guard try await gather(into: &records, timeout: timeout, progress: nil, until: { _ in reachedTheEnd() }) else {
+            throw RelayError("\(topic) not read to its end \(ends.mapValues(\.high)) within \(timeout)")
+        }
+        return records
+    }
+
     /// - Returns: `false` when `timeout` passed before `done` held.
     private func gather(
         into records: inout [Record], timeout: Duration, progress: (@Sendable (Int) -> Void)?, until done: ([Record]) -> Bool
@@ -95,6 +119,9 @@ package final class OutputReader: Sendable {
                 guard seen.withLock({ $0.insert(position).inserted }) else {
                     redeliveryCount.add(1, ordering: .relaxed)
                     continue
+                }
+                highestOffsets.withLock { read in
+                    read[message.topic, default: [:]][message.partition] = max(read[message.topic]?[message.partition] ?? -1, message.offset)
                 }
                 records.append(Record(
                     topic: message.topic, key: message.key, value: value, headers: message.headers,

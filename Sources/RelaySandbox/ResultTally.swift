@@ -32,31 +32,6 @@ package struct ResultTally: Sendable {
     /// Results beyond the first per key.
     package var duplicates: Int { results - resultsByKey.count }
 
-    /// Results completed in the busiest wall-clock second: the relay's peak rate, which sets how much work
-    /// can sit between two offset commits.
-    package var peakPerSecond: Int { completedPerSecond.values.max() ?? 0 }
-    private var completedPerSecond: [Int64: Int] = [:]
-
-    /// The duplicates `changes` disruptions (kills, joins, leaves) of a one-member group can explain.
-    package func duplicateBound(changes: Int, maxInFlight: Int) -> Int {
-        duplicateBound(membersPerChange: Array(repeating: 1, count: changes), maxInFlight: maxInFlight)
-    }
-
-    /// The duplicates a sequence of disruptions can explain, given how many members were in the group at
-    /// each. Per disruption: the events in flight at every member (with the eager protocol each member is
-    /// revoked and drains, and librdkafka's mock coordinator refuses the commit on revoke while the group is
-    /// rebalancing, so the next owner redoes them), plus the work finished since the last commit that
-    /// counted, at the peak rate, over `uncommittedWindow`; never less than twice the in-flight bound.
-    ///
-    /// - Parameter uncommittedWindow: how long finished work can go uncommitted. Without a rebalance, one
-    ///   auto-commit interval and a round trip (a quarter second here). A join adds the time until every
-    ///   member hears of the rebalance: the mock coordinator refuses their commits from the joiner's
-    ///   JoinGroup on, and a member hears of it in its next heartbeat's answer (`heartbeat.interval.ms`).
-    package func duplicateBound(membersPerChange: [Int], maxInFlight: Int, uncommittedWindow: Duration = .milliseconds(250)) -> Int {
-        let uncommitted = Int(Double(peakPerSecond) * (Double(uncommittedWindow / .milliseconds(1)) / 1000))
-        return membersPerChange.reduce(0) { $0 + max(2 * maxInFlight, max(1, $1) * maxInFlight + uncommitted) }
-    }
-
     /// The keys of `expected` that have no result yet.
     package func missing(_ expected: some Sequence<String>) -> [String] {
         expected.filter { resultsByKey[$0] == nil }
@@ -105,9 +80,6 @@ package struct ResultTally: Sendable {
             outcomes[outcome, default: 0] += 1
             if outcome != "delivered" { reasons[json["reason"] as? String ?? "", default: 0] += 1 }
             if let flagged = json["possibleDuplicates"] as? Int, flagged > 0 { possibleDuplicateKeys.insert(key) }
-            if let completed = (json["completedAt"] as? NSNumber)?.int64Value {
-                completedPerSecond[completed / 1000, default: 0] += 1
-            }
             if keepTimings, let received = (json["receivedAt"] as? NSNumber)?.int64Value,
                 let completed = (json["completedAt"] as? NSNumber)?.int64Value
             {

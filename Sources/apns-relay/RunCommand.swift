@@ -76,9 +76,11 @@ struct RunCommand: AsyncParsableCommand {
             // `apns_relay_ready`: what /readyz would answer, read at each scrape (an alert on a replica that
             // stays unready needs it as a series; Kubernetes keeps readiness to itself).
             let ready = Gauge(label: "apns_relay_ready")
+            let process = ProcessGauges()
             admin.serve(AdminServer.Probes(
                 metrics: {
                     ready.record(app.relay.readiness == nil ? 1 : 0)
+                    process.update()
                     return registry.emitToBuffer()
                 },
                 liveness: { app.relay.liveness },

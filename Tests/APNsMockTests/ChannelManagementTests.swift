@@ -147,7 +147,9 @@ import Testing
 
         init(_ name: String, _ reason: APNsReason, make: @escaping @Sendable (MockFixture) -> TestRequest) {
             self.name = name
-            self.status = reason.status ?? 400
+            // The status from the literal table of documented reasons, not from APNsCore's (which the mock
+            // answers from).
+            self.status = DocumentedReason.named(reason.rawValue)?.status ?? -1
             self.reason = reason.rawValue
             self.make = make
         }

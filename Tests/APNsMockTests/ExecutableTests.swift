@@ -4,9 +4,11 @@ import Testing
 
 /// The `apns-mock` executable: first line `listening port=… ca=…`, serves, exits 0 on SIGTERM.
 @Suite struct ExecutableTests {
-    static var executable: URL? { BuiltProducts.find("apns-mock") }
+    /// `swift build --build-tests` builds it beside the test binary; a missing one fails the test (a skipped
+    /// test reads as a passed one in a summary).
+    static var executable: URL { get throws { try BuiltProducts.executable("apns-mock") } }
 
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func anUnreadableOrWrongPublicKeySaysWhichOptionFileAndWhy() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mock-keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -15,18 +17,18 @@ import Testing
         let garbage = directory.appendingPathComponent("garbage.p8").path
         try "not a key".write(toFile: garbage, atomically: true, encoding: .utf8)
         let keyArguments = ["--key-id", "ABC123DEFG", "--team-id", "DEF123GHIJ", "--public-key"]
-        let absent = try await runProcess(Self.executable!.path, keyArguments + [missing])
+        let absent = try await runProcess(try Self.executable.path, keyArguments + [missing])
         #expect(absent.status != 0)
         #expect(absent.stderr.contains("cannot read --public-key '\(missing)': no such file"), "\(absent.stderr)")
         #expect(!absent.stderr.contains("permission"), "a missing file is not a permission problem: \(absent.stderr)")
-        let wrong = try await runProcess(Self.executable!.path, keyArguments + [garbage])
+        let wrong = try await runProcess(try Self.executable.path, keyArguments + [garbage])
         #expect(wrong.status != 0)
         #expect(wrong.stderr.contains("--public-key '\(garbage)' (key id ABC123DEFG) is not a PEM public key"), "\(wrong.stderr)")
-        let folder = try await runProcess(Self.executable!.path, keyArguments + [directory.path])
+        let folder = try await runProcess(try Self.executable.path, keyArguments + [directory.path])
         #expect(folder.stderr.contains("it is a directory"), "\(folder.stderr)")
     }
 
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func printsPortAndCAThenServesAndExitsOnSIGTERM() async throws {
         let exited = AsyncStream<Int32>.makeStream()
         let (process, fields, line) = try await start(["--port", "0", "--max-streams", "10", "--control-port", "0", "--history", "5"]) { process in
@@ -54,7 +56,7 @@ import Testing
 
     /// `--management-port 0`: the first line gains ` management=<port>` (after `control=`), and that port serves
     /// the channel API with the same TLS certificate; `--broadcast-disabled-bundle` turns an app's broadcasts off.
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func aManagementPortIsPrintedAndServesTheChannelAPI() async throws {
         let directory = try makeTemporaryDirectory("mock-management")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -93,7 +95,7 @@ import Testing
     /// `--key-scope`: keys restricted as Apple allows since 2025 — to one environment (403
     /// BadEnvironmentKeyInToken in the other) and to bundle ids (InvalidProviderToken for others), checked
     /// with curl; a scope naming no --key-id, or an unknown environment, is refused at start.
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func keyScopesRestrictKeysToAnEnvironmentAndBundleIDs() async throws {
         let directory = try makeTemporaryDirectory("mock-scopes")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -128,13 +130,13 @@ import Testing
             ("NOSUCHKEY1=development", "--key-scope names key id NOSUCHKEY1, which no --key-id gives"),
             ("DEV123DEFG=staging", "--key-scope 'DEV123DEFG=staging': the environment must be production, development or both, not 'staging'"),
         ] {
-            let result = try await runProcess(Self.executable!.path, arguments + ["--key-scope", scope])
+            let result = try await runProcess(try Self.executable.path, arguments + ["--key-scope", scope])
             #expect(result.status != 0)
             #expect(result.stderr.contains(message), "\(result.stderr)")
         }
     }
 
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func withoutAManagementPortTheFirstLineIsUnchanged() async throws {
         let (process, fields, line) = try await start(["--port", "0"])
         defer { process.terminate() }
@@ -147,7 +149,7 @@ import Testing
         _ arguments: [String], configure: (Process) -> Void = { _ in }
     ) async throws -> (process: Process, fields: [String: String], line: String) {
         let process = Process()
-        process.executableURL = Self.executable
+        process.executableURL = try Self.executable
         process.arguments = arguments
         configure(process)
         let out = Pipe()
@@ -179,7 +181,7 @@ import Testing
 
     /// `--tls-dir`: a restarted mock presents the same certificate, so a client trusting its ca.pem (a relay
     /// with apns.caFile) reconnects; the key is readable by its owner only.
-    @Test(.enabled(if: executable != nil, "apns-mock is not built next to the test binary"))
+    @Test
     func aTLSDirectoryKeepsTheCertificateAcrossRestarts() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mock-tls-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

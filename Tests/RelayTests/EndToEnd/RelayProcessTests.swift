@@ -19,9 +19,8 @@ struct RelayProcessTests {
     }
 
     /// A SIGTERM under load drains what is in flight, commits and exits 0; the next relay redoes nothing.
-    /// When the drain deadline passes first (a starved machine), the events abandoned then are redone, and
-    /// so are those after them in their partition that finished (offsets are committed contiguously): at
-    /// most the in-flight bound.
+    /// The drain deadline (20 s) is far above what draining takes here (at most 1,000 events in flight to a
+    /// mock that answers in milliseconds), so a drain that runs into it is a failure, not another branch.
     @Test func sigtermUnderLoadExitsCleanlyWithinTheDrainDeadlineAndRestartAddsNoDuplicates() async throws {
         try await withSandbox(logger: logger) { sandbox in
             let count = 3000
@@ -46,6 +45,7 @@ struct RelayProcessTests {
             #expect(stopTime < drain + .seconds(20), "stopped in \(stopTime)")
             let drainedInTime = !first.log.contains("drain deadline passed")
             print("sigterm under load: first relay stopped in \(stopTime), drained in time: \(drainedInTime)")
+            #expect(drainedInTime, "the drain of at most \(maxInFlight) events ended within \(drain); log:\n\(first.log.suffix(3000))")
 
             let second = try RelayProcess(environment: env)
             let seenBefore = Set(collected.filter { $0.topic == results }.map(\.keyString))
@@ -59,11 +59,7 @@ struct RelayProcessTests {
             let keys = collected.filter { $0.topic == results }.map(\.keyString)
             #expect(Set(keys).count == count, "every event has a result")
             let duplicates = keys.count - Set(keys).count
-            if drainedInTime {
-                #expect(duplicates == 0, "a clean stop commits everything it finished: \(duplicates) duplicates")
-            } else {
-                #expect(duplicates <= maxInFlight, "\(duplicates) duplicates after an abandoned drain")
-            }
+            #expect(duplicates == 0, "a clean stop commits everything it finished: \(duplicates) duplicates")
         }
     }
 

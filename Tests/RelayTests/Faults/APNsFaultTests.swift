@@ -44,7 +44,15 @@ extension FaultTests {
                 }
 
                 try await run("goaway-every-50-streams", arm: { apns.faults.goAwayAfterStreams = 50 }) { $1.goAwaysSent - $0.goAwaysSent }
-                try await run("max-concurrent-streams-1", arm: { await apns.setMaxConcurrentStreams(1) }) { _, _ in 1 }
+                try await run("max-concurrent-streams-1", arm: { await apns.setMaxConcurrentStreams(1) }) { before, after in
+                    // The fault is every connection that carried this phase's pushes under the limit of 1. The
+                    // ones first used in this phase were told the limit before their first push: the relay must
+                    // never have had two streams open on them.
+                    let used = after.requestsByConnection.filter { $0.value > before.requestsByConnection[$0.key, default: 0] }
+                    let fresh = after.peakConcurrentStreamsByConnection.filter { before.peakConcurrentStreamsByConnection[$0.key] == nil }
+                    #expect(fresh.values.allSatisfy { $0 <= 1 }, "streams open at once on connections first used under the limit of 1: \(fresh)")
+                    return used.count
+                }
                 try await run("429-500-503-storm", arm: {
                     apns.faults.failNext(perPhase / 4, with: .tooManyRequests)
                     apns.faults.failNext(perPhase / 4, with: .internalServerError)
@@ -60,7 +68,7 @@ extension FaultTests {
                     await apns.closeAllConnections()
                     try await Task.sleep(for: .milliseconds(400))  // spaces the injected faults in time
                     await apns.goAway()
-                }) { $1.droppedConnections - $0.droppedConnections + 2 }
+                }) { $1.droppedConnections - $0.droppedConnections + $1.goAwaysSent - $0.goAwaysSent }
             }
             await reader.close()
         }

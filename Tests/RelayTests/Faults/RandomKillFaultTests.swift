@@ -1,6 +1,7 @@
 import Foundation
 import RelaySandbox
 import TestSupport
+import ServiceSupport
 import Testing
 @_spi(Faults) import APNsMock
 
@@ -13,16 +14,18 @@ extension FaultTests {
         print("fault random-sigkill: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
         var random = SeededGenerator(seed: seed)
         let kills = FaultSize.pick(reduced: 5, full: 20)
-        let maxInFlight = 200
+        // APNs answers in 100 ms, so every incarnation has events in flight when it dies; the duplicates a
+        // kill can cause follow from these settings alone (see DuplicateBound).
+        let bound = DuplicateBound(maxInFlight: 200, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(100))
         var options = RelaySandbox.Options()
         options.partitions = 6
         options.topics.urgent = [faultUrgentTopic]
         try await withSandbox(options, logger: logger) { sandbox in
-            // APNs answers in 50–150 ms, so every incarnation has events in flight when it dies.
-            sandbox.apns.faults.latency = .init(rtt: .milliseconds(100), jitter: .milliseconds(50))
+            sandbox.apns.faults.latency = .init(rtt: bound.apnsLatency)
             var environment = sandbox.relayEnvironment(groupID: "kills-\(UUID().uuidString.prefix(8))")
-            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
-            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "100"
+            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(bound.maxInFlight)
+            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = String(bound.commitInterval.milliseconds)
+            environment["APNS_RELAY_APNS_POOL_ADAPTIVE_CONCURRENCY"] = "false"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
@@ -64,11 +67,8 @@ extension FaultTests {
             #expect(status == 0, "SIGTERM ends the last relay cleanly; log:\n\(relay.log.suffix(2000))")
             await reader.close()
             print("fault random-sigkill: kill points \(killPoints.joined(separator: " "))")
-            // Per kill: the events in flight, plus those finished since the last commit.
-            finishFaultRun(
-                "random-sigkill", tally: tally, expected: expected, kills: kills, faults: kills,
-                duplicateBound: tally.duplicateBound(changes: kills, maxInFlight: maxInFlight)
-            )
+            print("fault random-sigkill: duplicate bound \(bound)")
+            finishFaultRun("random-sigkill", tally: tally, expected: expected, kills: kills, faults: kills, duplicateBound: bound.kills(kills))
         }
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
 import RelaySandbox
 import TestSupport
+import ServiceSupport
 import Testing
+@_spi(Faults) import APNsMock
 
 extension FaultTests {
     /// Relay processes join and leave the consumer group every few seconds while events stream in: every
@@ -13,22 +15,24 @@ extension FaultTests {
         var random = SeededGenerator(seed: seed)
         let steps = FaultSize.pick(reduced: 6, full: 24)
         let count = FaultSize.pick(reduced: 3000, full: 12000)
-        let maxInFlight = 200
+        // Members hear of a rebalance in their next heartbeat's answer; until then they keep finishing work
+        // whose commits the mock coordinator refuses (see the bound below). librdkafka's 3 s default would let
+        // a change redo up to 3 s of the group's work; 300 ms keeps it short. APNs answers in a fixed 100 ms.
+        let bound = DuplicateBound(
+            maxInFlight: 200, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(200), rebalanceNotice: .milliseconds(300))
         var options = RelaySandbox.Options()
         options.partitions = 8
         options.topics.urgent = [faultUrgentTopic]
         try await withSandbox(options, logger: logger) { sandbox in
+            sandbox.apns.faults.latency = .init(rtt: bound.apnsLatency)
             var environment = sandbox.relayEnvironment(groupID: "churn-\(UUID().uuidString.prefix(8))")
-            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(maxInFlight)
-            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = "200"
+            environment["APNS_RELAY_RELAY_MAX_IN_FLIGHT_EVENTS"] = String(bound.maxInFlight)
+            environment["APNS_RELAY_KAFKA_AUTO_COMMIT_INTERVAL_MS"] = String(bound.commitInterval.milliseconds)
+            environment["APNS_RELAY_APNS_POOL_ADAPTIVE_CONCURRENCY"] = "false"
             environment["APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS"] = "5000"
             environment["APNS_RELAY_RELAY_REVOCATION_DRAIN_TIMEOUT_MS"] = "5000"
             environment["APNS_RELAY_LOG_LEVEL"] = "warning"
-            // Members hear of a rebalance in their next heartbeat's answer; until then they keep finishing
-            // work whose commits the mock coordinator refuses (see the bound below). librdkafka's 3 s default
-            // would let a change redo up to 3 s of the group's work; 300 ms keeps it short.
-            let heartbeat = Duration.milliseconds(300)
-            environment["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"] = "heartbeat.interval.ms=\(heartbeat / .milliseconds(1))"
+            environment["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"] = "heartbeat.interval.ms=\(bound.rebalanceNotice.milliseconds)"
             let events = faultEvents(0..<count, prefix: "r")
             let urgent = faultEvents(count..<count + count / 10, prefix: "u")
             let expected = Set((events + urgent).map(\.key))
@@ -68,19 +72,14 @@ extension FaultTests {
             await reader.close()
             #expect(badExits.isEmpty, "every leaving relay exits 0 after SIGTERM: \(badExits)")
             print("fault rebalance-churn: \(joins) joins, \(leaves) leaves")
-            // Per join or leave: the events in flight at every member, plus those finished since the last
-            // commit that counted (a bound counting one member's in-flight events per change was exceeded on
-            // one CPU with three relays: 4122 > 3808). librdkafka's mock coordinator refuses OffsetCommit with
-            // REBALANCE_IN_PROGRESS while the group is JOINING (a real broker accepts commits of the current
-            // generation then), so the commits from the joiner's JoinGroup until each member's revocation (up
-            // to a heartbeat later) fail, and the next owner redoes that work. (A bound of a quarter second of
-            // work per change was exceeded under the full suite's load, 4989 > 4948; the same seed alone gave
-            // 1239–3789, on this code and the code before it.)
+            // Per join or leave, every member is revoked and redoes its share (DuplicateBound): librdkafka's mock
+            // coordinator refuses OffsetCommit with REBALANCE_IN_PROGRESS while the group is joining (a real
+            // broker accepts commits of the current generation then), so the commits from the joiner's
+            // JoinGroup until each member hears of it, a heartbeat later, fail and the next owner redoes that work.
+            print("fault rebalance-churn: duplicate bound \(bound), members per change \(membersPerChange)")
             finishFaultRun(
                 "rebalance-churn", tally: tally, expected: expected, faults: joins - 1 + leaves,
-                duplicateBound: tally.duplicateBound(
-                    membersPerChange: membersPerChange, maxInFlight: maxInFlight,
-                    uncommittedWindow: heartbeat + .milliseconds(250))
+                duplicateBound: bound.changes(membersPerChange: membersPerChange)
             )
         }
     }
