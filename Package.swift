@@ -209,7 +209,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNsMock", "ServiceSupport", "ReaddirGuard",
+                "APNsMock", "APNsCore", "ServiceSupport", "ReaddirGuard",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

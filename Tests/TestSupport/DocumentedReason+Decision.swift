@@ -1,10 +1,9 @@
 import APNsCore
-import TestSupport
 
 extension DocumentedReason.Handling {
-    /// The `DeliveryDecision` the handling names; `invalidatedAt` is the 410 answer's timestamp.
-    /// (APNsCoreTests has the same translation: TestSupport does not depend on APNsCore.)
-    func decision(invalidatedAt: Int64?) -> DeliveryDecision {
+    /// The `DeliveryDecision` the handling names, written out by hand (never `DeliveryDecision(response:)`,
+    /// the function under test); `invalidatedAt` is the 410 answer's timestamp.
+    public func decision(invalidatedAt: Int64?) -> DeliveryDecision {
         switch self {
         case .reject: .rejected(removesTarget: false)
         case .rejectAndRemoveTarget: .rejected(removesTarget: true)
