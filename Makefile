@@ -56,7 +56,7 @@ demo: deps
 
 venv: deps-test
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -c 'import jsonschema, helm_python, kubernetes_validate, yaml' 2>/dev/null || $(VENV)/bin/pip install -q -r Tests/requirements.txt
+	@{ $(PY) -c 'import jsonschema, helm_python, kubernetes_validate, yaml' 2>/dev/null && test -x $(VENV)/bin/noida-db; } || $(VENV)/bin/pip install -q -r Tests/requirements.txt
 
 test: deps-test venv test-swift test-python
 

@@ -108,6 +108,7 @@ package struct RelayApp: Sendable {
             bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
         )
         consumerConfiguration.clientID = configuration.kafka.clientID
+        consumerConfiguration.groupInstanceID = configuration.kafka.groupInstanceID
         consumerConfiguration.sessionTimeout = configuration.kafka.sessionTimeout
         consumerConfiguration.maxPollInterval = configuration.kafka.maxPollInterval
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy

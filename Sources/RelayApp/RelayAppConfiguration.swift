@@ -21,6 +21,8 @@ package struct RelayAppConfiguration: Sendable {
         package var bootstrapServers: [String] = []
         package var groupID = Self.consumer.groupID
         package var clientID = Self.consumer.clientID
+        /// `kafka.groupInstanceId`: static membership (the chart can give each pod its name).
+        package var groupInstanceID = Self.consumer.groupInstanceID
         package var sessionTimeout = Self.consumer.sessionTimeout
         package var maxPollInterval = Self.consumer.maxPollInterval
         package var assignmentStrategy = Self.consumer.partitionAssignmentStrategy
@@ -153,6 +155,7 @@ package struct RelayAppConfiguration: Sendable {
             bootstrapServers: servers,
             groupID: settings.string("kafka.groupId", default: kafkaDefaults.groupID),
             clientID: settings.string("kafka.clientId", default: kafkaDefaults.clientID),
+            groupInstanceID: settings.string("kafka.groupInstanceId").flatMap { $0.isEmpty ? nil : $0 },
             sessionTimeout: settings.milliseconds("kafka.sessionTimeoutMs", default: kafkaDefaults.sessionTimeout, range: 1000...3_600_000),
             maxPollInterval: settings.milliseconds("kafka.maxPollIntervalMs", default: kafkaDefaults.maxPollInterval, range: 1000...86_400_000),
             assignmentStrategy: settings.oneOf("kafka.assignmentStrategy", default: kafkaDefaults.assignmentStrategy, [

@@ -9,8 +9,9 @@ import RelayApp
 import ServiceSupport
 import Synchronization
 
-/// A complete, throw-away environment for the relay on one machine: librdkafka's mock Kafka cluster, the
-/// mock APNs server (TLS + HTTP/2) trusting a freshly made signing key, and the topics the relay uses.
+/// A complete, throw-away environment for the relay on one machine: librdkafka's mock Kafka cluster (or a
+/// broker the caller runs, `Options.externalBootstrapServers`), the mock APNs server (TLS + HTTP/2) trusting
+/// a freshly made signing key, and the topics the relay uses.
 ///
 /// `apns-relay demo`, the end-to-end tests and the benchmarks all run on it, so what they exercise is the
 /// real protocol stack on both sides. Nothing reaches the network beyond 127.0.0.1.
@@ -28,11 +29,21 @@ package final class RelaySandbox: Sendable {
         /// librdkafka properties of the sandbox's input producer, e.g. `max.in.flight.requests.per.connection=1`
         /// where a test injects produce errors (see `MockKafkaCluster.pushRequestErrors`).
         package var inputProducerProperties: [String: String] = [:]
+        /// A Kafka-protocol broker the caller runs instead of librdkafka's mock cluster (noida-db in the tests,
+        /// where transactions or a second broker implementation matter). The sandbox creates its topics there
+        /// through the admin API; the mock cluster's fault hooks (`cluster`) are then unavailable.
+        package var externalBootstrapServers: String? = nil
         package init() {}
     }
 
     package let options: Options
-    package let cluster: MockKafkaCluster
+    /// librdkafka's mock cluster, unless `options.externalBootstrapServers` names another broker.
+    package let mockCluster: MockKafkaCluster?
+    /// The mock cluster, for tests that move leaders, take brokers down or inject request errors.
+    package var cluster: MockKafkaCluster {
+        guard let mockCluster else { preconditionFailure("this sandbox runs on \(bootstrapServers), not on librdkafka's mock cluster") }
+        return mockCluster
+    }
     package let apns: APNsMockServer
     package let apnsPort: Int
     /// The mock's channel-management port (broadcast channels).
@@ -45,7 +56,7 @@ package final class RelaySandbox: Sendable {
     private let directory: String
     private let logger: Logger
 
-    package var bootstrapServers: String { cluster.bootstrapServers }
+    package let bootstrapServers: String
 
     package init(options: Options = Options(), logger: Logger) async throws {
         self.options = options
@@ -57,10 +68,19 @@ package final class RelaySandbox: Sendable {
         keyFile = directory + "/AuthKey_\(keyID).p8"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
 
-        cluster = try MockKafkaCluster(brokers: options.brokers, logger: logger)
-        let topics = options.topics
-        for topic in Set(topics.inputs + topics.outputs) {
-            try cluster.createTopic(topic, partitions: options.partitions)
+        let topics = Set(options.topics.inputs + options.topics.outputs)
+        if let external = options.externalBootstrapServers {
+            mockCluster = nil
+            bootstrapServers = external
+            try await KafkaTopicCreation.create(
+                Dictionary(uniqueKeysWithValues: topics.map { ($0, options.partitions) }), bootstrapServers: [external], logger: logger)
+        } else {
+            let cluster = try MockKafkaCluster(brokers: options.brokers, logger: logger)
+            mockCluster = cluster
+            bootstrapServers = cluster.bootstrapServers
+            for topic in topics {
+                try cluster.createTopic(topic, partitions: options.partitions)
+            }
         }
 
         var configuration = APNsMockConfiguration()

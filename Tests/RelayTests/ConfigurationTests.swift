@@ -93,6 +93,21 @@ import Testing
 
     /// A share for an urgent lane that does not exist is not an error (a chart may set it for every
     /// release), but it is said at start: it takes no effect.
+    /// `kafka.groupInstanceId` (the chart gives each pod its name through this variable) reaches the consumer
+    /// as librdkafka's `group.instance.id`; unset or empty, there is no static membership.
+    @Test func aGroupInstanceIDFromTheEnvironmentMakesTheConsumerAStaticMember() async throws {
+        let base = [
+            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",
+        ]
+        func instanceID(_ environment: [String: String]) async throws -> String? {
+            let reader = try await RelayAppConfiguration.reader(file: nil, environment: environment, overrides: base)
+            return RelayApp.consumerConfiguration(try RelayAppConfiguration(reader: reader)).groupInstanceID
+        }
+        #expect(try await instanceID(["APNS_RELAY_KAFKA_GROUP_INSTANCE_ID": "apns-relay-7d9f-x2"]) == "apns-relay-7d9f-x2")
+        #expect(try await instanceID([:]) == nil)
+        #expect(try await instanceID(["APNS_RELAY_KAFKA_GROUP_INSTANCE_ID": ""]) == nil)
+    }
+
     @Test func anUrgentShareWithoutUrgentTopicsIsNoticed() async throws {
         let base = [
             "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",

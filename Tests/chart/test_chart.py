@@ -465,8 +465,23 @@ def test_every_documented_key_is_settable_through_the_chart():
                 for part in key.split("."):
                     path = path[part]
                 assert path in files, f"{key} = {path} is not mounted: {sorted(files)}"
-    missing = config_table_keys() - rendered
+    # Keys that differ per pod reach it as variables instead (test_group_instance_id_from_pod_name).
+    per_pod = {"kafka.groupInstanceId"}
+    missing = config_table_keys() - rendered - per_pod
     assert not missing, f"README documents keys the chart cannot set: {sorted(missing)}"
+
+
+def test_group_instance_id_from_pod_name():
+    # Off by default (a Deployment's new pods get new names); on, each pod's id is its own name, from the
+    # downward API, and relay.yaml never carries one shared id.
+    assert "env" not in container(objects(REQUIRED))
+    objs = objects(merge(REQUIRED, {"kafka": {"groupInstanceIdFromPodName": True}}))
+    validate_against_kubernetes(objs)
+    env = {e["name"]: e for e in container(objs)["env"]}
+    variable = env.get("APNS_RELAY_KAFKA_GROUP_INSTANCE_ID")
+    assert variable == {"name": "APNS_RELAY_KAFKA_GROUP_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}, env
+    config = relay_config(objs)
+    assert "groupInstanceId" not in config["kafka"] and "groupInstanceIdFromPodName" not in config["kafka"], config["kafka"]
 
 
 def test_named_credentials_and_ca():

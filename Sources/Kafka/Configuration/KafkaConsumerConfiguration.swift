@@ -10,6 +10,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var groupID: String
     /// `client.id`.
     public var clientID: String = "apns-relay"
+    /// `group.instance.id` (static membership, KIP-345): set, a member that restarts with the same id within
+    /// the session timeout takes its old place without a rebalance. Unique per live member; a member with it
+    /// does not leave the group on close (the group waits out its session for its partitions).
+    public var groupInstanceID: String? = nil
     /// `session.timeout.ms`: how long the group waits for a silent member before evicting it.
     public var sessionTimeout: Duration = .seconds(45)
     /// `heartbeat.interval.ms`; `nil` keeps librdkafka's default (3 s), which must stay below the session
@@ -86,6 +90,9 @@ public struct KafkaConsumerConfiguration: Sendable {
         ]
         if let heartbeatInterval {
             owned["heartbeat.interval.ms"] = String(heartbeatInterval.kafkaMilliseconds)
+        }
+        if let groupInstanceID {
+            owned["group.instance.id"] = groupInstanceID
         }
         if let statisticsInterval {
             owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)

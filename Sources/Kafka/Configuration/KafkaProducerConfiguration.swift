@@ -23,6 +23,14 @@ public struct KafkaProducerConfiguration: Sendable {
     public var pollTimeout: Duration = .milliseconds(100)
     /// Any other librdkafka property, passed through verbatim.
     public var additionalProperties: [String: String] = [:]
+    /// `transactional.id`: set, the producer is transactional (``KafkaProducer/initTransactions(timeout:)``
+    /// first; every record then belongs to a transaction). It must be stable across restarts of the same
+    /// instance, so that a restarted one fences its predecessor, and unique among live instances.
+    public var transactionalID: String? = nil
+    /// `transaction.timeout.ms`: how long the broker lets a transaction stay open before aborting it (what a
+    /// crashed producer's open transaction holds `read_committed` readers back at most, on a broker that
+    /// enforces it).
+    public var transactionTimeout: Duration = .seconds(60)
 
     public init(bootstrapServers: [String]) {
         self.bootstrapServers = bootstrapServers
@@ -47,6 +55,13 @@ public struct KafkaProducerConfiguration: Sendable {
         ]
         if let statisticsInterval {
             owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)
+        }
+        if let transactionalID {
+            guard idempotent else {
+                throw KafkaError(code: .configuration, message: "a transactional producer is idempotent: set idempotent")
+            }
+            owned["transactional.id"] = transactionalID
+            owned["transaction.timeout.ms"] = String(transactionTimeout.kafkaMilliseconds)
         }
         var additional = additionalProperties
         // librdkafka spells the same thing three ways; compare one spelling.

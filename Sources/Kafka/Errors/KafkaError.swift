@@ -20,6 +20,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
             case closed
             case timedOut
             case mockCluster
+            case transaction
         }
 
         private let backing: Backing
@@ -53,6 +54,9 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         public static let timedOut = Code(.timedOut)
         /// A mock cluster operation failed.
         public static let mockCluster = Code(.mockCluster)
+        /// A transaction step failed (init, begin, sending offsets, commit, abort); see `requiresAbort`,
+        /// `isRetriable` and `isFatal` (a fenced producer's errors are fatal).
+        public static let transaction = Code(.transaction)
 
         public var description: String { backing.rawValue }
     }
@@ -67,26 +71,31 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public var isRetriable: Bool
     /// Whether the client instance is unusable from now on.
     public var isFatal: Bool
+    /// Whether the current transaction must be aborted before the producer can go on (an abortable
+    /// transaction error).
+    public var requiresAbort: Bool
 
     public init(
         code: Code,
         responseCode: KafkaResponseCode? = nil,
         message: String,
         isRetriable: Bool? = nil,
-        isFatal: Bool = false
+        isFatal: Bool = false,
+        requiresAbort: Bool = false
     ) {
         self.code = code
         self.responseCode = responseCode
         self.message = message
         self.isRetriable = isRetriable ?? responseCode?.isRetriable ?? false
         self.isFatal = isFatal
+        self.requiresAbort = requiresAbort
     }
 
     public var description: String {
         var text = "KafkaError(\(code)"
         if let responseCode { text += ", \(responseCode.name)" }
         text += ": \(message)"
-        if isFatal { text += ", fatal" } else if isRetriable { text += ", retriable" }
+        if isFatal { text += ", fatal" } else if requiresAbort { text += ", abort the transaction" } else if isRetriable { text += ", retriable" }
         return text + ")"
     }
 }
@@ -129,7 +138,8 @@ extension KafkaError {
         let message = rd_kafka_error_string(error).map { String(cString: $0) } ?? response.explanation
         self.init(code: code, responseCode: response, message: message,
                   isRetriable: rd_kafka_error_is_retriable(error) != 0,
-                  isFatal: rd_kafka_error_is_fatal(error) != 0)
+                  isFatal: rd_kafka_error_is_fatal(error) != 0,
+                  requiresAbort: rd_kafka_error_txn_requires_abort(error) != 0)
     }
 
     static func closed(_ what: String) -> KafkaError {

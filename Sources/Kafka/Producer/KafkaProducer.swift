@@ -23,7 +23,7 @@ public struct KafkaDeliveryReport: Sendable, Hashable {
 /// the report. Either way a successful report means durable to the configured acks. A dedicated thread
 /// polls librdkafka for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
 public final class KafkaProducer: Sendable {
-    private let client: KafkaClient
+    let client: KafkaClient
     private let logger: Logger
     private let pollThread = PollThreadControl()
     private let closeStarted = Atomic<Bool>(false)

@@ -166,6 +166,8 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end }}
 {{- $kafka := deepCopy $v.kafka -}}
 {{- $_ := unset $kafka "sasl" -}}
+{{- /* A pod's name is known only in the pod: the Deployment passes it as APNS_RELAY_KAFKA_GROUP_INSTANCE_ID. */ -}}
+{{- $_ := unset $kafka "groupInstanceIdFromPodName" -}}
 {{- if $v.kafka.sasl.enabled }}{{ $_ := unset $kafka "properties" }}{{ end -}}
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}

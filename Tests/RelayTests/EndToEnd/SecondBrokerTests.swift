@@ -1,0 +1,77 @@
+import Foundation
+import Kafka
+import Logging
+import RelaySandbox
+import TestSupport
+import Testing
+@_spi(Faults) import APNsMock
+
+/// The relay on noida-db, a Kafka-protocol broker written by others (`NoidaBroker`): what the end-to-end
+/// tests show on librdkafka's mock cluster must not depend on that one implementation's quirks. (The
+/// exactly-once tests need it too: the mock neither stores transactional offsets nor fences.)
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SecondBrokerTests {
+    let logger = Logger.quiet("noida")
+
+    @Test func resultsRemovalsAndDeadLettersAreWrittenAndEveryOffsetCommittedOnASecondBroker() async throws {
+        let broker = try await NoidaBroker.start()
+        do {
+            try await run(on: broker)
+        } catch {
+            let log = broker.log
+            await broker.stop()
+            throw TestFailure("\(error); noida-db's output:\n\(log.suffix(2000))")
+        }
+        await broker.stop()
+    }
+
+    private func run(on broker: NoidaBroker) async throws {
+        var options = RelaySandbox.Options()
+        options.externalBootstrapServers = broker.bootstrapServers
+        options.partitions = 3
+        try await withSandbox(options, logger: logger) { sandbox in
+            let topics = sandbox.options.topics
+            let gone = SampleEvents.token(9_999)
+            sandbox.apns.registry.unregister(gone, sinceMilliseconds: 1_700_000_000_000)
+            var events = (0..<200).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
+            events.append((key: "gone", value: SampleEvents.event(id: "gone", deviceToken: gone)))
+            events.append((key: "not-json", value: Array("hello, kafka".utf8)))
+            try await sandbox.produce(events)
+            let group = "noida-\(UUID().uuidString.prefix(8))"
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let records = try await withRelay(sandbox, groupID: group, logger: logger) { _ in
+                try await reader.collect(timeout: .seconds(90)) { records in
+                    records.filter { $0.topic == topics.results }.count >= events.count
+                        && records.contains { $0.topic == topics.removedTokens } && records.contains { $0.topic == topics.deadLetters }
+                }
+            }
+            // The relay has stopped: read every output topic to its end, so a late duplicate is seen too.
+            var all = records
+            for topic in topics.outputs { all += try await reader.readToEnd(of: topic, timeout: .seconds(30)) }
+            await reader.close()
+
+            let results = all.filter { $0.topic == topics.results }
+            #expect(results.count == events.count, "one result per event: \(results.count) for \(events.count)")
+            #expect(Set(results.map(\.keyString)) == Set(events.map(\.key)))
+            let outcomes = Dictionary(results.map { ($0.keyString, $0.json?["outcome"] as? String ?? "?") }) { a, _ in a }
+            #expect(outcomes.filter { $0.value == "delivered" }.count == 200)
+            #expect(outcomes["gone"] == "unregistered")
+            #expect(outcomes["not-json"] == "invalid")
+            #expect(all.filter { $0.topic == topics.removedTokens }.map(\.keyString) == [gone])
+            let letters = all.filter { $0.topic == topics.deadLetters }
+            #expect(letters.count == 1 && letters.first?.value == Array("hello, kafka".utf8), "the dead letter carries the original bytes")
+
+            // Every offset committed: the group's committed position is each input partition's end.
+            let ends = try await KafkaClusterInspection.watermarks(bootstrapServers: [sandbox.bootstrapServers], topic: sandbox.options.inputTopic, logger: logger)
+            var configuration = KafkaConsumerConfiguration(bootstrapServers: [sandbox.bootstrapServers], groupID: group)
+            configuration.sessionTimeout = .seconds(6)
+            let inspector = try KafkaConsumer(configuration: configuration, logger: logger)
+            let partitions = ends.keys.map { KafkaTopicPartition(topic: sandbox.options.inputTopic, partition: $0) }
+            let committed = try await inspector.committedOffsets(for: partitions)
+            try? await inspector.close(timeout: .seconds(5))
+            for partition in partitions {
+                #expect(committed[partition] == .some(ends[partition.partition]!.high), "\(partition): committed \(String(describing: committed[partition])), end \(ends[partition.partition]!.high)")
+            }
+        }
+    }
+}

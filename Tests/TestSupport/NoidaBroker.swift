@@ -1,0 +1,78 @@
+import Foundation
+import ServiceSupport
+
+/// noida-db (PyPI, pinned in Tests/requirements.txt): one binary that speaks the Kafka protocol, a second
+/// broker implementation beside librdkafka's mock cluster. It stores transactional offset commits and
+/// fences zombie producers, which the mock does not, so exactly-once is proven on it.
+///
+/// Its limits (measured; see issue #36): one broker; it answers a fetch at once when it has nothing (every
+/// consumer of it spins a core: use it for correctness, never to measure cost); it never aborts a timed-out
+/// transaction; it never expires a dead member's session (a killed relay must come back with the same
+/// `group.instance.id`).
+///
+/// Each instance is its own server on a free 127.0.0.1 port with a fresh data directory, removed by `stop()`.
+// @unchecked Sendable: `process` is started in init and afterwards only signalled and asked whether it runs.
+public final class NoidaBroker: @unchecked Sendable {
+    public let bootstrapServers: String
+    private let process: Process
+    private let exited = TestSignal()
+    private let directory: URL
+    private let logPath: String
+
+    /// `make test` installs it into `.venv`; a missing one fails the test that needs it.
+    public static func executable() throws -> URL {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let inVenv = root.appendingPathComponent(".venv/bin/noida-db")
+        guard FileManager.default.isExecutableFile(atPath: inVenv.path) else {
+            throw TestFailure("noida-db is not installed at \(inVenv.path): `make test` installs it (Tests/requirements.txt), or `.venv/bin/pip install -r Tests/requirements.txt`")
+        }
+        return inVenv
+    }
+
+    /// Starts a broker and waits until it accepts connections (it starts in well under a second).
+    public static func start() async throws -> NoidaBroker {
+        let broker = try NoidaBroker(port: try freeLocalPort())
+        do {
+            try await waitForListener(port: Int(broker.bootstrapServers.split(separator: ":").last!)!, within: .seconds(20))
+        } catch {
+            let log = broker.log
+            await broker.stop()
+            throw TestFailure("noida-db did not listen: \(error); its output:\n\(log.suffix(2000))")
+        }
+        return broker
+    }
+
+    private init(port: Int) throws {
+        bootstrapServers = "127.0.0.1:\(port)"
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("noida-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        logPath = directory.path + ".log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process = Process()
+        process.executableURL = try Self.executable()
+        process.arguments = ["start", "--only", "kafka", "--host", "127.0.0.1", "--kafka-port", String(port), "--data-dir", directory.path]
+        process.standardOutput = output
+        process.standardError = output
+        let exited = self.exited
+        process.terminationHandler = { _ in exited.raise() }
+        try startProcess(process)
+    }
+
+    /// What it printed.
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM (it exits within 2 s), SIGKILL after 5 s; then its data directory and log are removed.
+    public func stop() async {
+        if process.isRunning {
+            process.terminate()
+            if await !exited.wait(within: .seconds(5)) { kill(process.processIdentifier, SIGKILL) }
+        }
+        try? FileManager.default.removeItem(at: directory)
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
