@@ -36,6 +36,10 @@ import Testing
     @Test func neverRetriesPastExpiration() {
         var rng = SeededGenerator(seed: 4)
         #expect(policy.nextStep(after: .retry(.backoff), attempt: 1, now: 99.99, expiration: 100, using: &rng) == .finish(.expired))
+        // A retry must be due a second before the expiration (RetryPolicy.expirationMargin), or it would reach
+        // APNs after it: an immediate resend at 99.1 s is not made, one at 98.9 s is.
+        #expect(policy.nextStep(after: .retry(.resendNow), attempt: 1, now: 99.1, expiration: 100, using: &rng) == .finish(.expired))
+        #expect(policy.nextStep(after: .retry(.resendNow), attempt: 1, now: 98.9, expiration: 100, using: &rng) == .retry(after: .zero, .resendNow))
         // 0 means "do not store at APNs", not "expired".
         guard case .retry = policy.nextStep(after: .retry(.backoff), attempt: 1, now: 99.99, expiration: 0, using: &rng) else {
             Issue.record("expiration 0 must not expire on our side"); return

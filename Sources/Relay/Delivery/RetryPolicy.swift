@@ -24,6 +24,11 @@ package struct RetryPolicy: Sendable, Hashable {
         self.multiplier = multiplier
     }
 
+    /// A retry is made only if it is due this long before the event's `apns-expiration`: the way from the
+    /// retry's timer to APNs (batch windows, the pool's queue, a busy machine) takes time, and a retry due just
+    /// before the expiration would reach APNs after it.
+    package static let expirationMargin: Duration = .seconds(1)
+
     /// The upper bound of the delay after `attempt` attempts (1-based), before jitter.
     package func backoffBound(afterAttempt attempt: Int) -> Duration {
         let initial = initialBackoff.seconds
@@ -67,7 +72,7 @@ package struct RetryPolicy: Sendable, Hashable {
         case .resendNow, .refreshToken, .replaceConnection: delay = .zero
         case .backoff: delay = backoff(afterAttempt: attempt, using: &generator)
         }
-        if let expiration, expiration > 0, now + delay.seconds >= Double(expiration) {
+        if let expiration, expiration > 0, now + (delay + Self.expirationMargin).seconds >= Double(expiration) {
             return .finish(.expired)
         }
         return .retry(after: delay, strategy)
