@@ -179,12 +179,14 @@ import Testing
         let pending = client.channel.eventLoop.makePromise(of: [TestResponse].self)
         pending.completeWithTask { try await client.sendConcurrently(Array(repeating: fixture.request(body: body), count: 20)) }
         // The 64 KiB window holds 15 of them; the rest wait for WINDOW_UPDATEs that do not come.
-        try await fixture.server.waitUntil("15 large requests within the first window", timeout: .seconds(5)) {
+        try await fixture.server.waitUntil("15 large requests within the first window", timeout: .seconds(30)) {
             $0.requests >= 16
         }
         #expect(fixture.server.statistics.requests == 16)
         fixture.server.faults.stallFlowControl = false
-        let responses = try await withDeadline("the stalled requests after flow control resumed") {
+        // A hang guard, not a timing claim: in two loaded clean-clone runs this test took 39-45 s before it got
+        // here (its fixture's start and first request alone took tens of seconds), and 5 s was too short.
+        let responses = try await withDeadline("the stalled requests after flow control resumed", timeout: .seconds(30)) {
             try await pending.futureResult.get()
         }
         #expect(responses.allSatisfy { $0.status == 200 })
