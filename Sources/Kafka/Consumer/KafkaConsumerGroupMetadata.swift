@@ -3,8 +3,8 @@ import CRdKafka
 /// The consumer group's identity at one moment (group id, generation, member id: KIP-447), owned here and
 /// freed in `deinit`. A transactional producer sends it with the offsets it commits, so that the group
 /// coordinator refuses the commit of a member that has lost its partitions to a newer generation.
+// @unchecked Sendable: the pointer is only read (lent to librdkafka calls that copy it) and freed once, in deinit.
 public final class KafkaConsumerGroupMetadata: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is only read (lent to librdkafka calls that copy it) and freed once.
     private let metadata: OpaquePointer
 
     /// Takes ownership of a metadata handle from `rd_kafka_consumer_group_metadata`.
