@@ -35,6 +35,7 @@ import Synchronization
         var dropNext = 0
         var withholdNext = 0
         var withholdAll = false
+        var withholdRate = 0.0
         var goAwayAfterStreams: Int?
         var stallFlowControl = false
         var dropStreamLimitAfterRejection = false
@@ -84,6 +85,14 @@ import Synchronization
 
     /// Never answers the next `count` requests (they are not processed), to exercise client deadlines.
     public func withholdNext(_ count: Int) { update { $0.withholdNext += count } }
+
+    /// Never answers a random `rate` (0…1) of requests (they are not processed): replies lost here and
+    /// there, as opposed to `withholdNext`'s run of them (a black hole, which a client that sends little into
+    /// it takes long to use up).
+    public var withholdRate: Double {
+        get { plan.withLock { $0.withholdRate } }
+        set { update { $0.withholdRate = max(0, min(1, newValue)) } }
+    }
 
     /// Never answers any request while set.
     public var withholdAllReplies: Bool {
@@ -146,6 +155,7 @@ import Synchronization
                 return .withhold
             }
             if plan.withholdAll { return .withhold }
+            if plan.withholdRate > 0, plan.random.nextUnit() < plan.withholdRate { return .withhold }
             if !plan.failNext.isEmpty {
                 let reason = plan.failNext[0].reason
                 plan.failNext[0].count -= 1
@@ -167,7 +177,7 @@ import Synchronization
 
 extension FaultInjector.Plan {
     var isArmed: Bool {
-        refuseNext > 0 || dropNext > 0 || withholdNext > 0 || withholdAll || !failNext.isEmpty
+        refuseNext > 0 || dropNext > 0 || withholdNext > 0 || withholdAll || withholdRate > 0 || !failNext.isEmpty
             || !failureRates.isEmpty
     }
 }

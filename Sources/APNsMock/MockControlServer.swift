@@ -11,6 +11,7 @@ import Synchronization
 ///   `GET /accepted-broadcasts` → accepted broadcast sends (payload as UTF-8 text)
 /// - `POST /faults` with any of: `{"rttMs":40,"jitterMs":5,"failNext":{"count":3,"reason":"TooManyRequests"},
 ///   "failureRate":{"reason":"ServiceUnavailable","rate":0.1},"refuseNext":2,"withholdNext":1,"withholdAll":false,
+///   "withholdRate":0.1,
 ///   "dropNext":1,"goAwayAfterStreams":100,"stallFlowControl":true,"dropStreamLimitAfterRejection":true,
 ///   "reset":true}`
 /// - `POST /goaway` `{"reason":"Shutdown"}`; `POST /max-streams` `{"value":1}`; `POST /close-connections`
@@ -218,6 +219,7 @@ enum ControlCommands {
         if let count = object["refuseNext"] as? Int { faults.refuseNext(count) }
         if let count = object["withholdNext"] as? Int { faults.withholdNext(count) }
         if let all = object["withholdAll"] as? Bool { faults.withholdAllReplies = all }
+        if let rate = object["withholdRate"] as? Double { faults.withholdRate = rate }
         if let count = object["dropNext"] as? Int { faults.dropConnectionOnNext(count) }
         if object.keys.contains("goAwayAfterStreams") { faults.goAwayAfterStreams = object["goAwayAfterStreams"] as? Int }
         if let stall = object["stallFlowControl"] as? Bool { faults.stallFlowControl = stall }

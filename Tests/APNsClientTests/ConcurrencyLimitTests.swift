@@ -144,6 +144,24 @@ import TestSupport
         #expect(settled.filter { $0 > ConcurrencyLimit.Configuration().minimum }.min()! >= 15, "but not starved: \(settled.min()!)")
     }
 
+    /// A timeout during a probe ends it: a path that loses requests has no baseline to show, and a probe
+    /// moves only on answers, so one kept running would hold the minimum for as long as requests time out.
+    @Test func aTimeoutEndsAProbe() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        limit.congested(now: now)  // the first congestion: a probe is due
+        limit.answered(after: .milliseconds(50), inFlight: 90, now: now)
+        #expect(limit.isProbing && limit.limit == 4)
+        limit.congested(now: now)
+        #expect(!limit.isProbing && limit.limit == 90, "the limit from before the probe (a decrease is held for a round trip)")
+        // The next probe waits a probe spacing, then starts with an answer.
+        now += .milliseconds(500)
+        limit.answered(after: .milliseconds(50), inFlight: 90, now: now)
+        #expect(!limit.isProbing)
+        now += .milliseconds(500)
+        limit.answered(after: .milliseconds(50), inFlight: 90, now: now)
+        #expect(limit.isProbing)
+    }
+
     /// A probe holds what is in flight to the minimum until the queue drains and a few answers come back,
     /// then gives the limit back; the next is due a probe interval (30 s) later.
     @Test func aProbeHoldsTheMinimumBrieflyAndGivesTheLimitBack() {

@@ -121,9 +121,15 @@ struct ConcurrencyLimit: Sendable, Hashable {
         }
     }
 
-    /// A request timed out, or APNs said it is overloaded (429 TooManyRequests, 503 ServiceUnavailable).
+    /// A request sent went unanswered within its timeout.
     mutating func congested(now: ContinuousClock.Instant) {
         if decreaseHold > 0 { decreaseHold -= 1 }
+        // A path that loses requests shows no baseline, and a probe only moves on answers: one running now
+        // would hold the limit at its minimum for as long as requests keep timing out (each after a request
+        // timeout), however well the rest of the path answers. It ends here; the limit resumes its value
+        // (less the decrease below), and a later answer may start the next probe, a probe spacing on at the
+        // earliest.
+        if isProbing { probe = .idle(due: now + configuration.probeSpacing) }
         decrease(now: now)
     }
 
