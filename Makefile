@@ -68,7 +68,7 @@ TEST_TIMEOUT ?= 2700
 # The suites on noida-db run after the rest, alone: its consumers spin a core each (it answers an empty fetch at
 # once, whatever fetch.wait.max.ms says), and beside the parallel suite they starved other tests past their
 # deadlines (a CI run saw them take 46-65 s instead of 7 s, and two unrelated tests time out).
-NOIDA_SUITES := SecondBrokerTests|TransactionTests
+NOIDA_SUITES := SecondBrokerTests|TransactionTests|ExactlyOnceTests
 test-swift:
 	$(SWIFT) build --build-tests
 	@mkdir -p .build; set -o pipefail; \

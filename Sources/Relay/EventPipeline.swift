@@ -15,7 +15,9 @@ import Tracing
 ///    by the reference validator, off the loop. A valid one is delivered (`DeliveryAttempts`, on an APNs
 ///    event loop) and its answer read into a result and a removed-token record (`delivered`).
 /// 3. `publish`: the records go to Kafka (`ResultPublisher`); once Kafka acknowledged all of them, the event
-///    finishes in the ledger, which stores its partition's new frontier (`RelayState.finish`).
+///    finishes in the ledger, which stores its partition's new frontier (`RelayState.finish`). Exactly-once
+///    mode: the records are held (`TransactionalPublisher`) and the event finishes in the ledger at once;
+///    the transaction that commits its records commits its offset with them.
 ///
 /// Every event admitted ends in exactly one of two ways: finished (its records in Kafka) or given up
 /// (`finishAbandoned`: shutdown or a failure; its offset is never stored and its partition's next owner
@@ -26,6 +28,8 @@ final class EventPipeline: Sendable {
     private let sender: any NotificationSender
     private let state: RelayState
     private let publisher: ResultPublisher
+    /// Exactly-once mode: holds each event's records for the next transaction instead of `publisher`.
+    private let transactions: TransactionalPublisher?
     private let outputs: OutputRecords
     /// Withholds BadDeviceToken removals when too many pushes answer BadDeviceToken (a misconfiguration).
     private let tokenRemovals: TokenRemovalScreen
@@ -49,13 +53,14 @@ final class EventPipeline: Sendable {
 
     init(
         configuration: RelayConfiguration, sender: any NotificationSender, state: RelayState, publisher: ResultPublisher,
-        metrics: RelayMetrics, logger: Logger, clock: WallClock, tracing: EventTracing? = nil
+        transactions: TransactionalPublisher? = nil, metrics: RelayMetrics, logger: Logger, clock: WallClock, tracing: EventTracing? = nil
     ) {
         self.tracing = tracing
         self.configuration = configuration
         self.sender = sender
         self.state = state
         self.publisher = publisher
+        self.transactions = transactions
         self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
         self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
         tokenRemovals.register(credentials: sender.credentialNames)
@@ -176,27 +181,50 @@ final class EventPipeline: Sendable {
 
     /// Publishes an event's result (first) and its other records; once Kafka acknowledged all of them — in
     /// the delivery-report callback, on the producer's thread — finishes the event in the ledger.
+    ///
+    /// Exactly-once mode: the records are held, the event finishes in the ledger at once (its offset may be
+    /// committed with them), and it leaves the gate when their transaction commits (on the transaction
+    /// loop's task).
     private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with records: [OutgoingRecord], broadcast: Bool) {
         var all = [outputs.result(result, key: event.message.key, source: event.source)] + records
         let publishSpan: (any Span)? = event.trace.flatMap { trace in
             if let id = result.eventID { trace.identify(eventID: id) }
             return trace.publishing(&all, topic: configuration.topics.results)
         }
-        publisher.publish(all) { [self] published in
-            event.trace?.end(publish: publishSpan, outcome: result.outcome.rawValue, reason: result.reason, published: published)
-            guard published else {
-                // The relay is stopping (shutdown deadline, or a failure): the offset is never stored.
-                logger.log(level: abandoned.isSet ? .debug : .warning, "result not published; the event is given up and redone after a restart",
-                           metadata: event.logMetadata)
-                finishAbandoned(event, traceEnded: true)
-                return
+        if let transactions {
+            let held = state.finishHeld(event.partition, offset: event.source.offset) {
+                transactions.hold(event.partition, offset: event.source.offset, records: all) { [self] committed in
+                    published(event, result, broadcast: broadcast, span: publishSpan, published: committed, held: true)
+                }
             }
-            metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
-            let latency = max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000)
-            metrics.latency.recordNanoseconds(latency)
-            metrics.lanes[event.lane].latency.recordNanoseconds(latency)
-            updateInFlightGauges(state.finish(event.partition, offset: event.source.offset, bytes: event.bytes, lane: event.lane), event.lane)
+            // Its partition went meanwhile (revoked or lost): the next owner redoes it.
+            if !held { published(event, result, broadcast: broadcast, span: publishSpan, published: false, held: true) }
+            return
         }
+        publisher.publish(all) { [self] published in
+            self.published(event, result, broadcast: broadcast, span: publishSpan, published: published, held: false)
+        }
+    }
+
+    /// An event's records are in Kafka (`published`), or will never be: counts it and ends it.
+    private func published(_ event: InFlightEvent, _ result: DeliveryResult, broadcast: Bool, span: (any Span)?, published: Bool, held: Bool) {
+        event.trace?.end(publish: span, outcome: result.outcome.rawValue, reason: result.reason, published: published)
+        guard published else {
+            // The relay is stopping (shutdown deadline, or a failure), or the partition went: the offset is
+            // never stored (exactly-once: never committed, and the records never produced).
+            logger.log(level: abandoned.isSet || held ? .debug : .warning, "result not published; the event is given up and redone after a restart",
+                       metadata: event.logMetadata)
+            finishAbandoned(event, traceEnded: true)
+            return
+        }
+        metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
+        let latency = max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000)
+        metrics.latency.recordNanoseconds(latency)
+        metrics.lanes[event.lane].latency.recordNanoseconds(latency)
+        let counts = held
+            ? state.release(bytes: event.bytes, lane: event.lane)
+            : state.finish(event.partition, offset: event.source.offset, bytes: event.bytes, lane: event.lane)
+        updateInFlightGauges(counts, event.lane)
     }
 
     /// Gives an event up without a result: its offset is never stored.
@@ -218,6 +246,7 @@ final class EventPipeline: Sendable {
     func abandon() {
         abandoned.set()
         publisher.stop()
+        transactions?.abandon()
     }
 
     /// Sends nothing more to APNs (a drain while Kafka is unreachable): requests not yet sent end without a

@@ -71,6 +71,25 @@ package struct RelayConfiguration: Sendable {
     /// When BadDeviceToken answers are too many to be believed, and their removed-token records are withheld
     /// (see `TokenRemovalGuard`). 410 removals are always published.
     package var tokenRemoval = TokenRemovalGuard.Configuration()
+    /// Exactly-once results (`kafka.exactlyOnce`): records and offsets in one Kafka transaction per
+    /// interval; `nil`: at least once (records published at once, offsets stored and auto-committed).
+    package var exactlyOnce: ExactlyOnce?
+
+    package struct ExactlyOnce: Sendable {
+        /// `transactional.id`: one per replica, the same across its restarts.
+        package var transactionalID: String
+        /// How often the finished events' records and offsets are committed (`kafka.transactionIntervalMs`):
+        /// what a `read_committed` reader waits for a result, at most, beyond the event's own time.
+        package var interval: Duration = .milliseconds(100)
+        /// How long the broker keeps a transaction open (`kafka.transactionTimeoutMs`): after a crash, what
+        /// holds `read_committed` readers of the output partitions back at most, until the restarted relay
+        /// (same transactional id) aborts it at once.
+        package var transactionTimeout: Duration = .seconds(60)
+
+        package init(transactionalID: String) {
+            self.transactionalID = transactionalID
+        }
+    }
 
     package init(topics: Topics) {
         self.topics = topics

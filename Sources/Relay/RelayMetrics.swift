@@ -42,6 +42,20 @@ struct RelayMetrics: Sendable {
     }
 }
 
+/// Exactly-once mode's transactions (`kafka.exactlyOnce`).
+struct TransactionMetrics: Sendable {
+    let committed = Counter(label: "apns_relay_transactions_total", dimensions: [("outcome", "committed")])
+    /// Aborted and redone (their records went into the next transaction).
+    let aborted = Counter(label: "apns_relay_transactions_total", dimensions: [("outcome", "aborted")])
+    /// The producer was fenced (another instance with the same transactional id): the relay stops.
+    let fenced = Counter(label: "apns_relay_transactions_total", dimensions: [("outcome", "fenced")])
+    /// From begin to commit, for committed transactions.
+    let duration = Timer(label: "apns_relay_transaction_duration_seconds", preferredDisplayUnit: .seconds)
+    /// Records in committed transactions (per transaction: divide by the committed count).
+    let records = Counter(label: "apns_relay_transaction_records_total")
+    let recordsReplaced = Counter(label: "apns_relay_records_replaced_total")
+}
+
 /// `TokenRemovalGuard`'s series per (credential, environment), made once each (see `ResultCounters`): in a
 /// misconfiguration storm every event's removal is withheld.
 final class TokenRemovalGuardMetrics: Sendable {

@@ -31,6 +31,8 @@ package final class RelayService: Service, Sendable {
     private let publisher: ResultPublisher
     /// Held per lane by the in-flight gate: the consumer hands out none of a held lane's events.
     private let intake: LaneIntake
+    /// Exactly-once mode (`configuration.exactlyOnce`): commits records and offsets in transactions.
+    private let transactions: TransactionalPublisher?
 
     private enum Phase: Sendable, Equatable {
         case created, running, stopping, stopped, failed
@@ -42,6 +44,8 @@ package final class RelayService: Service, Sendable {
     package static let closeTimeoutKafkaDown: Duration = .seconds(2)
     /// At most this many consumer events are taken at once (what had arrived by then).
     static let consumeBatch = 512
+    /// How long the start may wait for the transaction coordinator (exactly-once mode).
+    static let initTransactionsTimeout: Duration = .seconds(30)
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
@@ -60,7 +64,19 @@ package final class RelayService: Service, Sendable {
         let metrics = self.metrics
         let intake = LaneIntake(consumer: consumer)
         self.intake = intake
+        let failure = self.failure
+        let transactions = configuration.exactlyOnce.map { exactlyOnce in
+            TransactionalPublisher(
+                producer: producer, groupMetadata: { [consumer] () throws(KafkaError) in try consumer.groupMetadata() },
+                interval: exactlyOnce.interval, callTimeout: Self.closeTimeout, failure: failure, logger: logger)
+        }
+        self.transactions = transactions
         let state = RelayState(limits: configuration.effectiveInFlight, storeFrontier: { [consumer] partition, processed in
+            if let transactions {
+                // The offset goes into the transaction that commits the records below it.
+                transactions.advance(partition, processedOffset: processed)
+                return
+            }
             do {
                 try consumer.storeOffset(topic: partition.topic, partition: partition.partition, offset: processed)
             } catch {
@@ -86,8 +102,8 @@ package final class RelayService: Service, Sendable {
         self.state = state
         self.publisher = publisher
         self.pipeline = EventPipeline(
-            configuration: configuration, sender: sender, state: state, publisher: publisher, metrics: metrics, logger: logger, clock: clock,
-            tracing: tracing
+            configuration: configuration, sender: sender, state: state, publisher: publisher, transactions: transactions, metrics: metrics,
+            logger: logger, clock: clock, tracing: tracing
         )
         metrics.lanes.urgent.held.record(0)
         metrics.lanes.bulk.held.record(0)
@@ -144,6 +160,9 @@ package final class RelayService: Service, Sendable {
         if let stall = publisher.stall, stall.duration > configuration.publishStallTimeout {
             return "no record has reached Kafka for \(stall.duration.components.seconds) s (\(stall.waiting) waiting)"
         }
+        if let stall = transactions?.stall, stall.duration > configuration.publishStallTimeout {
+            return "no Kafka transaction has committed for \(stall.duration.components.seconds) s (\(stall.waiting) events' records waiting)"
+        }
         return nil
     }
 
@@ -163,6 +182,16 @@ package final class RelayService: Service, Sendable {
         }
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
+            if let exactlyOnce = configuration.exactlyOnce {
+                // Registers the transactional id, fencing an older instance with it and aborting its open
+                // transaction (a crashed predecessor's records never become visible).
+                do {
+                    try await producer.initTransactions(timeout: Self.initTransactionsTimeout)
+                } catch {
+                    throw RelayError("exactly-once: Kafka did not register the transactional id '\(exactlyOnce.transactionalID)' (InitProducerId): \(error)")
+                }
+                logger.info("exactly-once results: transactional producer ready", metadata: ["transactionalId": "\(exactlyOnce.transactionalID)"])
+            }
             try consumer.subscribe(topics: configuration.topics.inputs)
             try consumer.start()
         } catch {
@@ -203,6 +232,8 @@ package final class RelayService: Service, Sendable {
         // Discarding: a long-running relay starts millions of child tasks; a plain task group would keep every
         // finished child until someone awaited it.
         await withDiscardingTaskGroup { group in
+            // Exactly-once: the transaction loop commits held records until `abandon()` (after the drain).
+            if let transactions { group.addTask { await transactions.run() } }
             // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
             // would be the pipeline's largest cost (and its throughput limit).
             for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
@@ -306,10 +337,19 @@ package final class RelayService: Service, Sendable {
             logger.info("partitions assigned", metadata: ["partitions": "\(partitions)"])
         case .partitionsRevoked(let revocation):
             logger.info("partitions revoked; draining", metadata: ["partitions": "\(revocation.partitions)"])
-            group.addTask { [state, configuration, logger, metrics] in
+            group.addTask { [state, configuration, logger, metrics, transactions] in
+                let deadline = ContinuousClock.now + configuration.revocationDrainTimeout
                 let drained = await state.waitUntilDrained(revocation.partitions, timeout: configuration.revocationDrainTimeout)
                 if !drained {
                     logger.warning("revocation drain deadline passed; abandoning unfinished events", metadata: ["partitions": "\(revocation.partitions)"])
+                }
+                if let transactions {
+                    // The finished events' records and offsets, committed while the partitions are still ours;
+                    // what is left (beyond an unfinished one, or if the commit fails) is never produced.
+                    if await !transactions.flush(timeout: max(.milliseconds(100), deadline - .now)) {
+                        logger.warning("revoked partitions' records not committed in time; their next owner redoes them", metadata: ["partitions": "\(revocation.partitions)"])
+                    }
+                    transactions.drop(revocation.partitions)
                 }
                 state.release(revocation.partitions)
                 metrics.assignedPartitions.record(state.assignedPartitions.count)
@@ -317,6 +357,7 @@ package final class RelayService: Service, Sendable {
             }
         case .partitionsLost(let partitions):
             logger.warning("partitions lost; their unfinished events will be redone by the new owner", metadata: ["partitions": "\(partitions)"])
+            transactions?.drop(partitions)
             state.release(partitions)
             metrics.assignedPartitions.record(state.assignedPartitions.count)
         }

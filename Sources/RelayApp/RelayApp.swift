@@ -88,6 +88,10 @@ package struct RelayApp: Sendable {
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
         producerConfiguration.clientID = configuration.kafka.clientID
         producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
+        if let exactlyOnce = configuration.relay.exactlyOnce {
+            producerConfiguration.transactionalID = exactlyOnce.transactionalID
+            producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
+        }
 
         // The consumer first: one that was never started is released silently, while the producer starts
         // its poll thread at once (and warns if released unclosed), so nothing may fail after it.
@@ -140,6 +144,8 @@ package struct RelayApp: Sendable {
             .merging(configuration.kafka.consumerProperties) { $1 }
         consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
         consumerConfiguration.autoCommitInterval = configuration.kafka.autoCommitInterval
+        // Exactly-once: offsets are committed only in the transactions that carry their records.
+        consumerConfiguration.autoCommit = configuration.relay.exactlyOnce == nil
         consumerConfiguration.statisticsHandler = ConsumerLagGauges.handler()
         return consumerConfiguration
     }

@@ -29,6 +29,12 @@ package struct RelayAppConfiguration: Sendable {
         /// The relay's own: its consumer-lag gauges read librdkafka's statistics (the library's default is off).
         package var statisticsInterval: Duration = .seconds(15)
         package var autoCommitInterval = Self.consumer.autoCommitInterval
+        /// `kafka.exactlyOnce`: results, removals and dead letters with their offsets in Kafka transactions.
+        package var exactlyOnce = false
+        /// `kafka.transactionalId`; `nil`: the group id and the host name (a pod's name in Kubernetes).
+        package var transactionalID: String?
+        package var transactionInterval = RelayConfiguration.ExactlyOnce(transactionalID: "").interval
+        package var transactionTimeout = RelayConfiguration.ExactlyOnce(transactionalID: "").transactionTimeout
         /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: two
         /// thirds queued (`queued.max.messages.kbytes`), a third for the fetch response on its way
         /// (`fetch.max.bytes`). See `RelayApp`'s consumer settings.
@@ -164,6 +170,10 @@ package struct RelayAppConfiguration: Sendable {
             ]),
             statisticsInterval: settings.milliseconds("kafka.statisticsIntervalMs", default: kafkaDefaults.statisticsInterval),
             autoCommitInterval: settings.milliseconds("kafka.autoCommitIntervalMs", default: kafkaDefaults.autoCommitInterval, range: 10...60_000),
+            exactlyOnce: settings.bool("kafka.exactlyOnce", default: kafkaDefaults.exactlyOnce),
+            transactionalID: settings.string("kafka.transactionalId").flatMap { $0.isEmpty ? nil : $0 },
+            transactionInterval: settings.milliseconds("kafka.transactionIntervalMs", default: kafkaDefaults.transactionInterval, range: 10...60_000),
+            transactionTimeout: settings.milliseconds("kafka.transactionTimeoutMs", default: kafkaDefaults.transactionTimeout, range: 1000...900_000),
             prefetchBytes: settings.int("kafka.prefetchBytes", default: kafkaDefaults.prefetchBytes, range: 4 * 1024 * 1024...1 << 30),
             properties: settings.properties("kafka.properties"),
             consumerProperties: settings.properties("kafka.consumerProperties"),
@@ -261,6 +271,17 @@ package struct RelayAppConfiguration: Sendable {
         relay.tokenRemoval.badDeviceTokenPercent = settings.int("relay.tokenRemoval.badDeviceTokenPercent", default: relay.tokenRemoval.badDeviceTokenPercent, range: 1...100)
         relay.tokenRemoval.minimumSample = settings.int("relay.tokenRemoval.minimumSample", default: relay.tokenRemoval.minimumSample, range: 1...1_000_000)
         relay.tokenRemoval.window = settings.milliseconds("relay.tokenRemoval.windowMs", default: relay.tokenRemoval.window, range: 1000...3_600_000)
+        if kafka.exactlyOnce {
+            var exactlyOnce = RelayConfiguration.ExactlyOnce(transactionalID: kafka.transactionalID ?? Self.defaultTransactionalID(groupID: kafka.groupID))
+            exactlyOnce.interval = kafka.transactionInterval
+            exactlyOnce.transactionTimeout = kafka.transactionTimeout
+            if exactlyOnce.transactionTimeout <= exactlyOnce.interval + relay.requestTimeout {
+                settings.problem("kafka.transactionTimeoutMs (\(kafka.transactionTimeout.components.seconds) s) must exceed kafka.transactionIntervalMs plus relay.requestTimeoutMs: an open transaction would time out before it could commit")
+            }
+            relay.exactlyOnce = exactlyOnce
+        } else if kafka.transactionalID != nil {
+            notices.append("kafka.transactionalId is set but kafka.exactlyOnce is off: results are published at least once, without transactions")
+        }
         self.relay = relay
 
         let adminDefaults = Admin()
@@ -288,6 +309,15 @@ package struct RelayAppConfiguration: Sendable {
         settings.checkUnknownKeys(credentials: named)
         knownKeys = settings.known
         try settings.checkNoProblems()
+    }
+
+    /// `kafka.transactionalId`'s default: the group id and the host name, which a restarted pod of a
+    /// StatefulSet keeps (a Deployment's new pod gets a new name: set the key, or accept that a crashed
+    /// pod's open transaction holds `read_committed` readers back until `kafka.transactionTimeoutMs`).
+    package static func defaultTransactionalID(groupID: String) -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "relay"
+        return "\(groupID)-\(host)"
     }
 
     /// The layered sources: `overrides` (flags, `key=value`), then `APNS_RELAY_*` variables, then the file.

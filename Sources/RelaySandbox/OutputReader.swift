@@ -42,8 +42,11 @@ package final class OutputReader: Sendable {
     /// Records the consumer delivered more than once (dropped from what `collect` returns).
     package var redeliveries: Int { redeliveryCount.load(ordering: .relaxed) }
 
-    /// - Parameter alsoReading: more topics to read from their start (e.g. the input, to diagnose a loss).
-    package init(sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = []) throws {
+    /// - Parameters:
+    ///   - alsoReading: more topics to read from their start (e.g. the input, to diagnose a loss).
+    ///   - readUncommitted: read records of open and aborted transactions too (`isolation.level`
+    ///     `read_uncommitted`); by default only committed ones, as librdkafka does.
+    package init(sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = [], readUncommitted: Bool = false) throws {
         topics = sandbox.options.topics
         bootstrapServers = sandbox.bootstrapServers
         self.logger = logger
@@ -51,6 +54,7 @@ package final class OutputReader: Sendable {
             bootstrapServers: [sandbox.bootstrapServers], groupID: "output-reader-\(UUID().uuidString)"
         )
         configuration.sessionTimeout = .seconds(6)
+        configuration.additionalProperties["isolation.level"] = readUncommitted ? "read_uncommitted" : "read_committed"
         consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         try consumer.subscribe(topics: topics.outputs + extra)
         try consumer.start()
@@ -92,6 +96,29 @@ package final class OutputReader: Sendable {
             throw RelayError("\(topic) not read to its end \(ends.mapValues(\.high)) within \(timeout)")
         }
         return records
+    }
+
+    /// The records after those already returned, up to a sentinel record written now at the end of each of
+    /// `topic`'s partitions: `readToEnd` for topics written in transactions, whose partitions end in control
+    /// markers no reader is given (and a `read_committed` reader stops before an open transaction). The
+    /// sentinels (keys starting `sentinel-`, any reader's) are not returned.
+    /// - Throws: `RelayError` when `timeout` passes first.
+    package func readPastSentinels(of topic: String, timeout: Duration) async throws -> [Record] {
+        let ends = try await KafkaClusterInspection.watermarks(bootstrapServers: [bootstrapServers], topic: topic, logger: logger)
+        let sentinel = "sentinel-\(UUID().uuidString)"
+        var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
+        configuration.clientID = "output-reader-sentinels"
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        for partition in ends.keys {
+            _ = try await producer.send(topic: topic, key: sentinel, value: "{}", partition: partition)
+        }
+        try await producer.close(timeout: .seconds(10))
+        var records: [Record] = []
+        let found = try await gather(into: &records, timeout: timeout, progress: nil) { records in
+            records.lazy.filter { $0.topic == topic && $0.key == Array(sentinel.utf8) }.count >= ends.count
+        }
+        guard found else { throw RelayError("\(topic): not every partition's sentinel read within \(timeout)") }
+        return records.filter { !($0.key.map { String(decoding: $0, as: UTF8.self).hasPrefix("sentinel-") } ?? false) }
     }
 
     /// - Returns: `false` when `timeout` passed before `done` held.

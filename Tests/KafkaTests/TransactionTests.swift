@@ -81,6 +81,52 @@ struct TransactionTests {
         }
     }
 
+    /// A producer that stopped mid-transaction after adding consumed offsets to it (a relay killed between
+    /// producing and committing): its successor with the same transactional id aborts that transaction,
+    /// so `read_committed` readers move past its records, and the group's offsets are the successor's.
+    @Test func aSuccessorAbortsTheOpenTransactionOfAProducerThatStoppedMidTransaction() async throws {
+        try await withNoida { servers in
+            try await KafkaTopicCreation.create(["in": 1, "out": 4], bootstrapServers: [servers], logger: logger)
+            try await produce(["a", "b"], to: "in", servers: servers)
+            let group = uniqueGroupID()
+            let consumer = try groupConsumer(servers, group: group, topic: "in")
+            let consumed = try await receive(2, from: consumer)
+            let id = "tx-\(group)"
+            let stopped = try transactionalProducer(servers, id: id)
+            try await stopped.initTransactions(timeout: .seconds(10))
+            try stopped.beginTransaction()
+            for partition: Int32 in 0..<4 { _ = try await stopped.send(topic: "out", key: "stopped", value: "x", partition: partition) }
+            try await stopped.sendOffsetsToTransaction(
+                [KafkaTopicPartition(topic: "in", partition: 0): 1], groupMetadata: try consumer.groupMetadata(), timeout: .seconds(10))
+            // It sends nothing more (as a killed process): no commit, no abort.
+            let successor = try transactionalProducer(servers, id: id)
+            try await successor.initTransactions(timeout: .seconds(10))
+            // A new member of the group reads from the committed offset at once: the stopped producer's
+            // offsets went with its aborted transaction (none pending that would hold the fetch).
+            try await consumer.close(timeout: .seconds(5))
+            let newcomer = try groupConsumer(servers, group: group, topic: "in", isolation: "read_committed")
+            let first = try await receive(1, from: newcomer)
+            #expect(first.first?.offset == 0, "nothing was committed before: \(first.map(\.offset))")
+            try successor.beginTransaction()
+            _ = try await successor.send(topic: "out", key: consumed[0].keyString ?? "", value: "y", partition: 0)
+            for partition: Int32 in 1..<4 { _ = try await successor.send(topic: "out", key: "p\(partition)", value: "y", partition: partition) }
+            _ = try await successor.send(topic: "out", key: "successor", value: "y", partition: 0)
+            try await successor.sendOffsetsToTransaction(
+                [KafkaTopicPartition(topic: "in", partition: 0): 2], groupMetadata: try newcomer.groupMetadata(), timeout: .seconds(10))
+            try await successor.commitTransaction(timeout: .seconds(10))
+            try await successor.close(timeout: .seconds(5))
+            try? await stopped.close(timeout: .seconds(2))
+            try await newcomer.close(timeout: .seconds(5))
+
+            let keys = try await readKeys("out", servers: servers, isolation: "read_committed", until: "successor", count: 5)
+            #expect(Set(keys) == ["a", "p1", "p2", "p3", "successor"] && keys.count == 5, "\(keys)")
+            let inspector = try KafkaConsumer(configuration: KafkaConsumerConfiguration(bootstrapServers: [servers], groupID: group), logger: logger)
+            let committed = try await inspector.committedOffsets(for: [KafkaTopicPartition(topic: "in", partition: 0)])
+            try await inspector.close(timeout: .seconds(5))
+            #expect(committed[KafkaTopicPartition(topic: "in", partition: 0)] == .some(2), "\(committed)")
+        }
+    }
+
     // MARK: Helpers
 
     private func withNoida(_ body: (String) async throws -> Void) async throws {
@@ -135,12 +181,12 @@ struct TransactionTests {
     }
 
     /// Keys of `topic` from its start, as a reader with `isolation` sees them, up to the record keyed `last`.
-    private func readKeys(_ topic: String, servers: String, isolation: String, until last: String) async throws -> [String] {
+    private func readKeys(_ topic: String, servers: String, isolation: String, until last: String, count: Int = 0) async throws -> [String] {
         let reader = try groupConsumer(servers, group: uniqueGroupID("reader"), topic: topic, isolation: isolation)
         var keys: [String] = []
         var iterator = reader.events.makeAsyncIterator()
         let deadline = ContinuousClock.now + .seconds(30)
-        while keys.last != last {
+        while !(keys.contains(last) && keys.count >= count) {
             let event = try await nextEvent(&iterator, within: deadline - .now, expecting: "the record keyed \(last) (\(isolation)), after \(keys)")
             switch event {
             case .message(let message): keys.append(message.keyString ?? "")

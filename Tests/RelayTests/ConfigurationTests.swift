@@ -108,6 +108,34 @@ import Testing
         #expect(try await instanceID(["APNS_RELAY_KAFKA_GROUP_INSTANCE_ID": ""]) == nil)
     }
 
+    /// `kafka.exactlyOnce`: off by default (no transactions, the consumer auto-commits stored offsets); on, a
+    /// transactional id per replica (by default the group id and the host name), no auto commit, and a
+    /// transaction timeout that leaves a transaction time to commit.
+    @Test func exactlyOnceMakesATransactionalRelayAndTurnsAutoCommitOff() async throws {
+        let base = [
+            "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",
+        ]
+        func configuration(_ extra: [String: String]) async throws -> RelayAppConfiguration {
+            let reader = try await RelayAppConfiguration.reader(file: nil, environment: [:], overrides: base.merging(extra) { $1 })
+            return try RelayAppConfiguration(reader: reader)
+        }
+        let off = try await configuration([:])
+        #expect(off.relay.exactlyOnce == nil && RelayApp.consumerConfiguration(off).autoCommit)
+        let on = try await configuration(["kafka.exactlyOnce": "true"])
+        let exactlyOnce = try #require(on.relay.exactlyOnce)
+        #expect(exactlyOnce.transactionalID == RelayAppConfiguration.defaultTransactionalID(groupID: "apns-relay"))
+        #expect(exactlyOnce.transactionalID.hasPrefix("apns-relay-") && exactlyOnce.transactionalID.count > "apns-relay-".count)
+        #expect(exactlyOnce.interval == .milliseconds(100) && exactlyOnce.transactionTimeout == .seconds(60))
+        #expect(!RelayApp.consumerConfiguration(on).autoCommit, "offsets go only through transactions")
+        let named = try await configuration(["kafka.exactlyOnce": "true", "kafka.transactionalId": "relay-0", "kafka.transactionIntervalMs": "250"])
+        #expect(named.relay.exactlyOnce?.transactionalID == "relay-0" && named.relay.exactlyOnce?.interval == .milliseconds(250))
+        await #expect(throws: (any Error).self, "a timeout shorter than an interval plus a request") {
+            _ = try await configuration(["kafka.exactlyOnce": "true", "kafka.transactionTimeoutMs": "5000"])
+        }
+        let unused = try await configuration(["kafka.transactionalId": "relay-0"])
+        #expect(unused.notices.contains { $0.contains("kafka.transactionalId") && $0.contains("kafka.exactlyOnce") }, "\(unused.notices)")
+    }
+
     @Test func anUrgentShareWithoutUrgentTopicsIsNoticed() async throws {
         let base = [
             "kafka.bootstrapServers": "b:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ", "apns.token.privateKeyFile": "/k.p8",

@@ -105,6 +105,7 @@ ALL_ON_HPA = {**REQUIRED, "autoscaling": {"enabled": True, "minReplicas": 2, "ma
 # credentials (a PKCS#12 certificate and a token), a CA bundle, every optional relay key.
 EVERY_KEY = {
     "kafka": {"bootstrapServers": BOOTSTRAP, "clientId": "push", "autoCommitIntervalMs": 500,
+              "exactlyOnce": True, "transactionIntervalMs": 200, "transactionTimeoutMs": 30000,
               "topics": {"urgent": ["apns-notifications-urgent"]},
               "assignmentStrategy": "roundrobin", "properties": ["socket.keepalive.enable=true"],
               "consumerProperties": ["fetch.wait.max.ms=100"], "producerProperties": ["linger.ms=5"]},
@@ -466,9 +467,17 @@ def test_every_documented_key_is_settable_through_the_chart():
                     path = path[part]
                 assert path in files, f"{key} = {path} is not mounted: {sorted(files)}"
     # Keys that differ per pod reach it as variables instead (test_group_instance_id_from_pod_name).
-    per_pod = {"kafka.groupInstanceId"}
+    # The transactional id's default is already per pod (the group id and the host name, i.e. the pod's name).
+    per_pod = {"kafka.groupInstanceId", "kafka.transactionalId"}
     missing = config_table_keys() - rendered - per_pod
     assert not missing, f"README documents keys the chart cannot set: {sorted(missing)}"
+
+
+def test_exactly_once_keys_only_when_on():
+    # Off (the default), relay.yaml names none of the transaction keys; on, all three as given.
+    assert not {"exactlyOnce", "transactionIntervalMs", "transactionTimeoutMs"} & set(relay_config(objects(REQUIRED))["kafka"])
+    kafka = relay_config(objects(EVERY_KEY))["kafka"]
+    assert (kafka["exactlyOnce"], kafka["transactionIntervalMs"], kafka["transactionTimeoutMs"]) == (True, 200, 30000), kafka
 
 
 def test_group_instance_id_from_pod_name():

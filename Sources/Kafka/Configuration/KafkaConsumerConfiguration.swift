@@ -34,6 +34,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// redoes every event stored but not yet committed, so the interval bounds those duplicates, and a
     /// commit a second per member costs the coordinator little.
     public var autoCommitInterval: Duration = .seconds(1)
+    /// `enable.auto.commit`. `false` when offsets are committed only through a transactional producer
+    /// (``KafkaProducer/sendOffsetsToTransaction(_:groupMetadata:timeout:)``): then nothing is ever
+    /// committed by the consumer itself, at close neither.
+    public var autoCommit = true
     /// `statistics.interval.ms`; `nil` disables statistics.
     public var statisticsInterval: Duration? = nil
     /// Receives librdkafka's statistics JSON on the poll thread (keep it short).
@@ -82,7 +86,7 @@ public struct KafkaConsumerConfiguration: Sendable {
             "max.poll.interval.ms": String(maxPollInterval.kafkaMilliseconds),
             "auto.offset.reset": autoOffsetReset.rawValue,
             "partition.assignment.strategy": partitionAssignmentStrategy.description,
-            "enable.auto.commit": "true",
+            "enable.auto.commit": autoCommit ? "true" : "false",
             "auto.commit.interval.ms": String(autoCommitInterval.kafkaMilliseconds),
             // The application stores offsets itself once results are durable (at-least-once).
             "enable.auto.offset.store": "false",
@@ -102,7 +106,7 @@ public struct KafkaConsumerConfiguration: Sendable {
             // Properties whose change would break a guarantee of this wrapper, not just a typed field.
             guarantees: [
                 "enable.auto.offset.store": "offsets are stored explicitly with storeOffset, never automatically",
-                "enable.auto.commit": "auto commit of explicitly stored offsets is how offsets get committed",
+                "enable.auto.commit": "set by autoCommit: auto commit of explicitly stored offsets, or transactions only",
                 "enable.partition.eof": "partition EOF events are not surfaced",
             ])
     }

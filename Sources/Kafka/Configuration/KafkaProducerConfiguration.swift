@@ -62,6 +62,9 @@ public struct KafkaProducerConfiguration: Sendable {
             }
             owned["transactional.id"] = transactionalID
             owned["transaction.timeout.ms"] = String(transactionTimeout.kafkaMilliseconds)
+            // librdkafka refuses a record timeout longer than the transaction's: a record still unsent when
+            // its transaction times out could only fail.
+            owned["message.timeout.ms"] = String(min(messageTimeout, transactionTimeout).kafkaMilliseconds)
         }
         var additional = additionalProperties
         // librdkafka spells the same thing three ways; compare one spelling.

@@ -99,6 +99,32 @@ final class RelayState: Sendable {
         }
     }
 
+    /// Exactly-once mode: holds an event's records for a transaction (`hold`, under the lock, before the
+    /// frontier that passes the event is stored: a transaction that commits that frontier must carry them)
+    /// and finishes the event in the ledger only; it stays in the gate until `release`.
+    /// - Returns: `false` when the partition is no longer assigned here (nothing held: give the event up).
+    func finishHeld(_ partition: KafkaTopicPartition, offset: Int64, hold: () -> Void) -> Bool {
+        state.withLock { state in
+            guard state.assigned.contains(partition) else { return false }
+            hold()
+            if let frontier = state.ledger.finish(partition, offset: offset) {
+                storeFrontier(partition, frontier - 1)
+            }
+            Self.resolveDrained(&state)
+            return true
+        }
+    }
+
+    /// Exactly-once mode, a held event's transaction committed: it leaves the gate.
+    @discardableResult
+    func release(bytes: Int, lane: DeliveryLane) -> InFlightCounts {
+        state.withLock { state in
+            apply(state.gate.release(bytes: bytes, lane: lane), state)
+            Self.resolveDrained(&state)
+            return InFlightCounts(state.gate, lane)
+        }
+    }
+
     /// Gives up an event without a result (shutdown or revoke deadline passed): its offset is never stored.
     @discardableResult
     func abandon(bytes: Int, lane: DeliveryLane = .bulk) -> InFlightCounts {

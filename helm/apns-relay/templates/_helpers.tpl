@@ -168,6 +168,10 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- $_ := unset $kafka "sasl" -}}
 {{- /* A pod's name is known only in the pod: the Deployment passes it as APNS_RELAY_KAFKA_GROUP_INSTANCE_ID. */ -}}
 {{- $_ := unset $kafka "groupInstanceIdFromPodName" -}}
+{{- /* The transaction keys only with exactlyOnce (a relay older than them, image.tag pinned, refuses them). */ -}}
+{{- if not $v.kafka.exactlyOnce }}
+{{- range $k := list "exactlyOnce" "transactionIntervalMs" "transactionTimeoutMs" }}{{ $_ := unset $kafka $k }}{{ end }}
+{{- end -}}
 {{- if $v.kafka.sasl.enabled }}{{ $_ := unset $kafka "properties" }}{{ end -}}
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
