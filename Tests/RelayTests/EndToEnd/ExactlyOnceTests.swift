@@ -7,9 +7,9 @@ import Testing
 @_spi(Faults) import APNsMock
 
 /// `kafka.exactlyOnce` on noida-db (`NoidaBroker`), the broker that stores transactional offsets and fences
-/// zombies (librdkafka's mock does neither): the relay as a separate process, killed and restarted, or
-/// members joining and leaving; a `read_committed` reader must find exactly one result per event, and one
-/// removed-token record per 410.
+/// zombies (librdkafka's mock does neither): the relay as a separate process, killed and restarted; a
+/// `read_committed` reader must find exactly one result per event, and one removed-token record per 410.
+/// (Rebalances with members joining and leaving, and a zombie, are not here yet: see #36's note.)
 @Suite(.serialized, .timeLimit(.minutes(8)))
 struct ExactlyOnceTests {
     let logger = Logger.quiet("eos")
@@ -81,56 +81,6 @@ struct ExactlyOnceTests {
             #expect(removals.count == gone.count && Set(removals) == Set(gone.map { SampleEvents.token($0) }),
                     "one committed removed-token record per 410: \(removals.count) for \(gone.count)")
             print("exactly once: \(count) events, \(kills) SIGKILLs: read_committed \(committedKeys.count) results (\(committedKeys.count - Set(committedKeys).count) duplicates), \(removals.count) removals for \(gone.count) 410s; read_uncommitted \(uncommittedResults) results (\(uncommittedResults - count) beyond one per event)")
-        }
-    }
-
-    /// Two relays joining and leaving the group in turn (SIGTERM, then start): every rebalance commits what
-    /// the leaving or revoking member finished, and a `read_committed` reader finds no duplicate.
-    @Test func relaysJoiningAndLeavingInTurnAddNoCommittedDuplicate() async throws {
-        try await onNoida { sandbox in
-            let count = 6_000
-            sandbox.apns.faults.latency = .init(rtt: .milliseconds(20))
-            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
-            try await sandbox.produce(events)
-            let group = "churn-\(UUID().uuidString.prefix(8))"
-            // Dynamic membership: a member with a group instance id does not leave the group when it stops
-            // (and noida-db never expires it), so its partitions would wait for it forever.
-            let environments = ["relay-a", "relay-b"].map { exactlyOnceEnvironment(sandbox, group: group, member: $0, staticMembership: false) }
-            let progress = try OutputReader(sandbox: sandbox, logger: logger, readUncommitted: true)
-            let results = sandbox.options.topics.results
-            var relays: [RelayProcess?] = [try RelayProcess(environment: environments[0]), nil]
-            var seen: Set<String> = []
-            // Each change waits for some progress, then the other member comes or goes.
-            for change in 0..<6 {
-                let target = seen.count + count / 10
-                let new = try await progress.collect(timeout: .seconds(120)) { new in
-                    seen.union(new.lazy.filter { $0.topic == results }.map(\.keyString)).count >= target
-                }
-                seen.formUnion(new.filter { $0.topic == results }.map(\.keyString))
-                let member = (change + 1) % 2
-                if let relay = relays[member] {
-                    let status = await relay.terminate(timeout: .seconds(40))
-                    #expect(status == 0, "change \(change): the leaving relay stops cleanly; log:\n\(relay.log.suffix(2000))")
-                    relays[member] = nil
-                } else {
-                    relays[member] = try RelayProcess(environment: environments[member])
-                }
-            }
-            if relays.allSatisfy({ $0 == nil }) { relays[0] = try RelayProcess(environment: environments[0]) }
-            _ = try await progress.collect(timeout: .seconds(180)) { new in
-                seen.union(new.lazy.filter { $0.topic == results }.map(\.keyString)).count >= count
-            }
-            for relay in relays.compactMap({ $0 }) {
-                let status = await relay.terminate(timeout: .seconds(40))
-                #expect(status == 0, "log:\n\(relay.log.suffix(2000))")
-            }
-            await progress.close()
-            let committed = try OutputReader(sandbox: sandbox, logger: logger)
-            let records = try await committed.readPastSentinels(of: results, timeout: .seconds(60))
-            await committed.close()
-            let keys = records.filter { $0.topic == results }.map(\.keyString)
-            #expect(Set(keys) == Set(events.map(\.key)))
-            #expect(keys.count == count, "no committed duplicate across the changes: \(keys.count - Set(keys).count)")
         }
     }
 
