@@ -57,11 +57,6 @@ struct TransactionBuffer<Completion> {
         frontiers[partition] = max(frontiers[partition] ?? frontier, frontier)
     }
 
-    /// Whether a transaction would carry anything now.
-    var hasWork: Bool {
-        !batchOut && frontiers.contains { partition, frontier in frontier > (committedOffsets[partition] ?? Int64.min) }
-    }
-
     /// Takes the next transaction's batch (`nil` when nothing is due or a batch is already out), restricted
     /// to `partitions` when given.
     mutating func begin(only partitions: Set<KafkaTopicPartition>? = nil) -> Batch? {
