@@ -297,12 +297,17 @@ package final class RelayService: Service, Sendable {
         }
     }
 
-    /// Returns when the relay must stop: a fatal producer error, or a failure the pipeline reported.
+    /// Returns when the relay must stop: a fatal producer or consumer error, or a failure the pipeline reported.
     private func watchForFailure() async {
         await withTaskGroup(of: Void.self) { watch in
             watch.addTask { [producer, failure] in
                 if let error = await producer.fatalError.wait() {
-                    failure.set("Kafka producer fatal error, results can no longer be published: \(error)")
+                    failure.set("Kafka producer fatal error, results can no longer be published (if it says fenced: another relay with the same kafka.transactionalId took this one's place; each replica needs its own): \(error)")
+                }
+            }
+            watch.addTask { [consumer, failure] in
+                if let error = await consumer.fatalError.wait() {
+                    failure.set("Kafka consumer fatal error, no more events can be consumed (if it says fenced: another relay with the same kafka.groupInstanceId took this one's place; each replica needs its own): \(error)")
                 }
             }
             watch.addTask { [failure] in _ = await failure.wait() }
@@ -335,6 +340,18 @@ package final class RelayService: Service, Sendable {
             let all = state.assign(partitions)
             metrics.assignedPartitions.record(all.count)
             logger.info("partitions assigned", metadata: ["partitions": "\(partitions)"])
+            if let transactions, !partitions.isEmpty {
+                let assignment = transactions.assigned()
+                group.addTask { [consumer, logger] in
+                    do {
+                        let committed = try await consumer.committedOffsets(for: partitions, timeout: Self.closeTimeout)
+                        transactions.confirm(committed.compactMapValues { $0 }, assignment: assignment)
+                    } catch {
+                        // Only the early check is lost: the first transaction of these partitions checks the same.
+                        logger.warning("could not read the assigned partitions' committed offsets", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
         case .partitionsRevoked(let revocation):
             logger.info("partitions revoked; draining", metadata: ["partitions": "\(revocation.partitions)"])
             group.addTask { [state, configuration, logger, metrics, transactions] in

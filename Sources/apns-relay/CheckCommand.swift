@@ -143,6 +143,9 @@ struct CheckCommand: AsyncParsableCommand {
                 } catch {
                     fail("Kafka consumer group \(kafka.groupID) (kafka.groupId): its coordinator did not answer: \(error)")
                 }
+                if let exactlyOnce = configuration.relay.exactlyOnce {
+                    await checkTransactions(exactlyOnce, configuration: configuration, timeout: timeout, logger: logger, pass: pass, fail: fail)
+                }
             }
         }
 
@@ -238,6 +241,35 @@ struct CheckCommand: AsyncParsableCommand {
 
     /// `--channels`: a read-only list of the bundle's channels per environment (TLS, credential, the
     /// management host, and that broadcast is enabled for the bundle). One (passed, line) per check.
+    /// `kafka.exactlyOnce`: asks the transaction coordinator to register a producer (InitProducerId), as `run`
+    /// does at start. Under an id of its own beside the relay's: registering the relay's id would fence a
+    /// relay running with it. (Where ACLs name transactional ids, a prefix covering both passes; one naming
+    /// only the relay's id fails here though `run` would pass.)
+    private func checkTransactions(
+        _ exactlyOnce: RelayConfiguration.ExactlyOnce, configuration: RelayAppConfiguration, timeout: Duration,
+        logger: Logger, pass: (String) -> Void, fail: (String) -> Void
+    ) async {
+        let probeID = exactlyOnce.transactionalID + ".check"
+        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
+        producerConfiguration.clientID = configuration.kafka.clientID
+        producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
+        producerConfiguration.transactionalID = probeID
+        producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        } catch {
+            return fail("Kafka transactions (kafka.exactlyOnce): \(error)")
+        }
+        do {
+            try await producer.initTransactions(timeout: timeout)
+            pass("Kafka transactions (kafka.exactlyOnce): the transaction coordinator registers producers (probed as \(probeID), beside kafka.transactionalId \(exactlyOnce.transactionalID), so as not to fence a relay running with it)")
+        } catch {
+            fail("Kafka transactions (kafka.exactlyOnce): the broker refused to register transactional id \(probeID) (InitProducerId): \(error). Transactions need Kafka ≥ 2.5 with its transaction state log, and permission to write the transactional id (kafka.transactionalId \(exactlyOnce.transactionalID) and this probe's)")
+        }
+        try? await producer.close(timeout: timeout)
+    }
+
     private func checkChannelManagement(
         _ configuration: RelayAppConfiguration, credential: RelayAppConfiguration.APNs.Credential, bundle: String,
         environments: [APNsEnvironment], logger: Logger

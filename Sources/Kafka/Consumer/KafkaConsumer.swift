@@ -59,6 +59,11 @@ public final class KafkaConsumer: Sendable {
         self.events = KafkaConsumerEvents(client: client, shared: shared)
     }
 
+    /// Set once, when librdkafka reports a fatal error: e.g. a static member (`group.instance.id`) fenced
+    /// by a newer one with the same id. The consumer then fetches nothing more and must be recreated (for
+    /// the relay: the process restarts). Await it with `fatalError.wait()`.
+    public var fatalError: Latch<KafkaError> { shared.fatalError }
+
     /// What a readiness probe needs to know about this member.
     public struct Health: Sendable, Hashable {
         /// The member has joined its group (it has an assignment, possibly empty) and has not lost it since.

@@ -25,6 +25,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let pendingRevocation = BlockingMutex<KafkaPartitionRevocation?>(nil)
     let closed = Latch<Void>()
     let closeResult = BlockingMutex<KafkaError?>(nil)
+    /// Set by the first fatal error (see ``KafkaConsumer/fatalError``).
+    let fatalError = Latch<KafkaError>()
     /// Whether the member has joined its group: set by an assignment (even an empty one), cleared when the
     /// assignment is lost (the member was dropped from the group) or could not be applied.
     let isJoined = Atomic<Bool>(false)
@@ -121,6 +123,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
 
     /// Every error librdkafka reports for this consumer passes here (from its error callback).
     func noteError(_ error: KafkaError, client: KafkaClient?) {
+        if error.isFatal { fatalError.set(error) }
         guard error.responseCode == .allBrokersDown else { return }
         brokersDown.store(true, ordering: .releasing)
         guard let client, !isProbing.exchange(true, ordering: .acquiringAndReleasing) else { return }
@@ -153,6 +156,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
 
     func report(_ error: KafkaError) {
         logger.error("consumer error", metadata: ["error": "\(error)"])
+        if error.isFatal { fatalError.set(error) }
         errorHandler?(error)
     }
 

@@ -19,6 +19,7 @@ public struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomStr
     public static let coordinatorNotAvailable = Self(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
     public static let rebalanceInProgress = Self(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
     public static let topicAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+    public static let transactionalIDAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     public static let invalidRecord = Self(RD_KAFKA_RESP_ERR_INVALID_RECORD)
     public static let brokerTransport = Self(RD_KAFKA_RESP_ERR__TRANSPORT)
     public static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)

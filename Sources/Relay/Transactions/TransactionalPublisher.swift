@@ -27,6 +27,8 @@ package final class TransactionalPublisher: Sendable {
         var stopRequested = false
         /// When a transaction last committed, or the buffer went from empty to holding (for `stall`).
         var progress = ContinuousClock.now
+        /// Counts assignments and drops: a `confirm` asked for before the latest one is stale.
+        var assignments: UInt64 = 0
     }
 
     private let producer: KafkaProducer
@@ -70,8 +72,33 @@ package final class TransactionalPublisher: Sendable {
 
     /// Gives up the held events of `partitions` (revoked or lost): never produced, redone by the next owner.
     func drop(_ partitions: [KafkaTopicPartition]) {
-        let givenUp = state.withLock { $0.buffer.drop(partitions) }
+        let givenUp = state.withLock { state in
+            state.assignments &+= 1
+            return state.buffer.drop(partitions)
+        }
         for completion in givenUp { completion(false) }
+    }
+
+    /// Partitions were assigned. - Returns: the token for `confirm`.
+    func assigned() -> UInt64 {
+        state.withLock { state in
+            state.assignments &+= 1
+            return state.assignments
+        }
+    }
+
+    /// Commits, in the next transaction, the offsets the group has already committed for newly assigned
+    /// partitions (unless the assignment changed since `assignment`): committing them again changes
+    /// nothing, but it asks the transaction coordinator whether this producer may still commit. A relay
+    /// that another with the same transactional id fenced (a zombie, say, that was paused while its
+    /// replacement started, then won its group membership back) finds out at once, and stops, instead of
+    /// holding partitions it can never commit. A partition that already has a later frontier keeps it.
+    func confirm(_ offsets: [KafkaTopicPartition: Int64], assignment: UInt64) {
+        state.withLock { state in
+            guard state.assignments == assignment, !offsets.isEmpty else { return }
+            for (partition, offset) in offsets { state.buffer.advance(partition, to: offset) }
+            state.wake?.yield()
+        }
     }
 
     /// Gives up every held event (the relay abandons what is in flight) and ends `run()` after the

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Faults) import Kafka
 import RelaySandbox
 import TestSupport
 import Testing
@@ -38,6 +39,28 @@ import Testing
             #expect(output.contains("✗ APNs development") && output.contains("403 InvalidProviderToken"), "\(output)")
             #expect(output.contains("sasl.password=<redacted>") && !output.contains("hunter2"), "secrets are redacted: \(output)")
             #expect(output.contains("2 problem(s)"), "\(output)")
+        }
+    }
+
+    /// `kafka.exactlyOnce`: the transaction coordinator is asked to register a producer (InitProducerId), under
+    /// an id beside the relay's (the relay's own would fence a relay running with it); a refusal is a problem.
+    @Test func exactlyOnceAsksTheTransactionCoordinator() async throws {
+        try await withSandbox { sandbox in
+            let plain = try await check(["--skip-apns"], sandbox.relayEnvironment())
+            #expect(plain.status == 0 && !plain.output.contains("Kafka transactions"), "\(plain.output)")
+
+            var environment = sandbox.relayEnvironment()
+            environment["APNS_RELAY_KAFKA_EXACTLY_ONCE"] = "true"
+            environment["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"] = "apns-relay-0"
+            let good = try await check(["--skip-apns"], environment)
+            #expect(good.status == 0, "\(good.output)")
+            #expect(good.output.contains("✓ Kafka transactions (kafka.exactlyOnce)") && good.output.contains("apns-relay-0.check"), "\(good.output)")
+
+            sandbox.cluster.pushRequestErrors(.initProducerID, [.transactionalIDAuthorizationFailed])
+            let refused = try await check(["--skip-apns"], environment)
+            #expect(refused.status == 1, "\(refused.output)")
+            #expect(refused.output.contains("✗ Kafka transactions (kafka.exactlyOnce): the broker refused"), "\(refused.output)")
+            #expect(refused.output.contains("1 problem(s)"), "\(refused.output)")
         }
     }
 

@@ -38,6 +38,12 @@ final class RelayProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
+    /// Stops the process (SIGSTOP) as a paused or starved pod is: it neither runs nor exits.
+    func stop() { Foundation.kill(process.processIdentifier, SIGSTOP) }
+
+    /// Resumes a stopped process (SIGCONT).
+    func resume() { Foundation.kill(process.processIdentifier, SIGCONT) }
+
     /// Sends SIGTERM and waits for the exit, at most `timeout`.
     /// - Returns: the exit status (minus the signal's number when a signal ended it), or `nil` if it did not
     ///   exit in time (it is then killed).
@@ -70,6 +76,7 @@ final class RelayProcess: @unchecked Sendable {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     deinit {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGCONT) }
         if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
         try? output.close()
         try? FileManager.default.removeItem(atPath: logPath)
