@@ -100,7 +100,7 @@ bench: deps-test
 	@{ echo "figure|relay|floor (same run)|relay/floor"; cat bench-results/table.txt; } | column -t -s'|'
 
 # Fault-injection runs at full size (make test runs them reduced): kills, broker outages, APNs faults,
-# rebalance churn, input fuzzing. Prints one line per run and the totals.
+# rebalance churn, input fuzzing; then the exactly-once runs on noida-db. Prints one line per run and the totals.
 faults: deps-test
 	$(SWIFT) build --build-tests
 	@mkdir -p bench-results
@@ -109,7 +109,10 @@ faults: deps-test
 		grep -E '^fault [^:]+: events' bench-results/faults.log \
 		| sed -E 's/.*events ([0-9]+), kills ([0-9]+), faults ([0-9]+), lost ([0-9]+), duplicates ([0-9]+).*/\1 \2 \3 \4 \5/' \
 		| awk '{ e += $$1; k += $$2; f += $$3; l += $$4; d += $$5; n++ } END { printf "faults total: %d runs, events %d, kills %d, faults %d, lost %d, duplicates %d\n", n, e, k, f, l, d }'; \
-		exit $$status
+		first=$$status; \
+		APNS_RELAY_FAULTS=full $(SWIFT) test --skip-build --filter 'RelayTests.ExactlyOnceTests' 2>&1 | tee bench-results/faults-exactly-once.log; \
+		status=$${PIPESTATUS[0]}; echo; echo "with kafka.exactlyOnce (noida-db; read_committed duplicates, target 0, beside the at-least-once figures above):"; \
+		grep -E '^(exactly once|zombie)' bench-results/faults-exactly-once.log; [ $$first = 0 ] && exit $$status; exit $$first
 
 clean:
 	rm -rf .build .build-* $(VENV)

@@ -22,12 +22,16 @@
 #      bulk backlog (consume → result and produce → result p50/p99/max), the same topic read as bulk (before),
 #      app B at 20/s behind app A's 100k backlog in one lane, bulk's rate while urgent flows ÷ bulk alone
 #      (LANE_BACKLOG, LANE_SECONDS)
+#  12. tracing off / on at 1 % and 100 % sampling / collector down (TRACING_EVENTS)
+#  13. kafka.exactlyOnce: paired runs in turn, off then on: CPU per event and events/s to a read_committed
+#      reader (EOS_EVENTS, EOS_PAIRS); produce → visible p99 for a read_committed reader at 1k events/s
 #
 # Usage: Benchmarks/end-to-end.sh            (env: SKIP_BUILD=1, EVENTS=200000, PARTITIONS=32,
 #                                             RTT_EVENTS=40000, BACKPRESSURE_SECONDS=30, PACED_SECONDS=10,
 #                                             SLOW_EVENTS=20000, IDLE_SECONDS=20, ALLOC_EVENTS=100000, TRACING_EVENTS=100000,
 #                                             PARTITION_RUNS=100000x16,100000x128,1000000x128,
 #                                             LANE_BACKLOG=200000, LANE_SECONDS=20,
+#                                             EOS_EVENTS=100000, EOS_PAIRS=2,
 #                                             BENCH_TABLE=file)
 # Prints `figure | value | floor | relay/floor` at the end and appends the rows to $BENCH_TABLE if set.
 set -euo pipefail
@@ -81,6 +85,7 @@ run "$BIN/EndToEndBenchmark" backpressure --events 60000 --seconds "$BACKPRESSUR
 run "$BIN/EndToEndBenchmark" partitions --runs "${PARTITION_RUNS:-100000x16,100000x128,1000000x128}"
 run "$BIN/EndToEndBenchmark" lanes --backlog "${LANE_BACKLOG:-200000}" --seconds "${LANE_SECONDS:-20}"
 run "$BIN/EndToEndBenchmark" tracing --events "${TRACING_EVENTS:-100000}" --partitions "$PARTITIONS"
+run "$BIN/EndToEndBenchmark" exactly-once --events "${EOS_EVENTS:-100000}" --partitions "$PARTITIONS" --pairs "${EOS_PAIRS:-2}"
 
 echo
 echo "== apns-relay benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"

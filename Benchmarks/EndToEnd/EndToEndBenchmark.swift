@@ -12,6 +12,8 @@
 //   EndToEndBenchmark partitions   [--runs EVENTSxPARTITIONS,…] [--payload BYTES]
 //   EndToEndBenchmark lanes        [--backlog N] [--app-backlog N] [--seconds S] [--answers A] [--rate R]
 //   EndToEndBenchmark tracing      [--events N] [--partitions P]
+//   EndToEndBenchmark exactly-once [--events N] [--partitions P] [--pairs K] [--rate R] [--seconds S] [--interval MS]
+//   EndToEndBenchmark exactly-once [--events N] [--partitions P] [--pairs K] [--rate R] [--seconds S] [--interval MS]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -289,6 +291,8 @@ struct EndToEndBenchmark {
             case "partitions": try await partitions()
             case "lanes": try await lanes()
             case "tracing": try await tracingCost()
+            case "exactly-once": try await exactlyOnceCost()
+            case "exactly-once": try await exactlyOnceCost()
             default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations, partitions, lanes or tracing")
             }
         } catch {

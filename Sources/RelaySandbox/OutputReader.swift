@@ -46,7 +46,11 @@ package final class OutputReader: Sendable {
     ///   - alsoReading: more topics to read from their start (e.g. the input, to diagnose a loss).
     ///   - readUncommitted: read records of open and aborted transactions too (`isolation.level`
     ///     `read_uncommitted`); by default only committed ones, as librdkafka does.
-    package init(sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = [], readUncommitted: Bool = false) throws {
+    ///   - fetchWait: `fetch.wait.max.ms`, for a latency measurement on librdkafka's mock broker (which holds a
+    ///     fetch that found nothing that long, where Kafka answers when data arrives); librdkafka's default if nil.
+    package init(
+        sandbox: RelaySandbox, logger: Logger, alsoReading extra: [String] = [], readUncommitted: Bool = false, fetchWait: Duration? = nil
+    ) throws {
         topics = sandbox.options.topics
         bootstrapServers = sandbox.bootstrapServers
         self.logger = logger
@@ -55,6 +59,7 @@ package final class OutputReader: Sendable {
         )
         configuration.sessionTimeout = .seconds(6)
         configuration.additionalProperties["isolation.level"] = readUncommitted ? "read_uncommitted" : "read_committed"
+        if let fetchWait { configuration.additionalProperties["fetch.wait.max.ms"] = String(fetchWait.components.seconds * 1000 + fetchWait.components.attoseconds / 1_000_000_000_000_000) }
         consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         try consumer.subscribe(topics: topics.outputs + extra)
         try consumer.start()
