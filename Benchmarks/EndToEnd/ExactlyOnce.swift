@@ -49,7 +49,7 @@ func exactlyOnceCost() async throws {
         }
     }
     let ratios = zip(cpu[true]!, cpu[false]!).map { $0 / $1 }.sorted()
-    let median = ratios[ratios.count / 2]
+    let median = ratios.count % 2 == 1 ? ratios[ratios.count / 2] : (ratios[ratios.count / 2 - 1] + ratios[ratios.count / 2]) / 2
     func mean(_ values: [Double]) -> Double { values.reduce(0, +) / Double(values.count) }
     row("exactly-once on (interval \(interval) ms): relay CPU µs/event (\(count / 1000)k events, target ≤ 1.15× off)", f(mean(cpu[true]!), 1),
         floor: "off \(f(mean(cpu[false]!), 1))", ratio: f(median, 2))
@@ -65,19 +65,23 @@ func exactlyOnceCost() async throws {
         var extra = settings(on)
         extra["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"] = "fetch.wait.max.ms=10"
         let relay = try RelayUnderTest(sandbox, extra: extra)
-        // Warm-up: the relay joins its group and opens its connections on a first event.
-        try await sandbox.produce([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
+        // Warm-up, through the paced producer itself (its first record waits for its connection and metadata):
+        // the relay joins its group and opens its connections on a first event.
+        let production = try PacedProduction(sandbox)
+        try await production.warmUp()
         _ = try await reader.results(count: 1, timeout: .seconds(60))
         let results = options.topics.results
         // Each result's key is its event's: the time it was handed to the producer, and the time the reader got it.
-        let production = try PacedProduction(sandbox, rate: rate, seconds: seconds)
+        try production.start(rate: rate, seconds: seconds)
         var visible: [String: ContinuousClock.Instant] = [:]
         var consumed = 0
         _ = try await reader.collect(timeout: .seconds(Int64(seconds) + 120)) { records in
             let now = ContinuousClock.now
             while consumed < records.count {
                 let record = records[consumed]
-                if record.topic == results, let key = record.key { visible[String(decoding: key, as: UTF8.self), default: now] = visible[String(decoding: key, as: UTF8.self)] ?? now }
+                if record.topic == results, let key = record.key.map({ String(decoding: $0, as: UTF8.self) }), key.hasPrefix("p"), visible[key] == nil {
+                    visible[key] = now
+                }
                 consumed += 1
             }
             return visible.count >= rate * seconds
@@ -94,20 +98,35 @@ func exactlyOnceCost() async throws {
         floor: "off \(p99[false]!)", ratio: f(Double(p99[true]!) / Double(max(1, p99[false]!)), 2))
 }
 
-/// Events produced at `rate` per second for `seconds` on a thread of its own, started at once (the reader's loop
-/// runs meanwhile on this task), with the time each (by key) was handed to the producer.
+/// Events produced at a rate on a thread of its own (the reader's loop runs meanwhile on the benchmark's task),
+/// with the time each (by key) was handed to the producer.
 private final class PacedProduction: Sendable {
     private let done = Latch<Result<[String: ContinuousClock.Instant], KafkaError>>()
     private let producer: KafkaProducer
+    private let topic: String
 
-    init(_ sandbox: RelaySandbox, rate: Int, seconds: Int) throws {
+    init(_ sandbox: RelaySandbox) throws {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
         configuration.clientID = "bench-paced-producer"
         configuration.linger = .zero
-        let producer = try KafkaProducer(configuration: configuration, logger: logger)
-        self.producer = producer
-        let topic = sandbox.options.inputTopic
-        let done = self.done
+        producer = try KafkaProducer(configuration: configuration, logger: logger)
+        topic = sandbox.options.inputTopic
+    }
+
+    /// One event ("warm-up"), once delivered: later records do not wait for a connection.
+    func warmUp() async throws {
+        let delivered = Latch<Result<Void, KafkaError>>()
+        let value = SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300))
+        try producer.produce(topic: topic, key: Array("warm-up".utf8), value: value) { report in
+            delivered.set(report.map { _ in () })
+        }
+        guard let result = await delivered.wait(timeout: .seconds(30)) else { throw BenchmarkError("the paced producer's first record was not delivered within 30 s") }
+        try result.get()
+    }
+
+    /// Starts producing `rate` events a second (keys p0, p1, …) for `seconds`.
+    func start(rate: Int, seconds: Int) throws {
+        let (producer, topic, done) = (self.producer, self.topic, self.done)
         try DedicatedThread.start(name: "bench-paced") {
             let body = SampleEvents.payload(bytes: 300)
             let start = ContinuousClock.now

@@ -20,13 +20,21 @@ public final class NoidaBroker: @unchecked Sendable {
     private let logPath: String
 
     /// `make test` installs it into `.venv`; a missing one fails the test that needs it.
+    ///
+    /// The broker binary itself, not `.venv/bin/noida-db`: that is a Python script running the binary as its
+    /// child, and a SIGTERM ended the script and left the broker running (each test leaked one).
     public static func executable() throws -> URL {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let inVenv = root.appendingPathComponent(".venv/bin/noida-db")
-        guard FileManager.default.isExecutableFile(atPath: inVenv.path) else {
-            throw TestFailure("noida-db is not installed at \(inVenv.path): `make test` installs it (Tests/requirements.txt), or `.venv/bin/pip install -r Tests/requirements.txt`")
+        let lib = root.appendingPathComponent(".venv/lib")
+        let pythons = (try? FileManager.default.contentsOfDirectory(atPath: lib.path)) ?? []
+        for python in pythons.sorted() where python.hasPrefix("python") {
+            let binary = lib.appendingPathComponent("\(python)/site-packages/noida_db/noida-db")
+            guard FileManager.default.fileExists(atPath: binary.path) else { continue }
+            // The wheel may not keep the executable bit (the script sets it before each run too).
+            try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: binary.path)
+            return binary
         }
-        return inVenv
+        throw TestFailure("noida-db is not installed in \(lib.path)/python3.*/site-packages/noida_db: `make test` installs it (Tests/requirements.txt), or `.venv/bin/pip install -r Tests/requirements.txt`")
     }
 
     /// Starts a broker and waits until it accepts connections (it starts in well under a second).
