@@ -275,6 +275,11 @@ package final class RelayService: Service, Sendable {
             abandon()
             group.cancelAll()
             let grace = consumer.health.isKafkaReachable ? Self.closeTimeout : Self.closeTimeoutKafkaDown
+            // Exactly-once: the transaction under way ends (commit or abort) before the producer is flushed,
+            // purged and closed; a transaction left open would hold read_committed readers back.
+            if let transactions, await !transactions.waitUntilFinished(timeout: grace) {
+                logger.error("a Kafka transaction was still under way at shutdown; read_committed readers may wait up to kafka.transactionTimeoutMs for the broker to abort it")
+            }
             if !Task.isCancelled { try? await producer.flush(timeout: grace) }
             await producer.withdrawAll()
         }

@@ -40,6 +40,9 @@ package final class TransactionalPublisher: Sendable {
     private let metrics: TransactionMetrics
     private let logger: Logger
     private let state = BlockingMutex(State())
+    /// Set when `run()` returns: no transaction is under way any more (each one it began ended in a commit
+    /// or an abort), so the producer may be closed without leaving one open.
+    private let finished = Latch<Void>()
 
     package init(
         producer: KafkaProducer, groupMetadata: @escaping @Sendable () throws(KafkaError) -> KafkaConsumerGroupMetadata,
@@ -112,6 +115,13 @@ package final class TransactionalPublisher: Sendable {
         for completion in givenUp { completion(false) }
     }
 
+    /// Waits (at most `timeout`) until `run()` has returned, after `abandon()`: a producer closed while a
+    /// transaction is open leaves it open on the broker, and `read_committed` readers of every partition it
+    /// wrote to wait behind it until `kafka.transactionTimeoutMs`. - Returns: `false` at the timeout.
+    func waitUntilFinished(timeout: Duration) async -> Bool {
+        await finished.wait(timeout: timeout, ignoringCancellation: true) != nil
+    }
+
     /// How long events have been held with no transaction committed; `nil` while none is held.
     var stall: (duration: Duration, waiting: Int)? {
         state.withLock { state in
@@ -145,7 +155,10 @@ package final class TransactionalPublisher: Sendable {
             state.wake = wake
             return state.stopRequested
         }
-        guard !stopped else { return }
+        guard !stopped else {
+            finished.set()
+            return
+        }
         let ticker = Task { [interval] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
@@ -161,6 +174,7 @@ package final class TransactionalPublisher: Sendable {
                 return state.flushWaiters
             }
             for waiter in waiters { waiter.resolve(false) }
+            finished.set()
         }
         for await _ in signals {
             if state.withLock({ $0.stopRequested }) || failure.isSet { return }
