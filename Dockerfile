@@ -29,9 +29,10 @@ COPY Tests ./Tests
 COPY Benchmarks ./Benchmarks
 RUN swift build -c release --static-swift-stdlib --product apns-relay \
  && swift build -c release --static-swift-stdlib --product apns-mock \
+ && swift build -c release --static-swift-stdlib --product apns-relay-sandbox \
  && mkdir -p /out \
- && cp "$(swift build -c release --show-bin-path)/apns-relay" "$(swift build -c release --show-bin-path)/apns-mock" /out/ \
- && if command -v strip >/dev/null; then strip /out/apns-relay /out/apns-mock; fi
+ && cp "$(swift build -c release --show-bin-path)/apns-relay" "$(swift build -c release --show-bin-path)/apns-mock" "$(swift build -c release --show-bin-path)/apns-relay-sandbox" /out/ \
+ && if command -v strip >/dev/null; then strip /out/apns-relay /out/apns-mock /out/apns-relay-sandbox; fi
 
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE} AS runtime
@@ -46,7 +47,7 @@ RUN apt-get update \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin apns-relay \
  && mkdir -p /etc/apns-relay
 
-COPY --from=build /out/apns-relay /out/apns-mock /usr/local/bin/
+COPY --from=build /out/apns-relay /out/apns-mock /out/apns-relay-sandbox /usr/local/bin/
 
 LABEL org.opencontainers.image.title="apns-relay" \
       org.opencontainers.image.description="Kafka → JSON Schema validation → APNs (HTTP/2) → Kafka results"

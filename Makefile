@@ -49,9 +49,9 @@ release: deps
 # after `make release` it brings that build up to date and uses it.
 demo: deps
 	@if [ -x .build/release/apns-relay ]; then \
-	  $(SWIFT) build -c release --product apns-relay && .build/release/apns-relay demo; \
+	  $(SWIFT) build -c release --product apns-relay-sandbox && .build/release/apns-relay-sandbox demo; \
 	else \
-	  $(SWIFT) build --product apns-relay && .build/debug/apns-relay demo; \
+	  $(SWIFT) build --product apns-relay-sandbox && .build/debug/apns-relay-sandbox demo; \
 	fi
 
 venv: deps-test

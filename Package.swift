@@ -142,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "apns-relay",
             dependencies: [
-                "Relay", "RelayApp", "RelayContract", "Kafka", "APNsMock", "RelaySandbox", "ServiceSupport",
+                "Relay", "RelayApp", "RelayContract", "Kafka", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -151,6 +151,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The tools that run mocks (demo, mock-kafka), out of the production binary.
+        .executableTarget(
+            name: "apns-relay-sandbox",
+            dependencies: [
+                "Relay", "RelayApp", "Kafka", "APNsCore", "APNsMock", "RelaySandbox", "ServiceSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 RECORDS=${1:-160000}
 PARTITIONS=${2:-16}
 
-swift build -c release --product apns-relay >&2
+swift build -c release --product apns-relay-sandbox >&2
 swift build -c release --product KafkaConsumeBenchmark >&2
 BIN=$(swift build -c release --show-bin-path)
 
 OUT=$(mktemp)
-"$BIN/apns-relay" mock-kafka --brokers 1 --topic "bench:$PARTITIONS" >"$OUT" &
+"$BIN/apns-relay-sandbox" mock-kafka --brokers 1 --topic "bench:$PARTITIONS" >"$OUT" &
 MOCK=$!
 trap 'kill $MOCK 2>/dev/null || true; rm -f "$OUT"' EXIT
 for _ in $(seq 100); do [ -s "$OUT" ] && break; sleep 0.1; done

@@ -8,6 +8,6 @@ struct ApnsRelay: AsyncParsableCommand {
         commandName: "apns-relay",
         abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
         version: ProductVersion.string,
-        subcommands: [RunCommand.self, CheckCommand.self, SendCommand.self, ChannelsCommand.self, ReplayCommand.self, ValidateCommand.self, DemoCommand.self, MockKafkaCommand.self]
+        subcommands: [RunCommand.self, CheckCommand.self, SendCommand.self, ChannelsCommand.self, ReplayCommand.self, ValidateCommand.self]
     )
 }

@@ -3,10 +3,10 @@ import Kafka
 import TestSupport
 import Testing
 
-/// Runs the built `apns-relay` binary (found by `BuiltProducts`).
-@Suite("apns-relay mock-kafka with an independent client")
+/// Runs the built `apns-relay-sandbox` binary (found by `BuiltProducts`).
+@Suite("apns-relay-sandbox mock-kafka with an independent client")
 struct MockKafkaCommandTests {
-    static func relayBinary() throws -> URL { try BuiltProducts.executable("apns-relay") }
+    static func relayBinary() throws -> URL { try BuiltProducts.executable("apns-relay-sandbox") }
 
     static let kcat = "/usr/bin/kcat"
 

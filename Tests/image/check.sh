@@ -5,7 +5,7 @@
 # (debootstrap, standing in for debian:bookworm-slim) with the runtime packages the Dockerfile installs, its
 # non-root user, and apns-relay and apns-mock built as the build stage builds them (release, static Swift
 # standard library, stripped) — then runs, inside it (chroot) as that user: `apns-relay --version`, a sandbox
-# (`apns-relay mock-kafka` and `apns-mock`), and `apns-relay check` and `send` against it.
+# (`apns-relay-sandbox mock-kafka` and `apns-mock`), and `apns-relay check` and `send` against it.
 #
 # Needs root (debootstrap and chroot), network access to deb.debian.org the first time (the root file system
 # is kept in .build-image/ and reused while the Dockerfile's package list is unchanged), and a release build
@@ -48,12 +48,13 @@ fi
 say "apns-relay and apns-mock as the build stage builds them (release, static Swift stdlib, stripped)"
 swift build -c release --static-swift-stdlib --scratch-path "$WORK/build" --product apns-relay
 swift build -c release --static-swift-stdlib --scratch-path "$WORK/build" --product apns-mock
+swift build -c release --static-swift-stdlib --scratch-path "$WORK/build" --product apns-relay-sandbox
 BIN=$(swift build -c release --static-swift-stdlib --scratch-path "$WORK/build" --show-bin-path)
-install -m 0755 "$BIN/apns-relay" "$BIN/apns-mock" "$ROOTFS/usr/local/bin/"
-strip "$ROOTFS/usr/local/bin/apns-relay" "$ROOTFS/usr/local/bin/apns-mock"
+install -m 0755 "$BIN/apns-relay" "$BIN/apns-mock" "$BIN/apns-relay-sandbox" "$ROOTFS/usr/local/bin/"
+strip "$ROOTFS/usr/local/bin/apns-relay" "$ROOTFS/usr/local/bin/apns-mock" "$ROOTFS/usr/local/bin/apns-relay-sandbox"
 
 # Only the packages above may satisfy the binaries: nothing from this machine's libraries.
-missing=$(chroot "$ROOTFS" /bin/sh -c 'for b in /usr/local/bin/apns-relay /usr/local/bin/apns-mock; do ldd "$b"; done' | grep 'not found' || true)
+missing=$(chroot "$ROOTFS" /bin/sh -c 'for b in /usr/local/bin/apns-relay /usr/local/bin/apns-mock /usr/local/bin/apns-relay-sandbox; do ldd "$b"; done' | grep 'not found' || true)
 [ -z "$missing" ] || { echo "error: libraries the runtime stage lacks:" >&2; echo "$missing" >&2; exit 1; }
 
 SANDBOX=/tmp/image-check
@@ -86,7 +87,7 @@ mkdir -p "$ROOTFS$SANDBOX"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$ROOTFS$SANDBOX/AuthKey.p8" 2>/dev/null
 chown -R "$USERSPEC" "$ROOTFS$SANDBOX"
 chmod 0700 "$ROOTFS$SANDBOX"
-in_image_bg /usr/local/bin/apns-relay mock-kafka --brokers 1 --topic apns-notifications:3 --topic apns-results:3 \
+in_image_bg /usr/local/bin/apns-relay-sandbox mock-kafka --brokers 1 --topic apns-notifications:3 --topic apns-results:3 \
   --topic apns-removed-tokens:3 --topic apns-removed-channels:3 --topic apns-dead-letters:3 > "$WORK/kafka.txt" 2> "$WORK/kafka.log" &
 KAFKA_PID=$!
 in_image_bg /usr/local/bin/apns-mock --port 0 --tls-dir "$SANDBOX/mock-tls" --key-id ABC123DEFG --team-id DEF123GHIJ \

@@ -15,27 +15,29 @@ import Testing
         Checkout.examples("notification-event", kind).map { Checkout.root.appendingPathComponent("Schemas/examples/\($0.name)").path }
     }
 
-    /// `--version` on both executables prints the product version, which the chart's appVersion (the
-    /// image tag it deploys by default) repeats.
-    @Test func versionIsPrintedByBothExecutablesAndMatchesTheChart() async throws {
+    /// `--version` on every executable the image ships prints the product version, which the chart's
+    /// appVersion (the image tag it deploys by default) repeats.
+    @Test func versionIsPrintedByEveryExecutableAndMatchesTheChart() async throws {
         let (status, output) = try await run(["--version"])
         #expect(status == 0, "\(output)")
         #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string)
-        let mock = try RelayProcess.binary().deletingLastPathComponent().appendingPathComponent("apns-mock")
-        if FileManager.default.isExecutableFile(atPath: mock.path) {
-            let mockVersion = try await runProcess(mock.path, ["--version"], check: true)
-            #expect(mockVersion.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string)
-        } else {
-            Issue.record("apns-mock is not built next to apns-relay (\(mock.path))")
+        for name in ["apns-mock", "apns-relay-sandbox"] {
+            let tool = try RelayProcess.binary().deletingLastPathComponent().appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: tool.path) {
+                let version = try await runProcess(tool.path, ["--version"], check: true)
+                #expect(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string, "\(name)")
+            } else {
+                Issue.record("\(name) is not built next to apns-relay (\(tool.path))")
+            }
         }
         let chart = try String(contentsOf: Checkout.root.appendingPathComponent("helm/apns-relay/Chart.yaml"), encoding: .utf8)
         #expect(chart.contains("appVersion: \"\(ProductVersion.string)\""), "Chart.yaml's appVersion is the product version")
     }
 
-    /// `apns-relay demo` (what `make demo` runs): says what it waits for, compares expected and got per
+    /// `apns-relay-sandbox demo` (what `make demo` runs): says what it waits for, compares expected and got per
     /// outcome, ends with PASS, and says when its rate is a debug build's.
     @Test func demoReportsExpectedAgainstGotAndPasses() async throws {
-        let result = try await runProcess(try RelayProcess.binary().path, ["demo", "--events", "300"], timeout: .seconds(240))
+        let result = try await runProcess(try BuiltProducts.executable("apns-relay-sandbox").path, ["demo", "--events", "300"], timeout: .seconds(240))
         let output = result.stdout
         #expect(result.status == 0, "\(output)\n\(result.stderr.suffix(3000))")
         #expect(output.contains("joining consumer group"), "\(output)")

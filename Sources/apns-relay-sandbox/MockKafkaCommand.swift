@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `apns-relay mock-kafka`: an in-process mock Kafka cluster for local runs and for other clients (kcat).
+/// `apns-relay-sandbox mock-kafka`: an in-process mock Kafka cluster for local runs and for other clients (kcat).
 ///
 /// Prints the bootstrap servers as the first line of stdout (flushed), then runs until SIGINT or SIGTERM.
 struct MockKafkaCommand: AsyncParsableCommand {

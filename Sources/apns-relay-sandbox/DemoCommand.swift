@@ -10,7 +10,7 @@ import RelaySandbox
 import ServiceLifecycle
 import ServiceSupport
 
-/// `apns-relay demo`: the whole pipeline on one machine, no setup — librdkafka's mock Kafka cluster, the mock
+/// `apns-relay-sandbox demo`: the whole pipeline on one machine, no setup — librdkafka's mock Kafka cluster, the mock
 /// APNs (TLS + HTTP/2), a throw-away signing key, a realistic mix of events, and a summary at the end.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
