@@ -114,15 +114,24 @@ package final class OutputReader: Sendable {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "output-reader-sentinels"
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        var sentinelOffsets: [Int32: Int64] = [:]
         for partition in ends.keys {
-            _ = try await producer.send(topic: topic, key: sentinel, value: "{}", partition: partition)
+            sentinelOffsets[partition] = try await producer.send(topic: topic, key: sentinel, value: "{}", partition: partition).offset
         }
         try await producer.close(timeout: .seconds(10))
         var records: [Record] = []
         let found = try await gather(into: &records, timeout: timeout, progress: nil) { records in
             records.lazy.filter { $0.topic == topic && $0.key == Array(sentinel.utf8) }.count >= ends.count
         }
-        guard found else { throw RelayError("\(topic): not every partition's sentinel read within \(timeout)") }
+        guard found else {
+            // Where each partition's reading stopped: short of its sentinel by a few records when a transaction
+            // was left open (a read_committed reader stops before it), not at all when nothing came.
+            let read = highestOffsets.withLock { $0[topic] ?? [:] }
+            let found = Set(records.filter { $0.topic == topic && $0.key == Array(sentinel.utf8) }.map(\.partition))
+            let missing = sentinelOffsets.keys.sorted().filter { !found.contains($0) }
+                .map { "partition \($0): read up to offset \(read[$0].map(String.init) ?? "none"), sentinel at \(sentinelOffsets[$0]!)" }
+            throw RelayError("\(topic): not every partition's sentinel read within \(timeout) (\(missing.joined(separator: "; ")))")
+        }
         return records.filter { !($0.key.map { String(decoding: $0, as: UTF8.self).hasPrefix("sentinel-") } ?? false) }
     }
 

@@ -211,7 +211,9 @@ struct ExactlyOnceTests {
             }
             await progress.close()
             let committed = try OutputReader(sandbox: sandbox, logger: logger)
-            let keys = try await committed.readPastSentinels(of: results, timeout: .seconds(60)).filter { $0.topic == results }.map(\.keyString)
+            let reading = ContinuousClock.now
+            let keys = try await committed.readPastSentinels(of: results, timeout: .seconds(180)).filter { $0.topic == results }.map(\.keyString)
+            print("read_committed reader: \(keys.count) results in \(ContinuousClock.now - reading)")
             await committed.close()
             #expect(Set(keys) == Set(events.map(\.key)), "every event has a committed result")
             #expect(keys.count == count, "no committed duplicate across the changes: \(keys.count - Set(keys).count)")
