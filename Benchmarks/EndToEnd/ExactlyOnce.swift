@@ -37,7 +37,7 @@ func exactlyOnceCost() async throws {
             let relay = try RelayUnderTest(sandbox, extra: settings(on))
             try await tally.collect(from: reader, untilResults: count, timeout: .seconds(900))
             let elapsed = ContinuousClock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.seconds
             let perEvent = (relay.probe.cpuSeconds ?? 0) * 1e6 / Double(count)
             relay.stop()
             await reader.close()
@@ -90,7 +90,7 @@ func exactlyOnceCost() async throws {
         relay.stop()
         await reader.close()
         await sandbox.stop()
-        let latencies = sent.compactMap { key, at in visible[key].map { Int64(($0 - at).components.attoseconds / 1_000_000_000_000_000 + ($0 - at).components.seconds * 1000) } }.sorted()
+        let latencies = sent.compactMap { key, at in visible[key].map { ($0 - at).milliseconds } }.sorted()
         p99[on] = percentile(latencies, 0.99)
         say("exactly-once \(on ? "on " : "off") paced \(rate)/s: produce → visible to read_committed p50 \(percentile(latencies, 0.5)) ms p99 \(percentile(latencies, 0.99)) ms max \(latencies.last ?? 0) ms (\(latencies.count) of \(sent.count))")
     }
@@ -143,7 +143,7 @@ private final class PacedProduction: Sendable {
                     }
                 }
                 let wait = start + .milliseconds(10 * (tick + 1)) - .now
-                if wait > .zero { usleep(UInt32(wait.components.attoseconds / 1_000_000_000_000)) }  // the pacing
+                if wait > .zero { usleep(UInt32(wait.nanoseconds / 1000)) }  // the pacing
             }
             done.set(.success(times))
         }

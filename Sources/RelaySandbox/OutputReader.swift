@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Relay
+import ServiceSupport
 import Synchronization
 
 /// Reads what the relay wrote (results, removed tokens, dead letters) from the sandbox's topics, in its
@@ -59,7 +60,7 @@ package final class OutputReader: Sendable {
         )
         configuration.sessionTimeout = .seconds(6)
         configuration.additionalProperties["isolation.level"] = readUncommitted ? "read_uncommitted" : "read_committed"
-        if let fetchWait { configuration.additionalProperties["fetch.wait.max.ms"] = String(fetchWait.components.seconds * 1000 + fetchWait.components.attoseconds / 1_000_000_000_000_000) }
+        if let fetchWait { configuration.additionalProperties["fetch.wait.max.ms"] = String(fetchWait.milliseconds) }
         consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         try consumer.subscribe(topics: topics.outputs + extra)
         try consumer.start()

@@ -321,9 +321,3 @@ private final class RejectedRecords: Sendable {
     var all: Set<RecordPosition> { positions.withLock { $0 } }
 }
 
-
-extension Duration {
-    fileprivate var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
-    }
-}
