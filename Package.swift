@@ -69,6 +69,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // librdkafka's mock cluster with fault injection, for the sandbox (demo, mock-kafka), tests and benchmarks;
+        // never linked into the production binary.
+        .target(
+            name: "KafkaMock",
+            dependencies: ["CRdKafka", "Kafka", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(name: "APNsCore"),
         .target(
             name: "APNsClient",
@@ -132,7 +138,7 @@ let package = Package(
         .target(
             name: "RelaySandbox",
             dependencies: [
-                "Relay", "RelayApp", "Kafka", "APNsMock", "APNsClient", "APNsCore", "ServiceSupport",
+                "Relay", "RelayApp", "Kafka", "KafkaMock", "APNsMock", "APNsClient", "APNsCore", "ServiceSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -157,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "apns-relay-sandbox",
             dependencies: [
-                "Relay", "RelayApp", "Kafka", "APNsCore", "APNsMock", "RelaySandbox", "ServiceSupport",
+                "Relay", "RelayApp", "Kafka", "KafkaMock", "APNsCore", "APNsMock", "RelaySandbox", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -219,7 +225,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNsMock", "APNsCore", "ServiceSupport", "ReaddirGuard",
+                "APNsMock", "APNsCore", "KafkaMock", "ServiceSupport", "ReaddirGuard",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -228,9 +234,9 @@ let package = Package(
         // Pads every readdir entry of the test process (a Foundation over-read; see its source).
         .target(name: "ReaddirGuard", path: "Tests/ReaddirGuard", linkerSettings: [.linkedLibrary("dl")]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "KafkaMock", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "TestSupport"]),
-        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "ServiceSupport", "TestSupport"]),
+        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "KafkaMock", "ServiceSupport", "TestSupport"]),
         .testTarget(
             name: "APNsMockTests",
             dependencies: [
@@ -245,7 +251,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "RelaySandbox", "ServiceSupport", "TestSupport", "ReaddirGuard", .product(name: "Yams", package: "Yams"),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayApp", "RelayContract", "APNsMock", "APNsClient", "Kafka", "KafkaMock", "RelaySandbox", "ServiceSupport", "TestSupport", "ReaddirGuard", .product(name: "Yams", package: "Yams"),
             .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates")]),
     ]
 )

@@ -18,7 +18,7 @@
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
 import APNsClient
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import Kafka
 import Logging

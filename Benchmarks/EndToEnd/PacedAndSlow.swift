@@ -1,4 +1,4 @@
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import Kafka
 import RelaySandbox

@@ -9,17 +9,17 @@ import Synchronization
 /// One client per credential (token key or certificate); it keeps one pool per environment. Thread-safe.
 /// The relay owns retries: `send` returns every APNs answer (including errors) and throws only when no
 /// answer came, with a `TransportFailure` to feed `DeliveryDecision(failure:)`.
-public final class APNsClient: Sendable {
-    public let configuration: APNsClientConfiguration
+package final class APNsClient: Sendable {
+    package let configuration: APNsClientConfiguration
     private let pools: [APNsEnvironment: ConnectionPool]
     private let logger: Logger
     /// The client certificate's validity and subject (certificate authentication; `nil` with a token).
-    public let clientCertificate: CertificateDetails?
+    package let clientCertificate: CertificateDetails?
     /// The certificates of the CA file the client trusts (`ServerTrust.caFile`), in file order.
-    public let caCertificates: [CertificateDetails]
+    package let caCertificates: [CertificateDetails]
 
     /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
-    public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+    package init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
         _ = Self.ignoreBrokenPipes
         self.configuration = configuration
         self.logger = logger
@@ -64,7 +64,7 @@ public final class APNsClient: Sendable {
     ///
     /// Failures are `APNsClientError` with `code == .transport` and a `transportFailure` (`.notSent`,
     /// `.timedOut`, `.connectFailed`, `.connectionLost`, `.notProcessed`, `.streamRefused`), or `.shutdown`.
-    public func send(
+    package func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
@@ -89,7 +89,7 @@ public final class APNsClient: Sendable {
     /// Sends one notification and returns APNs' answer (see `send(_:deadline:completion:)`).
     /// - Throws: `APNsClientError` (see `send(_:deadline:completion:)`), or `CancellationError` when the
     ///   calling task is cancelled (the request's stream is reset, or its wait ends).
-    public func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         try await awaitAnswer { ticket, completion in send(notification, deadline: deadline, ticket: ticket, completion: completion) }
     }
 
@@ -124,7 +124,7 @@ public final class APNsClient: Sendable {
     }
 
     /// `send(_:deadline:)` with a deadline `timeout` from now.
-    public func send(_ notification: APNsNotification, timeout: Duration = .seconds(10)) async throws -> APNsResponse {
+    package func send(_ notification: APNsNotification, timeout: Duration = .seconds(10)) async throws -> APNsResponse {
         try await send(notification, deadline: .now.advanced(by: timeout))
     }
 
@@ -132,12 +132,12 @@ public final class APNsClient: Sendable {
     /// with `.notSent` when a connection would start them (or at their deadline); those already sent finish.
     /// For a caller that can no longer use answers (the relay draining while Kafka is unreachable: every
     /// push it started then would be pushed again by whoever redoes the event). It cannot be undone.
-    public func holdUnsentRequests() {
+    package func holdUnsentRequests() {
         for pool in pools.values { pool.holdsUnsent.store(true, ordering: .relaxed) }
     }
 
     /// Stops taking requests, lets in-flight ones finish until `deadline`, then closes every connection.
-    public func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
+    package func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
         for pool in pools.values { await pool.shutdown(deadline: deadline) }
     }
 
@@ -158,10 +158,10 @@ public final class APNsClient: Sendable {
     }
 
     /// Open connections per environment (for tests, benchmarks and readiness).
-    public func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }
+    package func connectionCount(for environment: APNsEnvironment) -> Int { pools[environment]!.connectionCount }
 
     /// The peers' current MAX_CONCURRENT_STREAMS, one per open connection.
-    public func maxConcurrentStreams(for environment: APNsEnvironment) -> [Int] {
+    package func maxConcurrentStreams(for environment: APNsEnvironment) -> [Int] {
         pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
     }
 }

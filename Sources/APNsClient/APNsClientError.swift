@@ -4,35 +4,35 @@ import COpenSSL
 /// Why the client could not get an APNs response.
 ///
 /// Transport failures carry a `TransportFailure` so callers can map them with `DeliveryDecision(failure:)`.
-public struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Extensible error code.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
             case transport, invalidCredential, invalidConfiguration, signingFailed, tls, shutdown, cancelled
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
         /// No response: see `transportFailure`.
-        public static let transport = Code(.transport)
-        public static let invalidCredential = Code(.invalidCredential)
-        public static let invalidConfiguration = Code(.invalidConfiguration)
-        public static let signingFailed = Code(.signingFailed)
+        package static let transport = Code(.transport)
+        package static let invalidCredential = Code(.invalidCredential)
+        package static let invalidConfiguration = Code(.invalidConfiguration)
+        package static let signingFailed = Code(.signingFailed)
         /// TLS set-up (context, certificates) failed locally.
-        public static let tls = Code(.tls)
+        package static let tls = Code(.tls)
         /// The client is shutting down.
-        public static let shutdown = Code(.shutdown)
+        package static let shutdown = Code(.shutdown)
         /// The caller cancelled the request (``RequestTicket/cancel()``); the async `send` throws
         /// `CancellationError` instead.
-        public static let cancelled = Code(.cancelled)
-        public var description: String { base.rawValue }
+        package static let cancelled = Code(.cancelled)
+        package var description: String { base.rawValue }
     }
 
-    public let code: Code
-    public let message: String
+    package let code: Code
+    package let message: String
     /// Set when `code == .transport`.
-    public let transportFailure: TransportFailure?
+    package let transportFailure: TransportFailure?
     /// OpenSSL's `ERR_get_error` (read in the call that failed) or an nghttp2 / errno code, when there is one.
-    public let underlyingCode: Int
+    package let underlyingCode: Int
 
     init(_ code: Code, _ message: String, openSSLError: UInt = 0) {
         self.code = code
@@ -55,7 +55,7 @@ public struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     /// Whether trying again (later or elsewhere) may succeed.
-    public var isRetriable: Bool {
+    package var isRetriable: Bool {
         if let transportFailure {
             if case .retry = DeliveryDecision(failure: transportFailure) { return true }
             return false
@@ -63,7 +63,7 @@ public struct APNsClientError: Error, Sendable, Hashable, CustomStringConvertibl
         return false
     }
 
-    public var description: String {
+    package var description: String {
         if let transportFailure { return "APNsClientError(\(code), \(transportFailure)): \(message)" }
         return "APNsClientError(\(code)): \(message)"
     }

@@ -10,15 +10,15 @@ import Logging
 /// caller can tell whether a second one is wanted. APNs' refusals throw `ChannelManagementError`;
 /// transport failures throw `APNsClientError` (`.transport`), and a bundle id that cannot be one (with a
 /// push-type suffix, which would make a channel no broadcast reaches) `APNsClientError` (`.invalidConfiguration`).
-public final class ChannelManager: Sendable {
+package final class ChannelManager: Sendable {
     /// `message-storage-policy`, fixed when the channel is created.
-    public enum StoragePolicy: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    package enum StoragePolicy: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
         /// No message stored: a higher publishing budget; every broadcast must have `apns-expiration` 0.
         case noMessageStored = 0
         /// The most recent message is stored (up to 8 hours, or less per `apns-expiration`).
         case mostRecentMessageStored = 1
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .noMessageStored: "no-message-stored"
             case .mostRecentMessageStored: "most-recent-message-stored"
@@ -27,11 +27,11 @@ public final class ChannelManager: Sendable {
     }
 
     /// A channel as APNs describes it.
-    public struct Channel: Sendable, Hashable {
-        public var id: ChannelID
-        public var storagePolicy: StoragePolicy
+    package struct Channel: Sendable, Hashable {
+        package var id: ChannelID
+        package var storagePolicy: StoragePolicy
         /// `push-type` as APNs spells it (`LiveActivity`).
-        public var pushType: String
+        package var pushType: String
     }
 
     /// A list answer can hold 10,000 ids of about 25 bytes each.
@@ -46,7 +46,7 @@ public final class ChannelManager: Sendable {
     ///     its push `endpoints`).
     ///   - timeout: how long one request may take, from the call to the answer.
     /// - Throws: `APNsClientError` when the TLS context or credential cannot be set up.
-    public init(configuration: APNsClientConfiguration, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns.channels")) throws(APNsClientError) {
+    package init(configuration: APNsClientConfiguration, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns.channels")) throws(APNsClientError) {
         var configuration = configuration
         configuration.endpoints = configuration.managementEndpoints
         // Management is occasional: no connection is kept open for it.
@@ -56,7 +56,7 @@ public final class ChannelManager: Sendable {
     }
 
     /// Creates a channel for `bundleID` and returns its id (chosen by APNs).
-    public func create(bundleID: String, storagePolicy: StoragePolicy, environment: APNsEnvironment, requestID: String? = nil) async throws -> ChannelID {
+    package func create(bundleID: String, storagePolicy: StoragePolicy, environment: APNsEnvironment, requestID: String? = nil) async throws -> ChannelID {
         let body = #"{"message-storage-policy":\#(storagePolicy.rawValue),"push-type":"LiveActivity"}"#
         let response = try await request(
             "POST", bundleID: bundleID, resource: "channels", channel: nil, requestID: requestID,
@@ -73,7 +73,7 @@ public final class ChannelManager: Sendable {
     }
 
     /// Reads a channel's storage policy and push type.
-    public func channel(_ id: ChannelID, bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws -> Channel {
+    package func channel(_ id: ChannelID, bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws -> Channel {
         let response = try await request(
             "GET", bundleID: bundleID, resource: "channels", channel: id, requestID: requestID, environment: environment, maxBody: Self.maxBody
         )
@@ -86,14 +86,14 @@ public final class ChannelManager: Sendable {
     }
 
     /// Deletes a channel. Its id is never issued again.
-    public func delete(_ id: ChannelID, bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws {
+    package func delete(_ id: ChannelID, bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws {
         _ = try await request(
             "DELETE", bundleID: bundleID, resource: "channels", channel: id, requestID: requestID, environment: environment, maxBody: Self.maxBody
         )
     }
 
     /// The ids of every channel of `bundleID` in `environment`.
-    public func list(bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws -> [ChannelID] {
+    package func list(bundleID: String, environment: APNsEnvironment, requestID: String? = nil) async throws -> [ChannelID] {
         let response = try await request(
             "GET", bundleID: bundleID, resource: "all-channels", channel: nil, requestID: requestID, environment: environment,
             maxBody: Self.maxListBody
@@ -109,7 +109,7 @@ public final class ChannelManager: Sendable {
     }
 
     /// Closes the connections.
-    public func shutdown() async {
+    package func shutdown() async {
         await client.shutdown()
     }
 
@@ -148,14 +148,14 @@ public final class ChannelManager: Sendable {
 }
 
 /// APNs refused a channel-management request, or answered in a way that cannot be used.
-public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct ChannelManagementError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status APNs answered.
-    public var status: Int
+    package var status: Int
     /// APNs' reason (e.g. ChannelNotRegistered, CannotCreateChannelConfig), when it sent one.
-    public var reason: APNsReason?
+    package var reason: APNsReason?
     /// `apns-request-id` of the answer, for Apple's support.
-    public var requestID: String?
-    public var message: String
+    package var requestID: String?
+    package var message: String
 
     init(_ response: APNsResponse, _ message: String?) {
         status = response.status
@@ -164,7 +164,7 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
         self.message = message ?? "APNs refused it: \(response.status) \(response.reason?.rawValue ?? "(no reason)")"
     }
 
-    public var description: String {
+    package var description: String {
         message + (requestID.map { " (apns-request-id \($0))" } ?? "")
     }
 }

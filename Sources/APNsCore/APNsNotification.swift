@@ -3,28 +3,28 @@
 /// The payload is carried as the producer's original bytes and sent untouched; it is not re-encoded.
 /// A device push and a broadcast (apns-reference.md §10) differ only in `target`, which decides the path,
 /// the id headers and a few rules (see `validate`).
-public struct APNsNotification: Sendable, Hashable {
-    public var target: PushTarget
+package struct APNsNotification: Sendable, Hashable {
+    package var target: PushTarget
     /// Device pushes: `apns-topic`, the bundle id plus the push type's suffix (see
     /// `PushType.topic(forBundleID:)`). Broadcasts: the bundle id without any suffix, sent in the path.
-    public var topic: String
-    public var pushType: PushType
+    package var topic: String
+    package var pushType: PushType
     /// `apns-priority`; `nil` leaves APNs' default (10).
-    public var priority: Priority?
+    package var priority: Priority?
     /// `apns-expiration` in UNIX seconds; `0` means one attempt, never stored; `nil` uses APNs' default.
-    public var expiration: Int64?
+    package var expiration: Int64?
     /// `apns-collapse-id`, at most 64 bytes. Device pushes only: broadcasts have no collapse id.
-    public var collapseID: String?
+    package var collapseID: String?
     /// The request's id, a canonical UUID: `apns-id` for device pushes, `apns-request-id` for broadcasts.
     /// APNs generates one when absent.
-    public var apnsID: String?
-    public var environment: APNsEnvironment
+    package var apnsID: String?
+    package var environment: APNsEnvironment
     /// The JSON body, byte for byte.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
     /// Where the push waits its turn on this side (never sent to APNs): urgent before bulk.
-    public var lane: DeliveryLane = .bulk
+    package var lane: DeliveryLane = .bulk
 
-    public init(
+    package init(
         target: PushTarget,
         topic: String,
         pushType: PushType,
@@ -47,7 +47,7 @@ public struct APNsNotification: Sendable, Hashable {
     }
 
     /// A device push.
-    public init(
+    package init(
         deviceToken: DeviceToken,
         topic: String,
         pushType: PushType,
@@ -65,7 +65,7 @@ public struct APNsNotification: Sendable, Hashable {
     }
 
     /// A broadcast to a channel of `bundleID` (push type `liveactivity`, the only one broadcasts have).
-    public init(
+    package init(
         channelID: ChannelID,
         bundleID: String,
         priority: Priority? = nil,
@@ -81,22 +81,22 @@ public struct APNsNotification: Sendable, Hashable {
     }
 
     /// The device token, for a device push.
-    public var deviceToken: DeviceToken? {
+    package var deviceToken: DeviceToken? {
         if case .device(let token) = target { token } else { nil }
     }
 
     /// The channel, for a broadcast.
-    public var channelID: ChannelID? {
+    package var channelID: ChannelID? {
         if case .channel(let channel) = target { channel } else { nil }
     }
 
     /// Whether this is a broadcast (checked on the hot path: no payload is copied out).
-    public var isBroadcast: Bool {
+    package var isBroadcast: Bool {
         if case .channel = target { true } else { false }
     }
 
     /// `:path` of the request.
-    public var path: String {
+    package var path: String {
         switch target {
         case .device(let token): "/3/device/" + token.hex
         case .channel: "/4/broadcasts/apps/" + topic
@@ -104,10 +104,10 @@ public struct APNsNotification: Sendable, Hashable {
     }
 
     /// The largest payload APNs accepts for this push, in bytes of the JSON body.
-    public var maxPayloadBytes: Int {
+    package var maxPayloadBytes: Int {
         isBroadcast ? Self.maxBroadcastPayloadBytes : pushType.maxPayloadBytes
     }
 
     /// Broadcasts allow 5120 bytes whatever the push type (apns-reference.md §10).
-    public static let maxBroadcastPayloadBytes = 5120
+    package static let maxBroadcastPayloadBytes = 5120
 }

@@ -2,7 +2,7 @@
 ///
 /// Decoding never fails: a string this version does not know becomes `.unknown(string)`, so a new reason
 /// from Apple is reported faithfully instead of breaking the relay.
-public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
+package enum APNsReason: Hashable, Sendable, CustomStringConvertible {
     // 400
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
@@ -42,14 +42,14 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
     )
 
     /// All reasons this version knows, in reference order.
-    public static var allKnown: [APNsReason] { known }
+    package static var allKnown: [APNsReason] { known }
 
-    public init(rawValue: String) {
+    package init(rawValue: String) {
         self = Self.byName[rawValue] ?? .unknown(rawValue)
     }
 
     /// The string APNs uses.
-    public var rawValue: String {
+    package var rawValue: String {
         switch self {
         case .badCollapseId: "BadCollapseId"
         case .badDeviceToken: "BadDeviceToken"
@@ -95,7 +95,7 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The HTTP status APNs sends with this reason (for the mock and for tests); `nil` for `.unknown`.
-    public var status: Int? {
+    package var status: Int? {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
@@ -117,12 +117,12 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 
     /// APNs refused the credential itself — its provider token, key, certificate, or the environment the key
     /// is restricted to — not this push: every push of the credential to that environment gets the same
     /// answer until the configuration changes. (ExpiredProviderToken is not one: a fresh token cures it.)
-    public var refusesCredential: Bool {
+    package var refusesCredential: Bool {
         switch self {
         case .invalidProviderToken, .missingProviderToken, .badEnvironmentKeyInToken, .badEnvironmentKeyIdInToken,
             .badCertificate, .badCertificateEnvironment:

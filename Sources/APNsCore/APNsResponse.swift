@@ -1,26 +1,26 @@
 /// What APNs answered to one request.
-public struct APNsResponse: Sendable, Hashable {
+package struct APNsResponse: Sendable, Hashable {
     /// HTTP `:status`.
-    public var status: Int
+    package var status: Int
     /// The request's id as APNs answered it (echoed or generated): `apns-id` for device pushes,
     /// `apns-request-id` for broadcasts and channel management. APNs has answered upper-case ids; compare
     /// case-insensitively.
-    public var apnsID: String?
+    package var apnsID: String?
     /// `apns-unique-id`: sent for device pushes by the development environment only, for broadcasts always.
-    public var apnsUniqueID: String?
+    package var apnsUniqueID: String?
     /// `reason` from the JSON body of a failure.
-    public var reason: APNsReason?
+    package var reason: APNsReason?
     /// With 410: when APNs last confirmed the token invalid, in milliseconds since the epoch.
-    public var timestamp: Int64?
+    package var timestamp: Int64?
     /// `apns-channel-id`: the new channel's id, answering a channel-management create.
-    public var channelID: String?
+    package var channelID: String?
     /// The response body, kept for channel-management requests only (a push's body is just its reason).
-    public var body: [UInt8] = []
+    package var body: [UInt8] = []
     /// The client's number for the connection that carried the request (`apns.connection` in its log lines),
     /// when a pooled connection answered.
-    public var connectionID: Int?
+    package var connectionID: Int?
 
-    public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil, timestamp: Int64? = nil) {
+    package init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil, timestamp: Int64? = nil) {
         self.status = status
         self.apnsID = apnsID
         self.apnsUniqueID = apnsUniqueID

@@ -4,14 +4,14 @@
 /// APNs documents only "base64", so validation checks what is always true of it: non-empty, the standard
 /// base64 alphabet, at most two `=` and only at the end, and at most `maxCharacters`. Whether the length is a
 /// multiple of four (padding present) is left to APNs, which answers BadChannelId.
-public struct ChannelID: Hashable, Sendable, CustomStringConvertible {
+package struct ChannelID: Hashable, Sendable, CustomStringConvertible {
     /// The longest id accepted: APNs' ids are 24 characters today (16 bytes); the margin allows growth.
-    public static let maxCharacters = 128
+    package static let maxCharacters = 128
 
-    public let base64: String
+    package let base64: String
 
     /// - Throws: `ChannelID.Invalid` naming the first rule the string breaks.
-    public init(base64: String) throws(Invalid) {
+    package init(base64: String) throws(Invalid) {
         let bytes = base64.utf8
         guard !bytes.isEmpty else { throw Invalid(reason: .empty) }
         guard bytes.count <= Self.maxCharacters else { throw Invalid(reason: .tooLong) }
@@ -27,7 +27,7 @@ public struct ChannelID: Hashable, Sendable, CustomStringConvertible {
         self.base64 = base64
     }
 
-    public var description: String { base64 }
+    package var description: String { base64 }
 
     static func isBase64Digit(_ byte: UInt8) -> Bool {
         switch byte {
@@ -40,26 +40,26 @@ public struct ChannelID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Why a string is not a channel id.
-    public struct Invalid: Error, Hashable, Sendable, CustomStringConvertible {
-        public enum Reason: String, Sendable {
+    package struct Invalid: Error, Hashable, Sendable, CustomStringConvertible {
+        package enum Reason: String, Sendable {
             case empty = "channel id is empty"
             case tooLong = "channel id is longer than 128 characters"
             case notBase64 = "channel id is not base64 (A-Z a-z 0-9 + / with at most two = at the end)"
         }
-        public let reason: Reason
-        public var description: String { reason.rawValue }
+        package let reason: Reason
+        package var description: String { reason.rawValue }
     }
 }
 
 /// Where a notification goes: one device, or every Live Activity subscribed to a broadcast channel.
-public enum PushTarget: Hashable, Sendable, CustomStringConvertible {
+package enum PushTarget: Hashable, Sendable, CustomStringConvertible {
     /// A device push: `POST /3/device/<token>` with `apns-topic`.
     case device(DeviceToken)
     /// A broadcast (iOS 18): `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`.
     case channel(ChannelID)
 
     /// The target for logs: a redacted token (personal data) or the channel id (not personal).
-    public var description: String {
+    package var description: String {
         switch self {
         case .device(let token): "device \(token.redacted)"
         case .channel(let channel): "channel \(channel.base64)"

@@ -1,5 +1,5 @@
 /// Why a request got no APNs response.
-public enum TransportFailure: Hashable, Sendable {
+package enum TransportFailure: Hashable, Sendable {
     /// GOAWAY named a last-stream-id below this request's stream: APNs never processed it.
     case notProcessed
     /// RST_STREAM REFUSED_STREAM: not processed, safe to resend.
@@ -17,7 +17,7 @@ public enum TransportFailure: Hashable, Sendable {
 }
 
 /// What to do next with a notification, from APNs' answer or the lack of one.
-public enum DeliveryDecision: Hashable, Sendable {
+package enum DeliveryDecision: Hashable, Sendable {
     /// APNs accepted it (200).
     case delivered
     /// The token is gone for this topic (410); producers should stop sending to it.
@@ -32,7 +32,7 @@ public enum DeliveryDecision: Hashable, Sendable {
 }
 
 /// How to try again.
-public enum RetryStrategy: Hashable, Sendable {
+package enum RetryStrategy: Hashable, Sendable {
     /// Not processed by APNs: resend at once on another connection; does not count as an APNs refusal.
     case resendNow
     /// Wait a jittered, growing delay, then resend.
@@ -45,7 +45,7 @@ public enum RetryStrategy: Hashable, Sendable {
 
 extension TransportFailure {
     /// Whether APNs may have received the request: resending it may then push the notification twice.
-    public var mayHaveReachedAPNs: Bool {
+    package var mayHaveReachedAPNs: Bool {
         switch self {
         case .timedOut, .connectionLost: true
         case .notProcessed, .streamRefused, .notSent, .connectFailed: false
@@ -55,7 +55,7 @@ extension TransportFailure {
 
 extension DeliveryDecision {
     /// The decision table for an APNs response (apns-reference.md §6).
-    public init(response: APNsResponse) {
+    package init(response: APNsResponse) {
         switch (response.status, response.reason) {
         case (200, _):
             self = .delivered
@@ -80,7 +80,7 @@ extension DeliveryDecision {
     }
 
     /// The decision when no response arrived.
-    public init(failure: TransportFailure) {
+    package init(failure: TransportFailure) {
         switch failure {
         case .notProcessed, .streamRefused:
             self = .retry(.resendNow)
@@ -95,7 +95,7 @@ extension DeliveryDecision {
 extension DeliveryDecision {
     /// Whether the answer spoils the connection that carried it (or its provider token), so the pool
     /// replaces it: the one place answers map to a connection action.
-    public var replacesConnection: Bool {
+    package var replacesConnection: Bool {
         switch self {
         case .retry(.replaceConnection), .retry(.refreshToken): true
         case .delivered, .unregistered, .rejected, .retry(.backoff), .retry(.resendNow): false

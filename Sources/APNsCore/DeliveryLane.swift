@@ -2,12 +2,12 @@
 /// before bulk ones (a campaign) wherever requests wait, and bulk may not use the share of capacity
 /// reserved for urgent ones. A plain client sends everything as `.bulk`: with no urgent traffic nothing is
 /// reserved (the pool's `urgentShare` is 0 unless configured).
-public enum DeliveryLane: String, Sendable, Hashable, CaseIterable, Comparable {
+package enum DeliveryLane: String, Sendable, Hashable, CaseIterable, Comparable {
     case urgent
     case bulk
 
     /// Urgent before bulk.
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         lhs == .urgent && rhs == .bulk
     }
 }

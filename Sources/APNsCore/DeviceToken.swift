@@ -3,13 +3,13 @@
 /// Apple says never to hard-code the size (32 bytes historically; 54, 80 and up to 100 bytes have been
 /// announced or seen), so validation checks only what is always true: non-empty, hex digits, even length.
 /// The stored form is lower-case, which is what APNs clients send.
-public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
+package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// Lower-case hex, even length, at least two characters.
-    public let hex: String
+    package let hex: String
 
     /// Validates and normalises `hex` to lower case.
     /// - Throws: `DeviceToken.Invalid` naming the first rule the string breaks.
-    public init(hex: String) throws(Invalid) {
+    package init(hex: String) throws(Invalid) {
         guard !hex.isEmpty else { throw Invalid(reason: .empty) }
         var lowered = [UInt8]()
         lowered.reserveCapacity(hex.utf8.count)
@@ -28,21 +28,21 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The number of token bytes (half the hex length).
-    public var byteCount: Int { hex.utf8.count / 2 }
+    package var byteCount: Int { hex.utf8.count / 2 }
 
     /// Shortened form for logs: device tokens are personal data, so logs carry only a prefix.
-    public var redacted: String { String(hex.prefix(8)) + "…" }
+    package var redacted: String { String(hex.prefix(8)) + "…" }
 
-    public var description: String { redacted }
+    package var description: String { redacted }
 
     /// Why a string is not a device token.
-    public struct Invalid: Error, Hashable, Sendable, CustomStringConvertible {
-        public enum Reason: String, Sendable {
+    package struct Invalid: Error, Hashable, Sendable, CustomStringConvertible {
+        package enum Reason: String, Sendable {
             case empty = "device token is empty"
             case notHex = "device token has a character that is not a hex digit"
             case oddLength = "device token has an odd number of hex digits"
         }
-        public let reason: Reason
-        public var description: String { reason.rawValue }
+        package let reason: Reason
+        package var description: String { reason.rawValue }
     }
 }

@@ -1,5 +1,5 @@
 /// How a connection authenticates, which decides some push-type rules.
-public enum AuthenticationKind: String, Hashable, Sendable {
+package enum AuthenticationKind: String, Hashable, Sendable {
     case token
     case certificate
 }
@@ -7,16 +7,16 @@ public enum AuthenticationKind: String, Hashable, Sendable {
 /// A notification that APNs would refuse, found before sending it.
 ///
 /// `reason` is what APNs would answer, so results read the same whether the relay or APNs refused.
-public struct NotificationRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
-    public let reason: APNsReason
-    public let message: String
+package struct NotificationRuleViolation: Error, Hashable, Sendable, CustomStringConvertible {
+    package let reason: APNsReason
+    package let message: String
 
-    public init(_ reason: APNsReason, _ message: String) {
+    package init(_ reason: APNsReason, _ message: String) {
         self.reason = reason
         self.message = message
     }
 
-    public var description: String { "\(reason): \(message)" }
+    package var description: String { "\(reason): \(message)" }
 }
 
 extension APNsNotification {
@@ -26,7 +26,7 @@ extension APNsNotification {
     ///   - authentication: the credential kind the push will use, or `nil` to skip credential rules.
     ///   - now: current time in UNIX seconds, to refuse an already-passed non-zero expiration.
     /// - Throws: the first `NotificationRuleViolation` found.
-    public func validate(authentication: AuthenticationKind? = nil, now: Int64? = nil) throws(NotificationRuleViolation) {
+    package func validate(authentication: AuthenticationKind? = nil, now: Int64? = nil) throws(NotificationRuleViolation) {
         if let apnsID, !Self.isCanonicalUUID(apnsID) {
             throw .init(.badMessageId, "apns-id must be a canonical UUID (8-4-4-4-12 hex digits)")
         }
@@ -87,7 +87,7 @@ extension APNsNotification {
     }
 
     /// `true` for `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` in hex digits of either case.
-    public static func isCanonicalUUID(_ string: String) -> Bool {
+    package static func isCanonicalUUID(_ string: String) -> Bool {
         var count = 0
         for (index, byte) in string.utf8.enumerated() {
             count += 1

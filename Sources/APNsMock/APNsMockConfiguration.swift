@@ -3,58 +3,58 @@ import Crypto
 import ServiceSupport
 
 /// How an `APNsMockServer` listens, authenticates and validates.
-public struct APNsMockConfiguration: Sendable {
+package struct APNsMockConfiguration: Sendable {
     /// Address to bind; `127.0.0.1` for tests.
-    public var host: String = "127.0.0.1"
+    package var host: String = "127.0.0.1"
     /// Port to bind; `0` picks a free one (read it from `start()`).
-    public var port: Int = 0
+    package var port: Int = 0
     /// The environment the mock plays: `development` adds `apns-unique-id` to every device-push response and
     /// decides which registered tokens are from "the other" environment (400 BadDeviceToken); broadcast channels
     /// are created in it.
-    public var environment: APNsEnvironment = .production
+    package var environment: APNsEnvironment = .production
     /// Server certificate. `.selfSigned` generates one for `localhost`/`127.0.0.1` at start.
-    public var tls: TLS = .selfSigned
+    package var tls: TLS = .selfSigned
     /// Provider-token keys the mock trusts (token authentication).
-    public var providerKeys: [ProviderKey] = []
+    package var providerKeys: [ProviderKey] = []
     /// Mutual TLS: when set, clients must present a certificate signed by one of these CAs, and the
     /// connection is authenticated by it (its subject UID, or CN, is the bundle id).
-    public var clientCertificateTrustRootsPEM: String? = nil
+    package var clientCertificateTrustRootsPEM: String? = nil
     /// MAX_CONCURRENT_STREAMS advertised once a token connection has posted a valid token (at once on
     /// certificate connections). Token connections start at 1, as APNs does.
-    public var maxConcurrentStreams: Int = 1000
+    package var maxConcurrentStreams: Int = 1000
     /// Answers flushed together leave in one TLS record (true), or each HTTP/2 frame in its own record
     /// (false: as a server that does not coalesce sends them; a client must read every record that arrived).
-    public var coalescesWrites = true
+    package var coalescesWrites = true
     /// Also refuse (429 TooManyProviderTokenUpdates) a second, different token of the same key whose `iat` is
     /// within `tokenUpdateInterval` of a token the server already accepted on any connection.
-    public var strictFleet: Bool = false
+    package var strictFleet: Bool = false
     /// A connection may change its provider token at most once per this interval.
-    public var tokenUpdateInterval: Duration = .seconds(20 * 60)
+    package var tokenUpdateInterval: Duration = .seconds(20 * 60)
     /// A token whose `iat` is older than this is expired.
-    public var tokenLifetime: Duration = .seconds(60 * 60)
+    package var tokenLifetime: Duration = .seconds(60 * 60)
     /// How many accepted notifications `acceptedNotifications` keeps (oldest dropped first).
-    public var acceptedHistoryLimit: Int = 10_000
+    package var acceptedHistoryLimit: Int = 10_000
     /// Event-loop threads serving connections.
-    public var eventLoopThreads: Int = 1
+    package var eventLoopThreads: Int = 1
     /// Time source; inject a `ManualWallClock`'s clock to move time in tests.
-    public var clock: WallClock = .system
+    package var clock: WallClock = .system
     /// Port of the HTTP/1.1 JSON control interface (`nil`: none; `0`: pick one).
-    public var controlPort: Int? = nil
+    package var controlPort: Int? = nil
     /// Port of the broadcast channel-management API (`/1/apps/…`, like `api-manage-broadcast.push.apple.com`):
     /// `nil`: none; `0`: pick one (read `APNsMockServer.managementPort`). Same certificate, authentication,
     /// connection behaviour and faults as the push port.
-    public var managementPort: Int? = nil
+    package var managementPort: Int? = nil
     /// Apps whose broadcast feature is off: their broadcast sends and channel-management requests are answered
     /// 400 FeatureNotEnabled.
-    public var broadcastDisabledBundles: Set<String> = []
+    package var broadcastDisabledBundles: Set<String> = []
     /// Channels one app may have in one environment; APNs allows 10,000 (the next create is 400
     /// CannotCreateChannelConfig).
-    public var maxChannelsPerApp: Int = 10_000
+    package var maxChannelsPerApp: Int = 10_000
 
-    public init() {}
+    package init() {}
 
     /// Which server certificate to present.
-    public enum TLS: Sendable {
+    package enum TLS: Sendable {
         /// Generate a self-signed certificate (CN and SAN `localhost`, SAN IP 127.0.0.1) at start and write it
         /// to a PEM file the client can trust (`APNsMockServer.caCertificatePEMPath`).
         case selfSigned
@@ -68,18 +68,18 @@ public struct APNsMockConfiguration: Sendable {
 }
 
 /// A provider-token signing key the mock trusts: its public half, key id and team id.
-public struct ProviderKey: Sendable {
+package struct ProviderKey: Sendable {
     /// The 10-character Key ID (`kid`).
-    public var keyID: String
+    package var keyID: String
     /// The 10-character Team ID (`iss`).
-    public var teamID: String
-    public var publicKey: P256.Signing.PublicKey
+    package var teamID: String
+    package var publicKey: P256.Signing.PublicKey
     /// Bundle ids this key may push to (topic-specific key); `nil` means any topic of the team.
-    public var bundleIDs: Set<String>?
+    package var bundleIDs: Set<String>?
     /// The only environment this key may be used in (403 BadEnvironmentKeyInToken elsewhere); `nil`: both.
-    public var environment: APNsEnvironment?
+    package var environment: APNsEnvironment?
 
-    public init(
+    package init(
         keyID: String,
         teamID: String,
         publicKey: P256.Signing.PublicKey,
@@ -94,7 +94,7 @@ public struct ProviderKey: Sendable {
     }
 
     /// Reads the public key from PEM (`-----BEGIN PUBLIC KEY-----`), or from a PKCS#8 private key PEM (`.p8`).
-    public init(keyID: String, teamID: String, pem: String, bundleIDs: Set<String>? = nil, environment: APNsEnvironment? = nil) throws {
+    package init(keyID: String, teamID: String, pem: String, bundleIDs: Set<String>? = nil, environment: APNsEnvironment? = nil) throws {
         let publicKey: P256.Signing.PublicKey
         if pem.contains("PRIVATE KEY") {
             publicKey = try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey

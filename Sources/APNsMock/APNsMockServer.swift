@@ -24,18 +24,18 @@ import Synchronization
 /// try await server.waitForAccepted(count: 10, timeout: .seconds(5))
 /// await server.stop()
 /// ```
-public final class APNsMockServer: Sendable {
-    public let configuration: APNsMockConfiguration
+package final class APNsMockServer: Sendable {
+    package let configuration: APNsMockConfiguration
     /// Device tokens with special answers (unregistered, expired, other topic, other environment).
-    public var registry: DeviceRegistry { context.registry }
+    package var registry: DeviceRegistry { context.registry }
     /// Broadcast channels, shared by broadcast sends and the channel-management port; tests may create and
     /// delete channels here directly.
-    public var channels: ChannelRegistry { context.channels }
-    /// Fault injection, programmable while the server runs. SPI (`@_spi(Faults) import APNsMock`): for tests,
+    package var channels: ChannelRegistry { context.channels }
+    /// Fault injection, programmable while the server runs. For tests,
     /// benchmarks, the demo and `apns-mock`'s fault flags, not for code that only needs an APNs to talk to.
-    @_spi(Faults) public var faults: FaultInjector { context.faults }
+    package var faults: FaultInjector { context.faults }
     /// The clock the server reads (the configured one).
-    public var clock: WallClock { context.clock }
+    package var clock: WallClock { context.clock }
 
     private let context: MockServerContext
     private let state = Mutex(RunState())
@@ -53,26 +53,26 @@ public final class APNsMockServer: Sendable {
         var temporaryDirectory: URL?
     }
 
-    public init(configuration: APNsMockConfiguration = APNsMockConfiguration(), logger: Logger = Logger(label: "apns-mock")) {
+    package init(configuration: APNsMockConfiguration = APNsMockConfiguration(), logger: Logger = Logger(label: "apns-mock")) {
         self.configuration = configuration
         self.context = MockServerContext(configuration: configuration, logger: logger)
     }
 
     /// The bound port, once started.
-    public var port: Int? { state.withLock { $0.port } }
+    package var port: Int? { state.withLock { $0.port } }
     /// The control interface's port, when `configuration.controlPort` is set and the server started.
-    public var controlPort: Int? { state.withLock { $0.controlPort } }
+    package var controlPort: Int? { state.withLock { $0.controlPort } }
     /// The channel-management port, when `configuration.managementPort` is set and the server started.
-    public var managementPort: Int? { state.withLock { $0.managementPort } }
+    package var managementPort: Int? { state.withLock { $0.managementPort } }
     /// PEM of the certificate clients should trust.
-    public var caCertificatePEM: String? { state.withLock { $0.caPEM } }
+    package var caCertificatePEM: String? { state.withLock { $0.caPEM } }
     /// Path of a file holding `caCertificatePEM`.
-    public var caCertificatePEMPath: String? { state.withLock { $0.caPEMPath } }
+    package var caCertificatePEMPath: String? { state.withLock { $0.caPEMPath } }
 
     /// Binds and starts serving; returns the bound port.
     /// - Throws: certificate, TLS-configuration or bind errors.
     @discardableResult
-    public func start() async throws -> Int {
+    package func start() async throws -> Int {
         let (certificateChain, privateKey, caPEM, caPath, temporaryDirectory) = try makeCredentials()
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificateChain.map { .certificate($0) },
@@ -146,7 +146,7 @@ public final class APNsMockServer: Sendable {
     }
 
     /// Closes the listener and every connection, and stops the event loops.
-    public func stop() async {
+    package func stop() async {
         let run = state.withLock { state -> RunState in
             defer { state = RunState(caPEM: state.caPEM, caPEMPath: state.caPEMPath, temporaryDirectory: state.temporaryDirectory) }
             return state
@@ -164,22 +164,22 @@ public final class APNsMockServer: Sendable {
     // MARK: Observation
 
     /// Counters so far.
-    public var statistics: MockStatistics { context.observations.statistics }
+    package var statistics: MockStatistics { context.observations.statistics }
 
     /// Accepted notifications, oldest first (at most `configuration.acceptedHistoryLimit`).
-    public var acceptedNotifications: [AcceptedNotification] { context.observations.accepted }
+    package var acceptedNotifications: [AcceptedNotification] { context.observations.accepted }
 
     /// Accepted broadcast sends, oldest first (at most `configuration.acceptedHistoryLimit`).
-    public var acceptedBroadcasts: [AcceptedBroadcast] { context.observations.acceptedBroadcasts }
+    package var acceptedBroadcasts: [AcceptedBroadcast] { context.observations.acceptedBroadcasts }
 
     /// Clears counters and the accepted histories (not the device or channel registry, faults or connection
     /// state).
-    public func resetObservations() { context.observations.reset() }
+    package func resetObservations() { context.observations.reset() }
 
     /// Waits until at least `count` notifications were accepted in total, and returns the accepted history.
     /// - Throws: `APNsMockTimeout` naming what was seen when `timeout` passes first.
     @discardableResult
-    public func waitForAccepted(count: Int, timeout: Duration) async throws -> [AcceptedNotification] {
+    package func waitForAccepted(count: Int, timeout: Duration) async throws -> [AcceptedNotification] {
         try await context.observations.wait(for: "\(count) accepted notifications", timeout: timeout) {
             $0.accepted >= count
         }
@@ -189,7 +189,7 @@ public final class APNsMockServer: Sendable {
     /// Waits until at least `count` broadcast sends were accepted in total, and returns the accepted broadcasts.
     /// - Throws: `APNsMockTimeout` naming what was seen when `timeout` passes first.
     @discardableResult
-    public func waitForAcceptedBroadcasts(count: Int, timeout: Duration) async throws -> [AcceptedBroadcast] {
+    package func waitForAcceptedBroadcasts(count: Int, timeout: Duration) async throws -> [AcceptedBroadcast] {
         try await context.observations.wait(for: "\(count) accepted broadcasts", timeout: timeout) {
             $0.acceptedBroadcasts >= count
         }
@@ -198,7 +198,7 @@ public final class APNsMockServer: Sendable {
 
     /// Waits until `condition` holds for the statistics (checked after every request and event).
     /// - Throws: `APNsMockTimeout` with `description` when `timeout` passes first.
-    public func waitUntil(
+    package func waitUntil(
         _ description: String,
         timeout: Duration,
         _ condition: @escaping @Sendable (MockStatistics) -> Bool
@@ -207,25 +207,25 @@ public final class APNsMockServer: Sendable {
     }
 
     /// Number of open client connections, on the push and the management port.
-    public var openConnections: Int { context.openConnectionCount }
+    package var openConnections: Int { context.openConnectionCount }
 
     // MARK: Connection commands
 
     /// Sends GOAWAY (NO_ERROR, `{"reason":…}`) on every open connection; last-stream-id is the highest stream
     /// received, streams above it are not processed, and each connection closes once its streams are answered.
-    public func goAway(reason: String = "Shutdown") async {
+    package func goAway(reason: String = "Shutdown") async {
         await context.forEachConnection { $0.goAway(reason: reason) }
     }
 
     /// Advertises MAX_CONCURRENT_STREAMS `value` on every open connection now, and on later connections once
     /// they post a valid token. Use 1 to emulate APNs throttling a connection.
-    public func setMaxConcurrentStreams(_ value: Int) async {
+    package func setMaxConcurrentStreams(_ value: Int) async {
         context.maxConcurrentStreams = value
         await context.forEachConnection { $0.setMaxConcurrentStreams(value) }
     }
 
     /// Closes every client connection at once, without GOAWAY (abrupt TCP close).
-    public func closeAllConnections() async {
+    package func closeAllConnections() async {
         await context.forEachConnection { $0.dropByCommand() }
     }
 

@@ -8,11 +8,11 @@ import Synchronization
 /// Ids are random and never issued twice, not even after the channel is deleted, so a deleted id stays
 /// ChannelNotRegistered. The mock plays one environment (`APNsMockConfiguration.environment`), which the
 /// methods use unless told otherwise; channels of the other environment exist only to be refused.
-public final class ChannelRegistry: Sendable {
+package final class ChannelRegistry: Sendable {
     /// The mock's environment: the default of every method.
-    public let environment: APNsEnvironment
+    package let environment: APNsEnvironment
     /// Channels one app may have in one environment (CannotCreateChannelConfig beyond).
-    public let maxChannelsPerApp: Int
+    package let maxChannelsPerApp: Int
     private let state = Mutex(State())
 
     private struct AppKey: Hashable {
@@ -48,7 +48,7 @@ public final class ChannelRegistry: Sendable {
     /// - Throws: `ChannelRegistryError` `.invalidStoragePolicy`, or `.limitReached` when the app already has
     ///   `maxChannelsPerApp` channels in that environment.
     @discardableResult
-    public func create(bundleID: String, storagePolicy: Int, environment: APNsEnvironment? = nil) throws(ChannelRegistryError) -> String {
+    package func create(bundleID: String, storagePolicy: Int, environment: APNsEnvironment? = nil) throws(ChannelRegistryError) -> String {
         guard storagePolicy == 0 || storagePolicy == 1 else { throw ChannelRegistryError(code: .invalidStoragePolicy) }
         let key = AppKey(environment: environment ?? self.environment, bundleID: bundleID)
         let limit = maxChannelsPerApp
@@ -63,7 +63,7 @@ public final class ChannelRegistry: Sendable {
 
     /// Deletes a channel; returns whether it existed. Its id is never issued again.
     @discardableResult
-    public func delete(bundleID: String, channelID: String, environment: APNsEnvironment? = nil) -> Bool {
+    package func delete(bundleID: String, channelID: String, environment: APNsEnvironment? = nil) -> Bool {
         let key = AppKey(environment: environment ?? self.environment, bundleID: bundleID)
         return state.withLock { state in
             guard state.apps[key]?.policies.removeValue(forKey: channelID) != nil else { return false }
@@ -73,22 +73,22 @@ public final class ChannelRegistry: Sendable {
     }
 
     /// The storage policy (0 or 1) of a channel of `bundleID`; `nil` when the app has no such channel there.
-    public func storagePolicy(bundleID: String, channelID: String, environment: APNsEnvironment? = nil) -> Int? {
+    package func storagePolicy(bundleID: String, channelID: String, environment: APNsEnvironment? = nil) -> Int? {
         let key = AppKey(environment: environment ?? self.environment, bundleID: bundleID)
         return state.withLock { $0.apps[key]?.policies[channelID] }
     }
 
     /// The ids of the app's channels, oldest first.
-    public func channels(bundleID: String, environment: APNsEnvironment? = nil) -> [String] {
+    package func channels(bundleID: String, environment: APNsEnvironment? = nil) -> [String] {
         let key = AppKey(environment: environment ?? self.environment, bundleID: bundleID)
         return state.withLock { $0.apps[key]?.order ?? [] }
     }
 }
 
 /// Why `ChannelRegistry.create` refused.
-public struct ChannelRegistryError: Error, Hashable, CustomStringConvertible {
+package struct ChannelRegistryError: Error, Hashable, CustomStringConvertible {
     /// What went wrong; compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case limitReached
             case invalidStoragePolicy
@@ -97,11 +97,11 @@ public struct ChannelRegistryError: Error, Hashable, CustomStringConvertible {
         private let value: Value
 
         /// The app already has `maxChannelsPerApp` channels in the environment (APNs: CannotCreateChannelConfig).
-        public static let limitReached = Code(value: .limitReached)
+        package static let limitReached = Code(value: .limitReached)
         /// The storage policy is neither 0 nor 1.
-        public static let invalidStoragePolicy = Code(value: .invalidStoragePolicy)
+        package static let invalidStoragePolicy = Code(value: .invalidStoragePolicy)
 
-        public var description: String {
+        package var description: String {
             switch value {
             case .limitReached: "the app has the maximum number of channels"
             case .invalidStoragePolicy: "the message storage policy must be 0 or 1"
@@ -109,9 +109,9 @@ public struct ChannelRegistryError: Error, Hashable, CustomStringConvertible {
         }
     }
 
-    public var code: Code
+    package var code: Code
 
-    public init(code: Code) { self.code = code }
+    package init(code: Code) { self.code = code }
 
-    public var description: String { code.description }
+    package var description: String { code.description }
 }

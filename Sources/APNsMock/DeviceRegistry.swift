@@ -4,9 +4,9 @@ import Synchronization
 /// Device tokens the mock knows something about. Unknown tokens are accepted.
 ///
 /// Keys are lower-case hex; registering normalises case.
-public final class DeviceRegistry: Sendable {
+package final class DeviceRegistry: Sendable {
     /// What the mock answers for a token.
-    public enum State: Sendable, Hashable {
+    package enum State: Sendable, Hashable {
         /// Active, but only for this bundle id (other topics → 400 DeviceTokenNotForTopic) and, when given,
         /// only in this environment (the other environment → 400 BadDeviceToken).
         case active(bundleID: String?, environment: APNsEnvironment?)
@@ -25,7 +25,7 @@ public final class DeviceRegistry: Sendable {
     init() {}
 
     /// Records `state` for `deviceToken` (hex, any case).
-    public func set(_ deviceToken: String, _ state: State) {
+    package func set(_ deviceToken: String, _ state: State) {
         let key = deviceToken.lowercased()
         entries.withLock { entries in
             entries[key] = state
@@ -34,17 +34,17 @@ public final class DeviceRegistry: Sendable {
     }
 
     /// Shorthand: `deviceToken` belongs to `bundleID` (and, if given, `environment`).
-    public func register(_ deviceToken: String, bundleID: String? = nil, environment: APNsEnvironment? = nil) {
+    package func register(_ deviceToken: String, bundleID: String? = nil, environment: APNsEnvironment? = nil) {
         set(deviceToken, .active(bundleID: bundleID, environment: environment))
     }
 
     /// Shorthand: `deviceToken` is unregistered since `sinceMilliseconds`.
-    public func unregister(_ deviceToken: String, sinceMilliseconds: Int64) {
+    package func unregister(_ deviceToken: String, sinceMilliseconds: Int64) {
         set(deviceToken, .unregistered(sinceMilliseconds: sinceMilliseconds))
     }
 
     /// Forgets `deviceToken` (it becomes an unknown, accepted token).
-    public func remove(_ deviceToken: String) {
+    package func remove(_ deviceToken: String) {
         let key = deviceToken.lowercased()
         entries.withLock { entries in
             entries[key] = nil
@@ -52,7 +52,7 @@ public final class DeviceRegistry: Sendable {
         }
     }
 
-    public func removeAll() {
+    package func removeAll() {
         entries.withLock { entries in
             entries.removeAll()
             count.store(0, ordering: .relaxed)

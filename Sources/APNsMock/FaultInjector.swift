@@ -10,17 +10,17 @@ import Synchronization
 /// Per-request faults are applied in this order when a request's last frame arrives: refuse (RST_STREAM
 /// REFUSED_STREAM, not processed) → drop the connection (abrupt TCP close, no reply) → withhold the reply
 /// (not processed, no reply ever) → injected error (`failNext`, then `failureRates`) → normal validation.
-@_spi(Faults) public final class FaultInjector: Sendable {
+package final class FaultInjector: Sendable {
     /// Emulated network round trip: replies and connection WINDOW_UPDATEs leave `rtt` (± `jitter`) after the
     /// request batch that caused them arrived, so a connection carries at most one flow-control window per RTT.
-    public struct Latency: Sendable, Hashable {
-        public var rtt: Duration
-        public var jitter: Duration
+    package struct Latency: Sendable, Hashable {
+        package var rtt: Duration
+        package var jitter: Duration
         /// A server that answers at most this many requests per second, in arrival order over all its
         /// connections (a slow or degraded APNs): what arrives faster waits there, and its answer comes
         /// when its turn has passed, plus `rtt`. `nil`: no limit.
-        public var answersPerSecond: Int?
-        public init(rtt: Duration, jitter: Duration = .zero, answersPerSecond: Int? = nil) {
+        package var answersPerSecond: Int?
+        package init(rtt: Duration, jitter: Duration = .zero, answersPerSecond: Int? = nil) {
             self.rtt = rtt
             self.jitter = jitter
             self.answersPerSecond = answersPerSecond
@@ -59,18 +59,18 @@ import Synchronization
     init() {}
 
     /// Emulated RTT; `nil` answers at once.
-    public var latency: Latency? {
+    package var latency: Latency? {
         get { plan.withLock { $0.latency } }
         set { plan.withLock { $0.latency = newValue } }
     }
 
     /// Answers the next `count` requests (on any connection) with `reason` and its status, unprocessed.
-    public func failNext(_ count: Int, with reason: APNsReason) {
+    package func failNext(_ count: Int, with reason: APNsReason) {
         update { $0.failNext.append((count, reason)) }
     }
 
     /// Answers a random `rate` (0…1) of requests with `reason`; a rate of 0 removes the entry.
-    public func setFailureRate(_ rate: Double, for reason: APNsReason) {
+    package func setFailureRate(_ rate: Double, for reason: APNsReason) {
         update { plan in
             plan.failureRates.removeAll { $0.reason == reason }
             if rate > 0 { plan.failureRates.append((rate, reason)) }
@@ -78,37 +78,37 @@ import Synchronization
     }
 
     /// Resets the next `count` streams with RST_STREAM REFUSED_STREAM (not processed).
-    public func refuseNext(_ count: Int) { update { $0.refuseNext += count } }
+    package func refuseNext(_ count: Int) { update { $0.refuseNext += count } }
 
     /// Closes the TCP connection abruptly (no GOAWAY, no reply) when each of the next `count` requests arrives.
-    public func dropConnectionOnNext(_ count: Int) { update { $0.dropNext += count } }
+    package func dropConnectionOnNext(_ count: Int) { update { $0.dropNext += count } }
 
     /// Never answers the next `count` requests (they are not processed), to exercise client deadlines.
-    public func withholdNext(_ count: Int) { update { $0.withholdNext += count } }
+    package func withholdNext(_ count: Int) { update { $0.withholdNext += count } }
 
     /// Never answers a random `rate` (0…1) of requests (they are not processed): replies lost here and
     /// there, as opposed to `withholdNext`'s run of them (a black hole, which a client that sends little into
     /// it takes long to use up).
-    public var withholdRate: Double {
+    package var withholdRate: Double {
         get { plan.withLock { $0.withholdRate } }
         set { update { $0.withholdRate = max(0, min(1, newValue)) } }
     }
 
     /// Never answers any request while set.
-    public var withholdAllReplies: Bool {
+    package var withholdAllReplies: Bool {
         get { plan.withLock { $0.withholdAll } }
         set { update { $0.withholdAll = newValue } }
     }
 
     /// Each connection sends GOAWAY (NO_ERROR, `{"reason":"Shutdown"}`) after processing this many streams;
     /// streams above its last-stream-id are not processed.
-    public var goAwayAfterStreams: Int? {
+    package var goAwayAfterStreams: Int? {
         get { plan.withLock { $0.goAwayAfterStreams } }
         set { update { $0.goAwayAfterStreams = newValue } }
     }
 
     /// Slow reader: while set, the mock sends no WINDOW_UPDATEs, so clients stall once the window is used.
-    public var stallFlowControl: Bool {
+    package var stallFlowControl: Bool {
         get { plan.withLock { $0.stallFlowControl } }
         set {
             plan.withLock { $0.stallFlowControl = newValue }
@@ -118,13 +118,13 @@ import Synchronization
 
     /// APNs behaviour seen in the wild: after a rejected notification a token connection's
     /// MAX_CONCURRENT_STREAMS drops to 1, and returns to the configured value after the next accepted one.
-    public var dropStreamLimitAfterRejection: Bool {
+    package var dropStreamLimitAfterRejection: Bool {
         get { plan.withLock { $0.dropStreamLimitAfterRejection } }
         set { plan.withLock { $0.dropStreamLimitAfterRejection = newValue } }
     }
 
     /// Clears every fault.
-    public func reset() {
+    package func reset() {
         plan.withLock { $0 = Plan() }
         armed.store(false, ordering: .relaxed)
         if let resume = onFlowControlResumed.withLock({ $0 }) { resume() }

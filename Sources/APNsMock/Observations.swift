@@ -4,46 +4,46 @@ import ServiceSupport
 import Synchronization
 
 /// One notification the mock accepted (answered 200), as the client sent it.
-public struct AcceptedNotification: Sendable, Hashable {
+package struct AcceptedNotification: Sendable, Hashable {
     /// Lower-case hex device token from `:path`.
-    public var deviceToken: String
-    public var topic: String
-    public var pushType: PushType
+    package var deviceToken: String
+    package var topic: String
+    package var pushType: PushType
     /// The `apns-id` answered (echoed, or generated when the request had none).
-    public var apnsID: String
+    package var apnsID: String
     /// `apns-priority` as sent; `nil` when absent (APNs uses 10).
-    public var priority: Int?
+    package var priority: Int?
     /// `apns-expiration` in UNIX seconds; `nil` when absent.
-    public var expiration: Int64?
-    public var collapseID: String?
+    package var expiration: Int64?
+    package var collapseID: String?
     /// The request body, byte for byte.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
     /// Which connection carried it (see `MockStatistics.requestsByConnection`).
-    public var connectionID: Int
+    package var connectionID: Int
     /// Server clock when it was accepted.
-    public var receivedAtMilliseconds: Int64
+    package var receivedAtMilliseconds: Int64
 }
 
 /// One broadcast send the mock accepted (answered 200), as the client sent it.
-public struct AcceptedBroadcast: Sendable, Hashable {
+package struct AcceptedBroadcast: Sendable, Hashable {
     /// `apns-channel-id` as sent.
-    public var channelID: String
+    package var channelID: String
     /// The bundle id from `:path`.
-    public var bundleID: String
+    package var bundleID: String
     /// The `apns-request-id` answered (echoed, or generated when the request had none).
-    public var requestID: String
+    package var requestID: String
     /// The `apns-unique-id` answered.
-    public var uniqueID: String
+    package var uniqueID: String
     /// `apns-priority` as sent; `nil` when absent (APNs uses 10).
-    public var priority: Int?
+    package var priority: Int?
     /// `apns-expiration` in UNIX seconds; `nil` when absent.
-    public var expiration: Int64?
+    package var expiration: Int64?
     /// The request body, byte for byte.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
     /// Which connection carried it (see `MockStatistics.requestsByConnection`).
-    public var connectionID: Int
+    package var connectionID: Int
     /// Server clock when it was accepted.
-    public var receivedAtMilliseconds: Int64
+    package var receivedAtMilliseconds: Int64
 }
 
 /// Counters of everything the mock answered. A snapshot; take a new one to see later traffic.
@@ -51,61 +51,61 @@ public struct AcceptedBroadcast: Sendable, Hashable {
 /// Guarantee: an answer a client has received is already counted here (outcomes are committed before any
 /// byte of their answers is flushed), so a test may compare what its client saw with these counters exactly,
 /// right after the last answer.
-public struct MockStatistics: Sendable, Hashable {
+package struct MockStatistics: Sendable, Hashable {
     /// Requests whose last frame arrived (including refused, withheld and dropped ones), on every listener:
     /// device pushes, broadcast sends and channel management.
-    public var requests = 0
+    package var requests = 0
     /// Of `requests`, broadcast sends (`/4/broadcasts/` on the push port).
-    public var broadcastRequests = 0
+    package var broadcastRequests = 0
     /// Of `requests`, requests on the channel-management port (any path).
-    public var managementRequests = 0
+    package var managementRequests = 0
     /// Device notifications answered 200 (the count of `acceptedNotifications`, before its history limit).
-    public var accepted = 0
+    package var accepted = 0
     /// Broadcast sends answered 200 (the count of `acceptedBroadcasts`, before its history limit).
-    public var acceptedBroadcasts = 0
+    package var acceptedBroadcasts = 0
     /// Answers by `"<status>"` for successes (200, and 201 and 204 from channel management) and
     /// `"<status> <Reason>"` otherwise, e.g. `"400 BadTopic"`; over every listener.
-    public var responses: [String: Int] = [:]
+    package var responses: [String: Int] = [:]
     /// Requests per connection id.
-    public var requestsByConnection: [Int: Int] = [:]
+    package var requestsByConnection: [Int: Int] = [:]
     /// Requests and accepted notifications per device token (lower-case hex).
-    public var deviceTokens: [String: DeviceTokenCounts] = [:]
+    package var deviceTokens: [String: DeviceTokenCounts] = [:]
     /// Requests per device token (lower-case hex).
-    public var requestsByDeviceToken: [String: Int] { deviceTokens.mapValues(\.requests) }
+    package var requestsByDeviceToken: [String: Int] { deviceTokens.mapValues(\.requests) }
     /// Accepted notifications per device token (tokens with at least one).
-    public var acceptedByDeviceToken: [String: Int] {
+    package var acceptedByDeviceToken: [String: Int] {
         deviceTokens.compactMapValues { $0.accepted > 0 ? $0.accepted : nil }
     }
     /// Streams reset with REFUSED_STREAM by fault injection.
-    public var refusedStreams = 0
+    package var refusedStreams = 0
     /// Requests never answered (withheld by fault injection).
-    public var withheldReplies = 0
+    package var withheldReplies = 0
     /// Connections closed abruptly by fault injection (`dropConnectionOnNext`, `closeAllConnections`).
-    public var droppedConnections = 0
+    package var droppedConnections = 0
     /// GOAWAY frames sent.
-    public var goAwaysSent = 0
+    package var goAwaysSent = 0
     /// Connections accepted so far.
-    public var connectionsOpened = 0
+    package var connectionsOpened = 0
     /// Highest number of requests open at once on one connection, per connection id.
-    public var peakConcurrentStreamsByConnection: [Int: Int] = [:]
+    package var peakConcurrentStreamsByConnection: [Int: Int] = [:]
 
     /// Answers counted for a reason (any status).
-    public func count(_ reason: APNsReason) -> Int {
+    package func count(_ reason: APNsReason) -> Int {
         guard let status = reason.status else { return 0 }
         return responses["\(status) \(reason.rawValue)"] ?? 0
     }
 }
 
 /// What the mock answered for one device token.
-public struct DeviceTokenCounts: Sendable, Hashable {
+package struct DeviceTokenCounts: Sendable, Hashable {
     /// Requests for the token (any outcome that reached validation).
-    public var requests = 0
+    package var requests = 0
     /// Of those, answered 200.
-    public var accepted = 0
+    package var accepted = 0
     /// When the latest of those requests was counted (UNIX milliseconds, wall clock; read once per batch).
-    public var lastRequestMilliseconds: Int64 = 0
+    package var lastRequestMilliseconds: Int64 = 0
 
-    public init(requests: Int = 0, accepted: Int = 0, lastRequestMilliseconds: Int64 = 0) {
+    package init(requests: Int = 0, accepted: Int = 0, lastRequestMilliseconds: Int64 = 0) {
         self.requests = requests
         self.accepted = accepted
         self.lastRequestMilliseconds = lastRequestMilliseconds
@@ -311,10 +311,10 @@ final class ObservationStore: Sendable {
 }
 
 /// A wait on the mock did not see what it waited for before its deadline.
-public struct APNsMockTimeout: Error, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
-    public init(message: String) { self.message = message }
+package struct APNsMockTimeout: Error, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
+    package init(message: String) { self.message = message }
 }
 
 extension DeviceTokenCounts {

@@ -5,9 +5,9 @@ import NIOCore
 /// NIOSSL turns every write into its own TLS record (one `SSL_write`); a read batch of 100 requests answered
 /// frame by frame would cost 100 records. Sits between NIOSSLHandler and NIOHTTP2Handler. Public for the
 /// benchmark floor server, which must run on the same stack as the mock.
-public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
-    public typealias OutboundIn = IOData
-    public typealias OutboundOut = IOData
+package final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    package typealias OutboundIn = IOData
+    package typealias OutboundOut = IOData
 
     private var pending: ByteBuffer?
     private var promises: [EventLoopPromise<Void>] = []
@@ -20,9 +20,9 @@ public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChan
     /// not coalesce do (for tests of clients that must read every record that arrived).
     private let coalesces: Bool
 
-    public init(coalesces: Bool = true) { self.coalesces = coalesces }
+    package init(coalesces: Bool = true) { self.coalesces = coalesces }
 
-    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard coalesces else { return context.write(data, promise: promise) }
         switch unwrapOutboundIn(data) {
         case .byteBuffer(var buffer):
@@ -38,13 +38,13 @@ public final class WriteCoalescingHandler: ChannelOutboundHandler, RemovableChan
         }
     }
 
-    public func flush(context: ChannelHandlerContext) {
+    package func flush(context: ChannelHandlerContext) {
         beforeFlush?()
         writePending(context: context)
         context.flush()
     }
 
-    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         beforeFlush?()
         writePending(context: context)
         context.flush()

@@ -1,6 +1,6 @@
 import APNsClient
 import APNsCore
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import Logging
 import Relay

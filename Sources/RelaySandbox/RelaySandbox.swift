@@ -3,6 +3,7 @@ import APNsMock
 import Crypto
 import Foundation
 import Kafka
+import KafkaMock
 import Logging
 import Relay
 import RelayApp

@@ -14,11 +14,11 @@ import Darwin
 /// relay's CPU in `Mutex._lockSlow`'s spin loop (Benchmarks/README.md). `Mutex` stays the choice for locks
 /// taken rarely.
 // @unchecked Sendable: `value` is read and written only inside `withLock`, between lock and unlock of `mutex`.
-public final class BlockingMutex<Value>: @unchecked Sendable {
+package final class BlockingMutex<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline var value: Value
 
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         let rc = pthread_mutex_init(mutex, nil)
@@ -34,7 +34,7 @@ public final class BlockingMutex<Value>: @unchecked Sendable {
 
     /// Runs `body` with the value while holding the lock. `body` must not take this lock again.
     @inlinable
-    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         lock()
         defer { unlock() }
         return try body(&value)

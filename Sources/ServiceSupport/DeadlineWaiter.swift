@@ -12,7 +12,7 @@ import Synchronization
 /// The owner keeps waiters in its own lock-protected state and calls ``resolve(_:)`` when the event
 /// happens; a waiter resolved by its deadline stays in the owner's list until the owner drops it
 /// (``isResolved`` says so; resolving it again is a no-op that returns `false`).
-public final class DeadlineWaiter<Value: Sendable>: Sendable {
+package final class DeadlineWaiter<Value: Sendable>: Sendable {
     private enum State {
         case pending
         case parked(CheckedContinuation<Value, Never>)
@@ -27,7 +27,7 @@ public final class DeadlineWaiter<Value: Sendable>: Sendable {
     /// Resolves the wait with `value` unless something resolved it first.
     /// - Returns: `true` if this call resolved it.
     @discardableResult
-    public func resolve(_ value: Value) -> Bool {
+    package func resolve(_ value: Value) -> Bool {
         let continuation = state.withLock { state -> CheckedContinuation<Value, Never>?? in
             switch state {
             case .pending:
@@ -46,7 +46,7 @@ public final class DeadlineWaiter<Value: Sendable>: Sendable {
     }
 
     /// Whether the wait has an outcome already (the owner may drop it from its list).
-    public var isResolved: Bool {
+    package var isResolved: Bool {
         state.withLock { state in
             if case .pending = state { return false }
             if case .parked = state { return false }
@@ -84,7 +84,7 @@ public final class DeadlineWaiter<Value: Sendable>: Sendable {
     ///   - timedOut: the value when the deadline passes first.
     ///   - cancelled: the value when the waiting task is cancelled first; `nil` ignores cancellation (for a
     ///     wait that must see its event, e.g. a close that was started by the cancellation itself).
-    public static func wait(
+    package static func wait(
         timeout: Duration?, timedOut: Value, cancelled: Value?,
         register: (DeadlineWaiter<Value>) -> Void
     ) async -> Value {

@@ -2,7 +2,7 @@ import Synchronization
 
 /// A one-shot event that carries a value: set once (the first value wins), awaited by any number of tasks,
 /// each wait with its own deadline. E.g. "the consumer has closed", "the producer hit a fatal error".
-public final class Latch<Value: Sendable>: Sendable {
+package final class Latch<Value: Sendable>: Sendable {
     private struct State {
         var value: Value?
         var waiters: [DeadlineWaiter<Value?>] = []
@@ -13,17 +13,17 @@ public final class Latch<Value: Sendable>: Sendable {
     /// several threads at once, and contended a lock that is almost never set.
     private let setFlag = Atomic<Bool>(false)
 
-    public init() {}
+    package init() {}
 
     /// The value, once set.
-    public var value: Value? { state.withLock { $0.value } }
+    package var value: Value? { state.withLock { $0.value } }
 
-    public var isSet: Bool { setFlag.load(ordering: .acquiring) }
+    package var isSet: Bool { setFlag.load(ordering: .acquiring) }
 
     /// Sets the value and wakes every waiter, unless a value was set before.
     /// - Returns: `true` if this call set it.
     @discardableResult
-    public func set(_ value: Value) -> Bool {
+    package func set(_ value: Value) -> Bool {
         let waiters = state.withLock { state -> [DeadlineWaiter<Value?>]? in
             guard state.value == nil else { return nil }
             state.value = value
@@ -41,7 +41,7 @@ public final class Latch<Value: Sendable>: Sendable {
     ///   - timeout: `nil` waits without a deadline (for callers bounded by something else).
     ///   - ignoringCancellation: keep waiting when the task is cancelled (the deadline still applies).
     /// - Returns: the value, or `nil` if the deadline passed or the task was cancelled first.
-    public func wait(timeout: Duration? = nil, ignoringCancellation: Bool = false) async -> Value? {
+    package func wait(timeout: Duration? = nil, ignoringCancellation: Bool = false) async -> Value? {
         await DeadlineWaiter<Value?>.wait(timeout: timeout, timedOut: nil, cancelled: ignoringCancellation ? nil : .some(nil)) { waiter in
             let value = state.withLock { state -> Value? in
                 if let value = state.value { return value }
@@ -57,5 +57,5 @@ public final class Latch<Value: Sendable>: Sendable {
 extension Latch where Value == Void {
     /// Sets the event (for latches that carry no value).
     @discardableResult
-    public func set() -> Bool { set(()) }
+    package func set() -> Bool { set(()) }
 }

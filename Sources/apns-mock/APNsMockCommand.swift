@@ -1,5 +1,5 @@
 import APNsCore
-@_spi(Faults) import APNsMock
+import APNsMock
 import ArgumentParser
 import Foundation
 import Logging

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Kafka
+import KafkaMock
 import Logging
 #if canImport(Glibc)
 import Glibc

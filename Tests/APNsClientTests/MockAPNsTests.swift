@@ -1,5 +1,5 @@
 import APNsCore
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import ServiceSupport
 import TestSupport

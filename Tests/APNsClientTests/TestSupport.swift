@@ -1,5 +1,6 @@
 import Foundation
 import ServiceSupport
+import KafkaMock
 import TestSupport
 import Testing
 

@@ -1,5 +1,5 @@
 import APNsCore
-@_spi(Faults) import APNsMock
+import APNsMock
 import NIOCore
 import NIOHTTP2
 import Synchronization

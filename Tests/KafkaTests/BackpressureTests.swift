@@ -1,4 +1,5 @@
 import Kafka
+import KafkaMock
 import TestSupport
 import Testing
 
@@ -13,7 +14,7 @@ struct BackpressureTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func pausedConsumerIsNotEvictedAndResumeDeliversWhatWaited() async throws {
+    func aConsumerHoldingItsLanesIsNotEvictedAndReleaseDeliversWhatWaited() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         let topic = "paused"
         try cluster.createTopic(topic, partitions: 2)
@@ -39,30 +40,33 @@ struct BackpressureTests {
 
         let assignment = try consumer.assignment()
         #expect(assignment.count == 2)
-        consumer.pause(assignment)
-        try await produceKeyed(producer, topic: topic, count: 20, keyPrefix: "while-paused")
+        // The relay's backpressure: both lanes held, the poll thread keeps serving the group.
+        consumer.hold(.urgent)
+        consumer.hold(.bulk)
+        try await produceKeyed(producer, topic: topic, count: 20, keyPrefix: "while-held")
 
-        // Nothing may happen for twice max.poll.interval.ms: no record (paused), no revocation or loss.
+        // Nothing may happen for twice max.poll.interval.ms: no record (held), no revocation or loss.
         do {
             let event = try await iterator.next(within: .seconds(6))
-            Issue.record("paused consumer produced an event: \(String(describing: event))")
+            Issue.record("a consumer holding its lanes produced an event: \(String(describing: event))")
         } catch let error as KafkaError where error.code == .timedOut {
             // Expected: silence.
         }
         #expect(!maxPollExceeded.isRaised, "librdkafka reported max.poll.interval.ms exceeded")
         #expect(try consumer.assignment() == assignment, "still a member with the same partitions")
 
-        consumer.resume(assignment)
-        var afterResume: Set<String> = []
-        while afterResume.count < 20 {
-            switch try await nextEvent(&iterator, within: .seconds(10), expecting: "the records produced while paused") {
+        consumer.release(.bulk)
+        consumer.release(.urgent)
+        var afterRelease: Set<String> = []
+        while afterRelease.count < 20 {
+            switch try await nextEvent(&iterator, within: .seconds(10), expecting: "the records produced while held") {
             case .message(let message):
-                afterResume.insert(message.keyString ?? "")
+                afterRelease.insert(message.keyString ?? "")
             case let other:
-                Issue.record("unexpected \(other) after resume (a rejoin means the member was evicted)")
+                Issue.record("unexpected \(other) after the release (a rejoin means the member was evicted)")
             }
         }
-        #expect(afterResume == Set((0..<20).map { "while-paused-\($0)" }))
+        #expect(afterRelease == Set((0..<20).map { "while-held-\($0)" }))
         try await consumer.close()
         try await producer.close()
     }

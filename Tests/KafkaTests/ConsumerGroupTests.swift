@@ -1,4 +1,5 @@
 import Kafka
+import KafkaMock
 import Synchronization
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Kafka
 import ServiceSupport
+import KafkaMock
 import TestSupport
 import Testing
 

@@ -23,11 +23,12 @@ struct ConsumerStateMachineTests {
         #expect(room1)
         for offset in 0..<4 {
             let action = machine.received(message(p0, Int64(offset)))
-            #expect(action.unforward.isEmpty && !action.wakePoller, "backpressure never pauses partitions")
+            #expect(!action.wakePoller)
+            #expect(machine.forwardedPartitions == [p0, p1], "backpressure never stops a partition's forwarding")
         }
         let room2 = machine.hasRoom()
         #expect(!room2, "full: the poll thread leaves records in librdkafka")
-        #expect(machine.received(message(p1, 0)).unforward.isEmpty, "a batch already polled is kept, never dropped")
+        _ = machine.received(message(p1, 0))  // a batch already polled is kept, never dropped
         #expect(machine.bufferedMessageCount == 5)
         for _ in 0..<2 {
             guard case .event(_, let wake) = machine.next() else { Issue.record("expected a message"); return }
@@ -64,46 +65,18 @@ struct ConsumerStateMachineTests {
         #expect(revoked.wakePoller)
     }
 
-    @Test func applicationPausesAreTheOnlyPauses() {
-        var machine = KafkaConsumerStateMachine(capacity: 2)
-        _ = machine.partitionsAssigned([p0, p1])
-        _ = machine.next()
-        #expect(machine.pauseByApplication([p1]).unforward == [p1])
-        #expect(machine.forwardedPartitions == [p0])
-        _ = machine.received([message(p0, 0), message(p0, 1), message(p0, 2)])
-        let room6 = machine.hasRoom()
-        #expect(!room6)
-        let resumed = machine.resumeByApplication([p1])
-        #expect(resumed.forward == [p1], "a full buffer does not hold an application's resume")
-        #expect(resumed.wakePoller, "the poll thread may sleep with nothing to read")
-        #expect(machine.forwardedPartitions == [p0, p1])
-    }
-
-    /// A pause is a change of forwarding, made once: pausing twice or resuming what is not paused does nothing.
-    @Test func pausesAndResumesChangeForwardingOnce() {
-        var machine = KafkaConsumerStateMachine(capacity: 4)
-        let assigned = machine.partitionsAssigned([p0, p1])
-        #expect(assigned.forward.isEmpty && assigned.unforward.isEmpty, "the assignment itself forwards them")
-        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "resuming what nobody paused does nothing")
-        #expect(machine.pauseByApplication([p0, p0]).unforward == [p0])
-        #expect(machine.pauseByApplication([p0]).unforward.isEmpty, "paused once")
-        #expect(machine.resumeByApplication([p0]).forward == [p0])
-        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "resumed once")
-        let unassigned = KafkaTopicPartition(topic: "t", partition: 9)
-        #expect(machine.pauseByApplication([unassigned]).unforward.isEmpty, "not assigned: nothing to pause")
-    }
-
-    /// A pause ends with the assignment: a partition revoked while paused comes back forwarded, and a pause
-    /// of a partition not assigned is ignored.
-    @Test func aPauseEndsWithTheAssignment() {
+    /// What is forwarded to the record queues is exactly the assignment: a revoked partition stops, one
+    /// assigned again is forwarded again.
+    @Test func forwardingFollowsTheAssignment() {
         var machine = KafkaConsumerStateMachine(capacity: 100)
         _ = machine.partitionsAssigned([p0, p1])
-        #expect(machine.pauseByApplication([p0, p1]).unforward == [p0, p1])
+        #expect(machine.forwardedPartitions == [p0, p1])
         _ = machine.partitionsRemoved([p0], event: .partitionsRevoked(KafkaPartitionRevocation(partitions: [p0])))
-        #expect(machine.resumeByApplication([p0]).forward.isEmpty, "not assigned any more")
-        _ = machine.pauseByApplication([p0])  // not assigned: ignored
+        #expect(machine.forwardedPartitions == [p1])
         _ = machine.partitionsAssigned([p0])
-        #expect(machine.forwardedPartitions == [p0], "back and forwarded; p1 is still paused")
+        #expect(machine.forwardedPartitions == [p0, p1])
+        _ = machine.partitionsRemoved([p0, p1], event: .partitionsLost([p0, p1]))
+        #expect(machine.forwardedPartitions.isEmpty)
     }
 
     @Test func revocationOvertakesBufferedRecordsAndDropsThoseOfRevokedPartitions() {

@@ -1,4 +1,5 @@
 import Kafka
+import KafkaMock
 import TestSupport
 import Testing
 

@@ -1,7 +1,8 @@
 @testable import Kafka
 import TestSupport
 import Testing
-@_spi(Faults) import Kafka
+import Kafka
+import KafkaMock
 
 /// What the Kafka layer tells its application when things go wrong for good, and how it lets go.
 @Suite("Failing loudly")
@@ -176,64 +177,4 @@ struct ConsumerHealthTests {
         }
         try await consumer.close()
     }
-
-    /// A pause ends with the assignment: a partition paused, revoked and assigned again comes back delivering.
-    /// (When pauses were librdkafka's, the resume on re-assignment could be queued behind librdkafka's own
-    /// fetch start and dropped as outdated, leaving the partition paused for good: 2 of 16 loaded runs.)
-    @Test(.timeLimit(.minutes(2)))
-    func aPartitionPausedBeforeARevocationComesBackUnpaused() async throws {
-        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
-        let topic = "repaused"
-        try cluster.createTopic(topic, partitions: 2)
-        let group = uniqueGroupID()
-        let first = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: .range),
-                                      logger: testLogger("test.first"))
-        try first.subscribe(topics: [topic])
-        try first.start()
-        var iterator = first.events.makeAsyncIterator()
-        guard case .partitionsAssigned(let all) = try await nextEvent(&iterator, within: .seconds(30), expecting: "the first assignment") else {
-            Issue.record("first event was not an assignment")
-            return
-        }
-        #expect(all.count == 2)
-        first.pause(all)
-
-        // A second member joins and leaves: every partition of the first is revoked and assigned again.
-        let second = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: .range),
-                                       logger: testLogger("test.second"))
-        try second.subscribe(topics: [topic])
-        try second.start()
-        let secondEvents = Task { for await event in second.events { if case .partitionsRevoked(let r) = event { r.acknowledge() } } }
-        var reassigned: Set<KafkaTopicPartition> = []
-        var sawRevocation = false
-        var secondClosed = false
-        while reassigned.count < 2 {
-            switch try await nextEvent(&iterator, within: .seconds(40), expecting: "the partitions to come back") {
-            case .partitionsRevoked(let revocation):
-                sawRevocation = true
-                reassigned.subtract(revocation.partitions)
-                revocation.acknowledge()
-            case .partitionsAssigned(let partitions):
-                reassigned.formUnion(partitions)
-                if sawRevocation, !secondClosed {
-                    secondClosed = true
-                    try await second.close()
-                }
-            default: break
-            }
-        }
-        secondEvents.cancel()
-
-        let producer = try testProducer(cluster)
-        try await produceKeyed(producer, topic: topic, count: 20)
-        try await producer.close()
-        var keys: Set<String> = []
-        while keys.count < 20 {
-            if case .message(let message) = try await nextEvent(&iterator, within: .seconds(15), expecting: "record \(keys.count + 1) of 20 (a partition stayed paused)") {
-                keys.insert(message.keyString ?? "")
-            }
-        }
-        try await first.close()
-    }
 }
-

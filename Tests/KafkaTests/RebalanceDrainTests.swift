@@ -1,4 +1,5 @@
-@_spi(Faults) import Kafka
+import Kafka
+import KafkaMock
 import ServiceSupport
 import TestSupport
 import Testing

@@ -5,12 +5,12 @@ import Foundation
 /// A product is looked for, in order: `$APNS_RELAY_BINARY`'s folder (set to run the tests against another
 /// build, e.g. a release one); the folder of the running test binary (`swift build --build-tests` puts every
 /// product there, e.g. `.build/debug/`) and the one above it; `.build/debug/` under the checkout.
-public enum BuiltProducts {
+package enum BuiltProducts {
     private static let checkout = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The folders looked in, in order.
-    public static var folders: [URL] {
+    package static var folders: [URL] {
         var folders: [URL] = []
         if let relay = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] {
             folders.append(URL(fileURLWithPath: relay).deletingLastPathComponent())
@@ -21,7 +21,7 @@ public enum BuiltProducts {
     }
 
     /// The executable `name` (`apns-relay`, `apns-mock`, `apns-client-tool`), or `nil` when it is not built.
-    public static func find(_ name: String) -> URL? {
+    package static func find(_ name: String) -> URL? {
         if name == "apns-relay", let relay = ProcessInfo.processInfo.environment["APNS_RELAY_BINARY"] {
             return URL(fileURLWithPath: relay)
         }
@@ -29,7 +29,7 @@ public enum BuiltProducts {
     }
 
     /// The executable `name`. - Throws: `TestFailure` naming where it looked.
-    public static func executable(_ name: String) throws -> URL {
+    package static func executable(_ name: String) throws -> URL {
         guard let found = find(name) else {
             throw TestFailure("\(name) is not built (build it with `swift build`); looked in \(folders.map(\.path))")
         }

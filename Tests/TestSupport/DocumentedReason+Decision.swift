@@ -3,7 +3,7 @@ import APNsCore
 extension DocumentedReason.Handling {
     /// The `DeliveryDecision` the handling names, written out by hand (never `DeliveryDecision(response:)`,
     /// the function under test); `invalidatedAt` is the 410 answer's timestamp.
-    public func decision(invalidatedAt: Int64?) -> DeliveryDecision {
+    package func decision(invalidatedAt: Int64?) -> DeliveryDecision {
         switch self {
         case .reject: .rejected(removesTarget: false)
         case .rejectAndRemoveTarget: .rejected(removesTarget: true)

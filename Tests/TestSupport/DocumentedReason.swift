@@ -12,9 +12,9 @@
 /// Both sides are held against this one table: APNsCore (`APNsReason.status`, `DeliveryDecision`) in
 /// APNsCoreTests, the mock's answers in APNsMockTests and APNsClientTests. The mock answers from APNsCore's
 /// table, so a test comparing one with the other would pass whatever that table said.
-public struct DocumentedReason: Sendable, Hashable, CustomStringConvertible {
+package struct DocumentedReason: Sendable, Hashable, CustomStringConvertible {
     /// What the relay does with an answer carrying the reason.
-    public enum Handling: Sendable, Hashable {
+    package enum Handling: Sendable, Hashable {
         /// Final: sending the same request again gets the same answer.
         case reject
         /// Final, and the target is reported for removal (BadDeviceToken: ARCHITECTURE.md's removed-token
@@ -36,7 +36,7 @@ public struct DocumentedReason: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// How sure the specification is of the row.
-    public enum Source: Sendable, Hashable {
+    package enum Source: Sendable, Hashable {
         /// Apple's response error strings table.
         case apple
         /// apns-reference.md, confirmed in two sources (the broadcast and channel reasons of §10, and the
@@ -47,26 +47,26 @@ public struct DocumentedReason: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The `reason` string of the JSON body.
-    public let reason: String
+    package let reason: String
     /// The HTTP `:status` APNs sends with it.
-    public let status: Int
-    public let handling: Handling
-    public let source: Source
+    package let status: Int
+    package let handling: Handling
+    package let source: Source
 
-    public init(_ reason: String, _ status: Int, _ handling: Handling, _ source: Source = .apple) {
+    package init(_ reason: String, _ status: Int, _ handling: Handling, _ source: Source = .apple) {
         self.reason = reason
         self.status = status
         self.handling = handling
         self.source = source
     }
 
-    public var description: String { "\(status) \(reason)" }
+    package var description: String { "\(status) \(reason)" }
 
     /// The row for `reason`, if the specification names it.
-    public static func named(_ reason: String) -> DocumentedReason? { all.first { $0.reason == reason } }
+    package static func named(_ reason: String) -> DocumentedReason? { all.first { $0.reason == reason } }
 
     /// Every reason, in the order of apns-reference.md §6 and §10.
-    public static let all: [DocumentedReason] = [
+    package static let all: [DocumentedReason] = [
         // 400: the request is wrong; sending it again gets the same answer.
         .init("BadCollapseId", 400, .reject),
         .init("BadDeviceToken", 400, .rejectAndRemoveTarget),

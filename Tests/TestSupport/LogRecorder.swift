@@ -1,28 +1,28 @@
 import Logging
 
 /// Keeps what a `Logger` logs, to read back or wait for.
-public final class LogRecorder: Sendable {
-    public struct Record: Sendable {
-        public var level: Logger.Level
-        public var message: String
+package final class LogRecorder: Sendable {
+    package struct Record: Sendable {
+        package var level: Logger.Level
+        package var message: String
         /// The logging module (or the `source` the caller passed, e.g. `librdkafka`).
-        public var source: String
+        package var source: String
         /// The logger's label and the line's metadata (librdkafka's facility is `kafka.facility`).
-        public var label: String
-        public var metadata: Logger.Metadata
+        package var label: String
+        package var metadata: Logger.Metadata
     }
 
-    public let records = EventRecorder<Record>()
+    package let records = EventRecorder<Record>()
 
-    public init() {}
+    package init() {}
 
     /// A logger whose every line (from `trace` up) lands here.
-    public func logger(label: String = "recorded") -> Logger {
+    package func logger(label: String = "recorded") -> Logger {
         Logger(label: label) { label in Handler(recorder: self, label: label) }
     }
 
     /// The messages logged at `level`.
-    public func lines(_ level: Logger.Level) -> [String] {
+    package func lines(_ level: Logger.Level) -> [String] {
         records.entries.filter { $0.level == level }.map(\.message)
     }
 

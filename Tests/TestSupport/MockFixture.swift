@@ -7,25 +7,25 @@ import Synchronization
 
 /// A provider signing key for tests. It signs with swift-crypto and the mock verifies through the JWT text,
 /// so encoding bugs on either side show up.
-public struct TestSigningKey: Sendable {
-    public var keyID: String
-    public var teamID: String
-    public var privateKey: P256.Signing.PrivateKey
+package struct TestSigningKey: Sendable {
+    package var keyID: String
+    package var teamID: String
+    package var privateKey: P256.Signing.PrivateKey
 
-    public init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey = P256.Signing.PrivateKey()) {
+    package init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey = P256.Signing.PrivateKey()) {
         self.keyID = keyID
         self.teamID = teamID
         self.privateKey = privateKey
     }
 
     /// What the mock trusts.
-    public var providerKey: ProviderKey { ProviderKey(keyID: keyID, teamID: teamID, publicKey: privateKey.publicKey) }
+    package var providerKey: ProviderKey { ProviderKey(keyID: keyID, teamID: teamID, publicKey: privateKey.publicKey) }
 
     /// The key as Apple hands it out: a PKCS#8 PEM (`AuthKey_<kid>.p8`).
-    public var pem: String { privateKey.pemRepresentation }
+    package var pem: String { privateKey.pemRepresentation }
 
     /// An ES256 JWT; `der: true` encodes the signature as DER instead of raw r||s.
-    public func token(issuedAt: Int64, der: Bool = false, signWith other: P256.Signing.PrivateKey? = nil) -> String {
+    package func token(issuedAt: Int64, der: Bool = false, signWith other: P256.Signing.PrivateKey? = nil) -> String {
         let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
         let claims = base64URL(Data(#"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#.utf8))
         let input = header + "." + claims
@@ -33,13 +33,13 @@ public struct TestSigningKey: Sendable {
         return input + "." + base64URL(der ? signature.derRepresentation : signature.rawRepresentation)
     }
 
-    public func authorization(issuedAt: Int64, der: Bool = false) -> (String, String) {
+    package func authorization(issuedAt: Int64, der: Bool = false) -> (String, String) {
         ("authorization", "bearer " + token(issuedAt: issuedAt, der: der))
     }
 }
 
 /// Base64url without padding (JWT segments).
-public func base64URL(_ data: Data) -> String {
+package func base64URL(_ data: Data) -> String {
     data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         .replacingOccurrences(of: "=", with: "")
 }
@@ -47,24 +47,24 @@ public func base64URL(_ data: Data) -> String {
 /// A started in-process mock APNs (TLS, HTTP/2, ES256 verification) that trusts three keys, on a clock the
 /// test moves by hand. The mock's tests talk to it with a raw HTTP/2 client, the client's tests with
 /// `APNsClient`; each adds its helpers in an extension. `stop()` at the end of each test.
-public final class MockFixture: Sendable {
-    public let server: APNsMockServer
+package final class MockFixture: Sendable {
+    package let server: APNsMockServer
     /// The key requests are signed with; its `.p8` is at `keyPath`.
-    public let key: TestSigningKey
-    public let otherKeySameTeam: TestSigningKey
-    public let otherTeamKey: TestSigningKey
-    public let clock: ManualWallClock
-    public let port: Int
-    public let caPEM: String
-    public let caPath: String
+    package let key: TestSigningKey
+    package let otherKeySameTeam: TestSigningKey
+    package let otherTeamKey: TestSigningKey
+    package let clock: ManualWallClock
+    package let port: Int
+    package let caPEM: String
+    package let caPath: String
     /// A temporary directory for the test's files, removed by `stop()`.
-    public let directory: URL
-    public let keyPath: String
+    package let directory: URL
+    package let keyPath: String
     /// One token for the fixture's lifetime (ECDSA signatures are randomised: re-signing makes a new token).
-    public let authorizationValue: String
+    package let authorizationValue: String
     private let cleanups = Mutex<[@Sendable () async -> Void]>([])
 
-    public static func start(
+    package static func start(
         strictFleet: Bool = false, clock: ManualWallClock = ManualWallClock(),
         _ configure: (inout APNsMockConfiguration) -> Void = { _ in }
     ) async throws -> MockFixture {
@@ -99,11 +99,11 @@ public final class MockFixture: Sendable {
     }
 
     /// Runs `cleanup` in `stop()`, before the server stops (clients the test opened).
-    public func onStop(_ cleanup: @escaping @Sendable () async -> Void) {
+    package func onStop(_ cleanup: @escaping @Sendable () async -> Void) {
         cleanups.withLock { $0.append(cleanup) }
     }
 
-    public func stop() async {
+    package func stop() async {
         for cleanup in cleanups.withLock({ $0 }) { await cleanup() }
         await server.stop()
         try? FileManager.default.removeItem(at: directory)

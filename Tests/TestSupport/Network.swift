@@ -8,13 +8,13 @@ import Darwin
 
 /// A free TCP port on 127.0.0.1 (bound, read, closed), for servers that cannot bind port 0 themselves. Free
 /// only at this moment: a test that needs a port where connections are refused holds a ``RefusingPort``.
-public func freeLocalPort() throws -> Int {
+package func freeLocalPort() throws -> Int {
     try RefusingPort().port
 }
 
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (a server in another process says
 /// nothing when it is ready), or throws at the deadline.
-public func waitForListener(port: Int, within timeout: Duration = .seconds(30)) async throws {
+package func waitForListener(port: Int, within timeout: Duration = .seconds(30)) async throws {
     try await eventually("a listener on 127.0.0.1:\(port)", within: timeout, every: .milliseconds(20)) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
@@ -32,11 +32,11 @@ public func waitForListener(port: Int, within timeout: Duration = .seconds(30)) 
 /// bound (so no other server can take the port) but never listens. A port from ``freeLocalPort()`` is free
 /// only at that moment: a server started by a test running in parallel once took it, and a test expecting a
 /// refused connection had it accepted and closed instead.
-public final class RefusingPort: Sendable {
-    public let port: Int
+package final class RefusingPort: Sendable {
+    package let port: Int
     private let descriptor: Int32
 
-    public init() throws {
+    package init() throws {
         (descriptor, port) = try bindLoopback(listening: false)
     }
 
@@ -45,19 +45,19 @@ public final class RefusingPort: Sendable {
 
 /// A TCP socket listening on 127.0.0.1 that nobody serves unless the test does: the kernel completes
 /// connections into its backlog, and ``acceptAndClose()`` closes each at once, unread.
-public final class SilentListener: Sendable {
-    public let port: Int
+package final class SilentListener: Sendable {
+    package let port: Int
     private let descriptor: Int32
     /// Set once the accept loop runs: then it closes the descriptor when it ends, so the number cannot be
     /// reused under a pending accept.
     private let loopOwnsDescriptor = Atomic<Bool>(false)
 
-    public init() throws {
+    package init() throws {
         (descriptor, port) = try bindLoopback(listening: true)
     }
 
     /// Closes every connection as it arrives, on a dispatch thread, until this listener is gone.
-    public func acceptAndClose() {
+    package func acceptAndClose() {
         guard !loopOwnsDescriptor.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let descriptor = self.descriptor
         DispatchQueue.global().async {

@@ -12,8 +12,8 @@ import ServiceSupport
 ///
 /// Each instance is its own server on a free 127.0.0.1 port with a fresh data directory, removed by `stop()`.
 // @unchecked Sendable: `process` is started in init and afterwards only signalled and asked whether it runs.
-public final class NoidaBroker: @unchecked Sendable {
-    public let bootstrapServers: String
+package final class NoidaBroker: @unchecked Sendable {
+    package let bootstrapServers: String
     private let process: Process
     private let exited = TestSignal()
     private let directory: URL
@@ -23,7 +23,7 @@ public final class NoidaBroker: @unchecked Sendable {
     ///
     /// The broker binary itself, not `.venv/bin/noida-db`: that is a Python script running the binary as its
     /// child, and a SIGTERM ended the script and left the broker running (each test leaked one).
-    public static func executable() throws -> URL {
+    package static func executable() throws -> URL {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let lib = root.appendingPathComponent(".venv/lib")
         let pythons = (try? FileManager.default.contentsOfDirectory(atPath: lib.path)) ?? []
@@ -38,7 +38,7 @@ public final class NoidaBroker: @unchecked Sendable {
     }
 
     /// Starts a broker and waits until it accepts connections (it starts in well under a second).
-    public static func start() async throws -> NoidaBroker {
+    package static func start() async throws -> NoidaBroker {
         let broker = try NoidaBroker(port: try freeLocalPort())
         do {
             try await waitForListener(port: Int(broker.bootstrapServers.split(separator: ":").last!)!, within: .seconds(20))
@@ -68,10 +68,10 @@ public final class NoidaBroker: @unchecked Sendable {
     }
 
     /// What it printed.
-    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// SIGTERM (it exits within 2 s), SIGKILL after 5 s; then its data directory and log are removed.
-    public func stop() async {
+    package func stop() async {
         if process.isRunning {
             process.terminate()
             if await !exited.wait(within: .seconds(5)) { kill(process.processIdentifier, SIGKILL) }

@@ -1,12 +1,13 @@
 import Foundation
 import ReaddirGuard
 import ServiceSupport
+import KafkaMock
 
 /// What a finished command printed.
-public struct ProcessOutput: Sendable {
-    public var status: Int32
-    public var stdout: String
-    public var stderr: String
+package struct ProcessOutput: Sendable {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
 }
 
 /// Runs a command to its end with a deadline (killed and `TestFailure` after `timeout`). Its output is read
@@ -14,7 +15,7 @@ public struct ProcessOutput: Sendable {
 /// - Parameter check: throw `TestFailure` with stderr when the exit status is not 0 (else the caller
 ///   looks at `status`).
 @discardableResult
-public func runProcess(
+package func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
     timeout: Duration = .seconds(60), check: Bool = false
 ) async throws -> ProcessOutput {
@@ -45,7 +46,7 @@ public func runProcess(
 
 /// Starts `process` under ``ForkGuard``: a child started while a mock Kafka broker goes down would make
 /// librdkafka's mock abort the test process. Every process a test starts goes through here.
-public func startProcess(_ process: Process) throws {
+package func startProcess(_ process: Process) throws {
     _ = processRunOverReadGuard
     try ForkGuard.starting { () throws -> Void in try process.run() }
 }
@@ -82,7 +83,7 @@ private func readToEnd(_ handle: FileHandle) async -> Data {
 }
 
 /// A fresh directory under the system's temporary directory; the caller removes it.
-public func makeTemporaryDirectory(_ prefix: String = "apns-relay-tests") throws -> URL {
+package func makeTemporaryDirectory(_ prefix: String = "apns-relay-tests") throws -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url

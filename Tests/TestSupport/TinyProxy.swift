@@ -3,13 +3,13 @@ import Foundation
 /// Debian's tinyproxy (an independent HTTP proxy, installed by `make deps-test`) on 127.0.0.1, for the
 /// tests of reaching APNs through a proxy.
 // @unchecked Sendable: `process` is only started in `start` and stopped in `stop`.
-public final class TinyProxy: @unchecked Sendable {
-    public let port: Int
+package final class TinyProxy: @unchecked Sendable {
+    package let port: Int
     private let process: Process
     private let directory: URL
 
     /// Starts tinyproxy, optionally requiring Basic authentication, and waits until it accepts connections.
-    public static func start(basicAuth: (user: String, password: String)? = nil) async throws -> TinyProxy {
+    package static func start(basicAuth: (user: String, password: String)? = nil) async throws -> TinyProxy {
         let executable = ["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy"].first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let executable else { throw TestFailure("tinyproxy is not installed (make deps-test installs it)") }
         // tinyproxy cannot listen on port 0: take a free port, and another if it was taken meanwhile.
@@ -52,14 +52,14 @@ public final class TinyProxy: @unchecked Sendable {
         self.directory = directory
     }
 
-    public var url: String { "http://127.0.0.1:\(port)" }
+    package var url: String { "http://127.0.0.1:\(port)" }
 
     /// What tinyproxy logged (its CONNECT lines name each tunnel's target).
-    public var log: String {
+    package var log: String {
         (try? String(contentsOf: directory.appendingPathComponent("tinyproxy.log"), encoding: .utf8)) ?? ""
     }
 
-    public func stop() {
+    package func stop() {
         if process.isRunning {
             // SIGKILL: on SIGTERM tinyproxy waits for its tunnels' threads to end, up to its idle timeout.
             kill(process.processIdentifier, SIGKILL)

@@ -5,7 +5,7 @@ import Synchronization
 /// For states that announce nothing (another process's admin endpoint, a TCP listener, a gauge): whatever
 /// does announce itself is awaited with `EventRecorder` or `TestSignal` instead. A condition that throws
 /// counts as not yet.
-public func eventually(
+package func eventually(
     _ what: String, within timeout: Duration, every interval: Duration = .milliseconds(50),
     _ condition: () async throws -> Bool
 ) async throws {
@@ -18,7 +18,7 @@ public func eventually(
 }
 
 /// Runs `operation`, or throws `TestFailure` naming `what` when it has not finished within `timeout`.
-public func withDeadline<T: Sendable>(
+package func withDeadline<T: Sendable>(
     _ what: String, timeout: Duration = .seconds(5), _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
@@ -36,7 +36,7 @@ public func withDeadline<T: Sendable>(
 }
 
 /// An ordered log shared by tasks and callbacks, with "wait until this holds" and a deadline.
-public final class EventRecorder<Entry: Sendable>: Sendable {
+package final class EventRecorder<Entry: Sendable>: Sendable {
     private struct Waiter {
         var predicate: @Sendable ([Entry]) -> Bool
         var continuation: CheckedContinuation<Bool, Never>
@@ -50,11 +50,11 @@ public final class EventRecorder<Entry: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
-    public var entries: [Entry] { state.withLock { $0.entries } }
+    package var entries: [Entry] { state.withLock { $0.entries } }
 
-    public func append(_ entry: Entry) {
+    package func append(_ entry: Entry) {
         let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             state.entries.append(entry)
             let entries = state.entries
@@ -66,7 +66,7 @@ public final class EventRecorder<Entry: Sendable>: Sendable {
     }
 
     /// Waits until `predicate` holds for the log; throws `TestFailure` naming `what` after `timeout`.
-    public func waitUntil(
+    package func waitUntil(
         _ what: String, within timeout: Duration, _ predicate: @escaping @Sendable ([Entry]) -> Bool
     ) async throws {
         let satisfied = await withCheckedContinuation { continuation in
@@ -87,13 +87,13 @@ public final class EventRecorder<Entry: Sendable>: Sendable {
 }
 
 /// A one-shot flag a callback raises and a test awaits with a deadline.
-public final class TestSignal: Sendable {
+package final class TestSignal: Sendable {
     private let recorder = EventRecorder<Bool>()
-    public init() {}
-    public func raise() { recorder.append(true) }
+    package init() {}
+    package func raise() { recorder.append(true) }
     /// - Returns: whether it was raised within `timeout`.
-    public func wait(within timeout: Duration) async -> Bool {
+    package func wait(within timeout: Duration) async -> Bool {
         (try? await recorder.waitUntil("signal", within: timeout) { !$0.isEmpty }) != nil
     }
-    public var isRaised: Bool { !recorder.entries.isEmpty }
+    package var isRaised: Bool { !recorder.entries.isEmpty }
 }

@@ -9,14 +9,14 @@ import Synchronization
 /// A new key (``rotate(toPEM:keyID:now:)``) takes over at the start of the next epoch, not at once: replicas
 /// that learn of it at slightly different moments within an epoch still switch together, and tokens stay
 /// identical across the fleet.
-public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
+package final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     /// Allowed rotation epochs: at least 20 minutes (APNs' minimum between updates) and at most 35 minutes, so a
     /// connection can hold a token 20 minutes and still switch before it is 55 minutes old.
-    public static let allowedEpochs: ClosedRange<Int64> = 20 * 60...35 * 60
+    package static let allowedEpochs: ClosedRange<Int64> = 20 * 60...35 * 60
 
-    public let teamID: String
+    package let teamID: String
     /// Rotation epoch in seconds.
-    public let epochSeconds: Int64
+    package let epochSeconds: Int64
     // Invariant for @unchecked: the ECPrivateKeys are only used under `state`'s lock.
     private struct State: @unchecked Sendable {
         var key: ECPrivateKey
@@ -33,7 +33,7 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     ///   - teamID: the 10-character Team ID (`iss`).
     ///   - rotationEpoch: 20–35 minutes; default 30.
     /// - Throws: `APNsClientError` with code `.invalidCredential`.
-    public convenience init(pem: String, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
+    package convenience init(pem: String, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
         try self.init(key: try ECPrivateKey(pem: Array(pem.utf8)), keyID: keyID, teamID: teamID, rotationEpoch: rotationEpoch)
     }
 
@@ -56,7 +56,7 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     }
 
     /// The key id tokens are signed under now (until a rotation's epoch begins).
-    public var keyID: String { state.withLock { $0.keyID } }
+    package var keyID: String { state.withLock { $0.keyID } }
 
     /// Signs with another key from the start of the next epoch on (the current epoch's token stays as it is).
     /// A later call before then replaces the waiting key.
@@ -64,7 +64,7 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     /// - Throws: `APNsClientError` (`.invalidCredential`) if the PEM or the key id is not usable; the current
     ///   key stays.
     @discardableResult
-    public func rotate(toPEM pem: String, keyID: String, now: Int64) throws(APNsClientError) -> Int64 {
+    package func rotate(toPEM pem: String, keyID: String, now: Int64) throws(APNsClientError) -> Int64 {
         let key = try ECPrivateKey(pem: Array(pem.utf8))
         try Self.check("keyID", keyID)
         let from = issuedAt(forNow: now) + epochSeconds
@@ -73,14 +73,14 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     }
 
     /// The epoch-aligned `iat` for `now` (UNIX seconds).
-    public func issuedAt(forNow now: Int64) -> Int64 {
+    package func issuedAt(forNow now: Int64) -> Int64 {
         let q = now >= 0 ? now / epochSeconds : (now - epochSeconds + 1) / epochSeconds
         return q * epochSeconds
     }
 
     /// The token of the epoch containing `now`. Deterministic: same key and epoch ⇒ same bytes.
     /// - Throws: `APNsClientError(.signingFailed)` if OpenSSL cannot sign (out of memory).
-    public func token(now: Int64) throws(APNsClientError) -> ProviderToken {
+    package func token(now: Int64) throws(APNsClientError) -> ProviderToken {
         let iat = issuedAt(forNow: now)
         let result: ProviderToken? = state.withLock { state in
             if let next = state.next, iat >= next.from {
@@ -109,7 +109,7 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
         )
     }
 
-    public var description: String { "ProviderTokenSigner(kid: \(keyID), iss: \(teamID), epoch: \(epochSeconds) s, key: <redacted>)" }
+    package var description: String { "ProviderTokenSigner(kid: \(keyID), iss: \(teamID), epoch: \(epochSeconds) s, key: <redacted>)" }
 }
 
 /// When a connection switches to a newer token.
@@ -118,13 +118,13 @@ public final class ProviderTokenSigner: Sendable, CustomStringConvertible {
 /// TooManyProviderTokenUpdates) and tokens older than an hour (403 ExpiredProviderToken). A connection
 /// therefore keeps its token at least `minimumHold` after adopting it and switches before the token is
 /// `maximumAge` old; with an epoch ≤ 35 minutes both always hold.
-public struct TokenRotationPolicy: Sendable, Hashable {
-    public var minimumHold: Int64 = 20 * 60
-    public var maximumAge: Int64 = 55 * 60
-    public init() {}
+package struct TokenRotationPolicy: Sendable, Hashable {
+    package var minimumHold: Int64 = 20 * 60
+    package var maximumAge: Int64 = 55 * 60
+    package init() {}
 
     /// Whether a connection that adopted `current` at `adoptedAt` should switch to `candidate` at `now`.
-    public func shouldSwitch(current: ProviderToken, adoptedAt: Int64, candidate: ProviderToken, now: Int64) -> Bool {
+    package func shouldSwitch(current: ProviderToken, adoptedAt: Int64, candidate: ProviderToken, now: Int64) -> Bool {
         guard candidate.issuedAt > current.issuedAt else { return false }
         if now - current.issuedAt >= maximumAge { return true }
         return now - adoptedAt >= minimumHold

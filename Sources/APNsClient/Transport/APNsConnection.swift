@@ -6,27 +6,27 @@ import ServiceSupport
 import Synchronization
 
 /// Settings of one TLS + HTTP/2 connection to APNs (or the mock).
-public struct APNsConnectionConfiguration: Sendable {
+package struct APNsConnectionConfiguration: Sendable {
     /// Host to resolve and to name in SNI, certificate verification and `:authority`.
-    public var host: String
-    public var port: Int
-    public var trust: ServerTrust
+    package var host: String
+    package var port: Int
+    package var trust: ServerTrust
     /// Reach `host` through this HTTP proxy (a `CONNECT` tunnel); `nil`: directly.
-    public var proxy: HTTPProxy?
+    package var proxy: HTTPProxy?
     /// TCP connect, TLS handshake and the server's first SETTINGS, together.
-    public var connectTimeout: Duration = .seconds(10)
+    package var connectTimeout: Duration = .seconds(10)
     /// Send a PING when nothing was received for this long.
-    public var pingInterval: Duration = .seconds(60)
+    package var pingInterval: Duration = .seconds(60)
     /// Close the connection (`connectionLost`) if a PING is not answered within this.
-    public var pingTimeout: Duration = .seconds(10)
+    package var pingTimeout: Duration = .seconds(10)
     /// Bytes of encrypted output buffered before nghttp2 is no longer drained (bounds memory on slow peers).
-    public var maxOutputBufferBytes: Int = 256 * 1024
+    package var maxOutputBufferBytes: Int = 256 * 1024
     /// The connection retires (takes no new requests, finishes its streams, is replaced by the pool) once its
     /// next client stream id would pass this. HTTP/2 client ids are odd and end at 2^31−1: at 10k requests/s
     /// one connection uses them up in about 30 hours, after which every request on it would fail at once.
-    public var maxStreamID: Int32 = Int32.max - 1_000_000
+    package var maxStreamID: Int32 = Int32.max - 1_000_000
 
-    public init(host: String, port: Int = 443, trust: ServerTrust = .systemTrustStore) {
+    package init(host: String, port: Int = 443, trust: ServerTrust = .systemTrustStore) {
         self.host = host
         self.port = port
         self.trust = trust

@@ -4,13 +4,13 @@ import Foundation
 /// What a certificate says about itself, read with OpenSSL: its validity and whom it is for. For an APNs
 /// client certificate the subject's UID is the app's bundle id (its default topic; the certificate also
 /// covers that app's `.voip` and `.complication` topics).
-public struct CertificateDetails: Sendable, Hashable {
+package struct CertificateDetails: Sendable, Hashable {
     /// Not before / not after, in seconds since the epoch.
-    public var notBefore: Int64
-    public var notAfter: Int64
+    package var notBefore: Int64
+    package var notAfter: Int64
     /// The subject's UID (an APNs certificate's bundle id), or its common name when it has no UID.
-    public var bundleID: String?
-    public var commonName: String?
+    package var bundleID: String?
+    package var commonName: String?
 
     /// Reads `certificate` (an `X509*`).
     init(_ certificate: OpaquePointer) {
@@ -35,7 +35,7 @@ public struct CertificateDetails: Sendable, Hashable {
     }
 
     /// "2027-03-01 12:00 UTC".
-    public static func date(_ seconds: Int64) -> String {
+    package static func date(_ seconds: Int64) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")

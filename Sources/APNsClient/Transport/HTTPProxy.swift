@@ -1,19 +1,19 @@
 /// An HTTP proxy that connections to APNs go through, with `CONNECT` (RFC 9110 §9.3.6): the proxy opens a
 /// TCP tunnel to APNs and the TLS handshake, certificate checks and HTTP/2 run end to end through it, as
 /// without a proxy. For networks where only a proxy may reach the internet.
-public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
+package struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
     /// `user:password` for the proxy's Basic authentication (`Proxy-Authorization`).
-    public struct Credentials: Sendable, Hashable, CustomStringConvertible {
-        public var user: String
-        public var password: String
-        public init(user: String, password: String) {
+    package struct Credentials: Sendable, Hashable, CustomStringConvertible {
+        package var user: String
+        package var password: String
+        package init(user: String, password: String) {
             self.user = user
             self.password = password
         }
 
         /// `user:password` (the form of a credentials file; surrounding whitespace and a final newline are
         /// ignored).
-        public init(parsing text: String) throws(APNsClientError) {
+        package init(parsing text: String) throws(APNsClientError) {
             let line = text.trimmingWhitespace()
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex, !line.contains("\n") else {
                 throw APNsClientError(.invalidConfiguration, "proxy credentials must be one line, user:password")
@@ -21,14 +21,14 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
             self.init(user: String(line[..<colon]), password: String(line[line.index(after: colon)...]))
         }
 
-        public var description: String { "\(user):<redacted>" }
+        package var description: String { "\(user):<redacted>" }
     }
 
-    public var host: String
-    public var port: Int
-    public var credentials: Credentials?
+    package var host: String
+    package var port: Int
+    package var credentials: Credentials?
 
-    public init(host: String, port: Int, credentials: Credentials? = nil) {
+    package init(host: String, port: Int, credentials: Credentials? = nil) {
         self.host = host
         self.port = port
         self.credentials = credentials
@@ -36,7 +36,7 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
 
     /// From `http://host:port` (port 80 when left out; IPv6 hosts in brackets). Credentials do not belong in
     /// the URL, where they would be printed with the configuration: pass them separately.
-    public init(url: String, credentials: Credentials? = nil) throws(APNsClientError) {
+    package init(url: String, credentials: Credentials? = nil) throws(APNsClientError) {
         // Never repeat a password someone put in the URL.
         let shown = url.contains("@") ? "<a URL with credentials>" : "'\(url)'"
         let invalid = { (why: String) in APNsClientError(.invalidConfiguration, "proxy URL \(shown) \(why)") }
@@ -81,7 +81,7 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
         host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    public var description: String {
+    package var description: String {
         "http://\(Self.authority(host: host, port: port))" + (credentials.map { " (user \($0.user))" } ?? "")
     }
 }

@@ -3,20 +3,20 @@ import Foundation
 import Logging
 
 /// How the client checks the server's certificate.
-public struct ServerTrust: Sendable, Hashable {
+package struct ServerTrust: Sendable, Hashable {
     enum Kind: Sendable, Hashable { case system, caFile(String), none }
     let kind: Kind
 
     /// The system trust store (Apple's servers chain to USERTrust RSA). Default.
-    public static let systemTrustStore = ServerTrust(kind: .system)
+    package static let systemTrustStore = ServerTrust(kind: .system)
     /// Only the CA certificates in this PEM file (e.g. the mock's CA).
-    public static func caFile(_ path: String) -> ServerTrust { ServerTrust(kind: .caFile(path)) }
+    package static func caFile(_ path: String) -> ServerTrust { ServerTrust(kind: .caFile(path)) }
     /// No verification at all. Dangerous: logged at `critical` on every connection. Tests only.
-    public static let insecureNoVerification = ServerTrust(kind: .none)
+    package static let insecureNoVerification = ServerTrust(kind: .none)
 }
 
 /// A TLS client certificate for certificate (mutual TLS) authentication.
-public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
+package struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
     enum Source: Sendable, Hashable {
         case pem(certificateFile: String, privateKeyFile: String)
         case pkcs12(file: String, passphrase: String)
@@ -24,15 +24,15 @@ public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
     let source: Source
 
     /// Certificate (chain) and key as PEM files.
-    public static func pem(certificateFile: String, privateKeyFile: String) -> ClientCertificate {
+    package static func pem(certificateFile: String, privateKeyFile: String) -> ClientCertificate {
         ClientCertificate(source: .pem(certificateFile: certificateFile, privateKeyFile: privateKeyFile))
     }
     /// A PKCS#12 (.p12) file and its passphrase.
-    public static func pkcs12(file: String, passphrase: String) -> ClientCertificate {
+    package static func pkcs12(file: String, passphrase: String) -> ClientCertificate {
         ClientCertificate(source: .pkcs12(file: file, passphrase: passphrase))
     }
 
-    public var description: String {
+    package var description: String {
         switch source {
         case .pem(let cert, _): "ClientCertificate(pem: \(cert), key: <redacted>)"
         case .pkcs12(let file, _): "ClientCertificate(pkcs12: \(file), passphrase: <redacted>)"

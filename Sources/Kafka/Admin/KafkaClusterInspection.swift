@@ -4,24 +4,24 @@ import ServiceSupport
 
 /// What a cluster says about some topics and a consumer group, read without joining the group (joining
 /// would make every running member rebalance): for `apns-relay check`.
-public struct KafkaClusterInspection: Sendable {
+package struct KafkaClusterInspection: Sendable {
     /// Brokers in the cluster's metadata, as `host:port`.
-    public var brokers: [String]
+    package var brokers: [String]
     /// Partition count of each asked-for topic that exists.
-    public var partitions: [String: Int]
+    package var partitions: [String: Int]
     /// Asked-for topics the cluster does not have (or reported an error for), with the error.
-    public var missingTopics: [String: String]
+    package var missingTopics: [String: String]
     /// The group's state as its coordinator reports it (`Stable`, `Empty`, …; `Dead` when it never existed),
     /// its member count, or why the coordinator could not be asked.
-    public var groupState: String?
-    public var groupMembers: Int
-    public var groupError: String?
+    package var groupState: String?
+    package var groupMembers: Int
+    package var groupError: String?
 
     /// Asks the cluster, on a dedicated thread (the librdkafka calls block up to about twice `timeout`).
     /// - Parameter properties: librdkafka properties for the connection (security settings).
     /// - Throws: ``KafkaError`` when no broker answered the metadata request within `timeout` (its message
     ///   says why, e.g. every broker down), or when `properties` are refused.
-    public static func inspect(
+    package static func inspect(
         bootstrapServers: [String], topics: [String], groupID: String, properties: [String: String] = [:],
         timeout: Duration = .seconds(10), logger: Logger
     ) async throws(KafkaError) -> KafkaClusterInspection {
@@ -92,7 +92,7 @@ public struct KafkaClusterInspection: Sendable {
     /// Each partition's low and high watermark (the first offset and the offset after the last record) of
     /// `topic`, as the partition leaders say now; asked on a dedicated thread.
     /// - Throws: ``KafkaError`` when the metadata or a leader does not answer within `timeout`.
-    public static func watermarks(
+    package static func watermarks(
         bootstrapServers: [String], topic: String, properties: [String: String] = [:],
         timeout: Duration = .seconds(10), logger: Logger
     ) async throws(KafkaError) -> [Int32: (low: Int64, high: Int64)] {

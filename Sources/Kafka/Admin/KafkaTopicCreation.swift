@@ -4,12 +4,12 @@ import ServiceSupport
 
 /// Creates topics through the Kafka admin API (`CreateTopics`), for environments that start empty: the
 /// sandbox on a broker other than librdkafka's mock cluster (whose topics are made through its own API).
-public enum KafkaTopicCreation {
+package enum KafkaTopicCreation {
     /// Creates each topic with its partition count (replication factor 1); a topic that already exists is
     /// left as it is. Runs on a dedicated thread (the librdkafka calls block).
     /// - Throws: ``KafkaError`` `broker` naming the topic and the broker's reason when one is refused, or
     ///   when no answer came within `timeout`.
-    public static func create(
+    package static func create(
         _ topics: [String: Int], bootstrapServers: [String], properties: [String: String] = [:],
         timeout: Duration = .seconds(10), logger: Logger
     ) async throws(KafkaError) {

@@ -4,20 +4,20 @@ import Synchronization
 
 /// Receives a consumer's rebalance callbacks. Implemented by the consumer's shared state; it gets the
 /// `rd_kafka_t` as an argument, so it holds no reference back to the client (no retain cycle).
-protocol KafkaRebalanceHandling: AnyObject, Sendable {
+package protocol KafkaRebalanceHandling: AnyObject, Sendable {
     func handleRebalance(
         handle: OpaquePointer, error: rd_kafka_resp_err_t,
         partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>)
 }
 
 /// What librdkafka's callbacks need, reached through the handle's opaque pointer.
-final class KafkaClientContext: Sendable {
+package final class KafkaClientContext: Sendable {
     let logger: Logger
     let statisticsHandler: (@Sendable (String) -> Void)?
     let errorHandler: (@Sendable (KafkaError) -> Void)?
     let rebalanceHandler: (any KafkaRebalanceHandling)?
 
-    init(
+    package init(
         logger: Logger,
         statisticsHandler: (@Sendable (String) -> Void)?,
         errorHandler: (@Sendable (KafkaError) -> Void)?,
@@ -35,7 +35,7 @@ final class KafkaClientContext: Sendable {
 /// The handle is destroyed in `deinit`; it is lent out only through ``withHandle(_:)``.
 // @unchecked Sendable: `handle` is immutable after init and librdkafka's client API is thread-safe for the
 // calls we make; `destroyFlags` is atomic.
-final class KafkaClient: @unchecked Sendable {
+package final class KafkaClient: @unchecked Sendable {
     private let handle: OpaquePointer
     /// Kept alive as long as the handle: librdkafka holds it unretained as its opaque (see `init`).
     let context: KafkaClientContext
@@ -43,12 +43,12 @@ final class KafkaClient: @unchecked Sendable {
     /// runs while this object is being torn down.
     let destroyWithoutConsumerClose = Atomic<Bool>(false)
 
-    enum Kind {
+    package enum Kind {
         case producer(deliveryReport: Bool)
         case consumer
     }
 
-    init(kind: Kind, properties: [String: String], context: KafkaClientContext) throws(KafkaError) {
+    package init(kind: Kind, properties: [String: String], context: KafkaClientContext) throws(KafkaError) {
         guard let conf = rd_kafka_conf_new() else {
             throw KafkaError(code: .clientCreation, message: "rd_kafka_conf_new returned NULL")
         }
@@ -100,7 +100,7 @@ final class KafkaClient: @unchecked Sendable {
     }
 
     /// Lends the `rd_kafka_t`; it must not escape `body`.
-    func withHandle<T, E: Error>(_ body: (OpaquePointer) throws(E) -> T) throws(E) -> T {
+    package func withHandle<T, E: Error>(_ body: (OpaquePointer) throws(E) -> T) throws(E) -> T {
         try body(handle)
     }
 

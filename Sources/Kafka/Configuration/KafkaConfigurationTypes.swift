@@ -1,30 +1,30 @@
 /// Where a consumer group starts when it has no committed offset for a partition (`auto.offset.reset`).
-public struct KafkaAutoOffsetReset: Hashable, Sendable {
-    public let rawValue: String
+package struct KafkaAutoOffsetReset: Hashable, Sendable {
+    package let rawValue: String
     private init(_ rawValue: String) { self.rawValue = rawValue }
-    public static let earliest = Self("earliest")
-    public static let latest = Self("latest")
+    package static let earliest = Self("earliest")
+    package static let latest = Self("latest")
     /// Fail (an error event) instead of guessing.
-    public static let error = Self("error")
+    package static let error = Self("error")
 }
 
 /// `partition.assignment.strategy`: one or more assignors of the same rebalance protocol.
 ///
 /// Both protocols are supported by ``KafkaConsumer``'s rebalance handling: eager assignors (range,
 /// roundrobin) revoke everything on every rebalance; cooperative-sticky revokes only what moves.
-public struct KafkaPartitionAssignmentStrategy: Hashable, Sendable, CustomStringConvertible {
+package struct KafkaPartitionAssignmentStrategy: Hashable, Sendable, CustomStringConvertible {
     /// The assignor names, in preference order, as librdkafka spells them.
-    public let assignors: [String]
-    public init(assignors: [String]) { self.assignors = assignors }
+    package let assignors: [String]
+    package init(assignors: [String]) { self.assignors = assignors }
 
-    public static let range = Self(assignors: ["range"])
-    public static let roundRobin = Self(assignors: ["roundrobin"])
-    public static let cooperativeSticky = Self(assignors: ["cooperative-sticky"])
+    package static let range = Self(assignors: ["range"])
+    package static let roundRobin = Self(assignors: ["roundrobin"])
+    package static let cooperativeSticky = Self(assignors: ["cooperative-sticky"])
 
     /// Whether this strategy uses the cooperative (incremental) protocol.
-    public var isCooperative: Bool { assignors.contains("cooperative-sticky") }
+    package var isCooperative: Bool { assignors.contains("cooperative-sticky") }
 
-    public var description: String { assignors.joined(separator: ",") }
+    package var description: String { assignors.joined(separator: ",") }
 
     private static let known: Set<String> = ["range", "roundrobin", "cooperative-sticky"]
 
@@ -48,32 +48,32 @@ public struct KafkaPartitionAssignmentStrategy: Hashable, Sendable, CustomString
 }
 
 /// A record header. Kafka allows repeated names and a null value.
-public struct KafkaHeader: Hashable, Sendable {
-    public var name: String
-    public var value: [UInt8]?
-    public init(name: String, value: [UInt8]?) {
+package struct KafkaHeader: Hashable, Sendable {
+    package var name: String
+    package var value: [UInt8]?
+    package init(name: String, value: [UInt8]?) {
         self.name = name
         self.value = value
     }
 }
 
 /// A topic and a partition.
-public struct KafkaTopicPartition: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public var topic: String
-    public var partition: Int32
-    public init(topic: String, partition: Int32) {
+package struct KafkaTopicPartition: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package var topic: String
+    package var partition: Int32
+    package init(topic: String, partition: Int32) {
         self.topic = topic
         self.partition = partition
     }
-    public var description: String { "\(topic)[\(partition)]" }
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package var description: String { "\(topic)[\(partition)]" }
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.topic, lhs.partition) < (rhs.topic, rhs.partition)
     }
 }
 
 extension Duration {
     /// Whole milliseconds, rounded up so that a short positive duration never becomes 0 ("don't wait").
-    var kafkaMilliseconds: Int {
+    package var kafkaMilliseconds: Int {
         let (seconds, attoseconds) = components
         let millis = seconds * 1000 + attoseconds / 1_000_000_000_000_000
         let remainder = attoseconds % 1_000_000_000_000_000

@@ -3,67 +3,67 @@
 /// The typed fields cover what apns-relay uses; ``additionalProperties`` passes any other librdkafka
 /// property through (SASL, SSL, fetch tuning, …). A pass-through property that contradicts a typed field or
 /// a guarantee of this wrapper is rejected when the consumer is created (``KafkaError/Code/configuration``).
-public struct KafkaConsumerConfiguration: Sendable {
+package struct KafkaConsumerConfiguration: Sendable {
     /// `bootstrap.servers`, as `host:port` entries.
-    public var bootstrapServers: [String]
+    package var bootstrapServers: [String]
     /// `group.id`.
-    public var groupID: String
+    package var groupID: String
     /// `client.id`.
-    public var clientID: String = "apns-relay"
+    package var clientID: String = "apns-relay"
     /// `group.instance.id` (static membership, KIP-345): set, a member that restarts with the same id within
     /// the session timeout takes its old place without a rebalance. Unique per live member; a member with it
     /// does not leave the group on close (the group waits out its session for its partitions).
-    public var groupInstanceID: String? = nil
+    package var groupInstanceID: String? = nil
     /// `session.timeout.ms`: how long the group waits for a silent member before evicting it.
-    public var sessionTimeout: Duration = .seconds(45)
+    package var sessionTimeout: Duration = .seconds(45)
     /// `heartbeat.interval.ms`; `nil` keeps librdkafka's default (3 s), which must stay below the session
     /// timeout.
-    public var heartbeatInterval: Duration? = nil
+    package var heartbeatInterval: Duration? = nil
     /// `max.poll.interval.ms`. Our poll thread keeps polling while partitions are paused, so a slow
     /// application is not evicted by this timer; it only fires if the poll thread itself is stuck.
-    public var maxPollInterval: Duration = .seconds(300)
+    package var maxPollInterval: Duration = .seconds(300)
     /// `auto.offset.reset`.
-    public var autoOffsetReset: KafkaAutoOffsetReset = .earliest
+    package var autoOffsetReset: KafkaAutoOffsetReset = .earliest
     /// `partition.assignment.strategy` (the relay's `kafka.assignmentStrategy`). `range` by default:
     /// cooperative-sticky aborts the process on librdkafka < 2.3 when a consumer that never got an assignment
     /// is destroyed (`rd_kafka_sticky_assignor_state_destroy: Assertion 'assignor_state' failed`, librdkafka
     /// #4312; Debian 12 ships 2.0.2).
-    public var partitionAssignmentStrategy: KafkaPartitionAssignmentStrategy = .range
+    package var partitionAssignmentStrategy: KafkaPartitionAssignmentStrategy = .range
     /// `auto.commit.interval.ms`. Auto commit is on, but it only commits offsets the application stored
     /// (`enable.auto.offset.store` is always false). 1 s, not librdkafka's 5 s: after a crash the group
     /// redoes every event stored but not yet committed, so the interval bounds those duplicates, and a
     /// commit a second per member costs the coordinator little.
-    public var autoCommitInterval: Duration = .seconds(1)
+    package var autoCommitInterval: Duration = .seconds(1)
     /// `enable.auto.commit`. `false` when offsets are committed only through a transactional producer
     /// (``KafkaProducer/sendOffsetsToTransaction(_:groupMetadata:timeout:)``): then nothing is ever
     /// committed by the consumer itself, at close neither.
-    public var autoCommit = true
+    package var autoCommit = true
     /// `statistics.interval.ms`; `nil` disables statistics.
-    public var statisticsInterval: Duration? = nil
+    package var statisticsInterval: Duration? = nil
     /// Receives librdkafka's statistics JSON on the poll thread (keep it short).
-    public var statisticsHandler: (@Sendable (String) -> Void)? = nil
+    package var statisticsHandler: (@Sendable (String) -> Void)? = nil
     /// Receives errors librdkafka reports through its error callback (they are also logged).
-    public var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
+    package var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
 
     /// How many received messages may wait in ``KafkaConsumer/events``. While it is full the poll thread
     /// takes no more records out of librdkafka (their prefetch, bounded by `queued.min.messages` and
     /// `queued.max.messages.kbytes`, holds them) and it takes more once the application has consumed half.
     /// A soft bound: it may be passed by one poll batch (512 records).
-    public var bufferCapacity: Int = 2_048
+    package var bufferCapacity: Int = 2_048
     /// Topics read in the urgent lane (``KafkaConsumerLane``): their partitions' records are fetched into a
     /// queue of their own, buffered apart (up to `bufferCapacity` more) and handed out before any other
     /// record, so a backlog in the other topics never delays them. Subscribe to them like any other topic.
-    public var urgentTopics: Set<String> = []
+    package var urgentTopics: Set<String> = []
     /// How long a revocation waits for the application's ``KafkaPartitionRevocation/acknowledge()``
     /// before the partitions are released anyway.
-    public var revocationDrainTimeout: Duration = .seconds(15)
+    package var revocationDrainTimeout: Duration = .seconds(15)
     /// How long one blocking `rd_kafka_consumer_poll` on the poll thread may wait.
-    public var pollTimeout: Duration = .milliseconds(100)
+    package var pollTimeout: Duration = .milliseconds(100)
 
     /// Any other librdkafka property, passed through verbatim.
-    public var additionalProperties: [String: String] = [:]
+    package var additionalProperties: [String: String] = [:]
 
-    public init(bootstrapServers: [String], groupID: String) {
+    package init(bootstrapServers: [String], groupID: String) {
         self.bootstrapServers = bootstrapServers
         self.groupID = groupID
     }

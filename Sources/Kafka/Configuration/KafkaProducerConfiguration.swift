@@ -1,38 +1,38 @@
 /// Settings of a ``KafkaProducer``. Idempotent with `acks=all` unless told otherwise.
-public struct KafkaProducerConfiguration: Sendable {
+package struct KafkaProducerConfiguration: Sendable {
     /// `bootstrap.servers`, as `host:port` entries.
-    public var bootstrapServers: [String]
+    package var bootstrapServers: [String]
     /// `client.id`.
-    public var clientID: String = "apns-relay"
+    package var clientID: String = "apns-relay"
     /// `enable.idempotence`. When true, `acks` must be `all` and librdkafka keeps per-partition order and
     /// no duplicates across its own retries.
-    public var idempotent: Bool = true
+    package var idempotent: Bool = true
     /// `acks`: `-1`/`all`, `0` or `1`. Must be all when ``idempotent``.
-    public var acks: String = "all"
+    package var acks: String = "all"
     /// `message.timeout.ms`: how long librdkafka may keep retrying a message before reporting it failed.
-    public var messageTimeout: Duration = .seconds(300)
+    package var messageTimeout: Duration = .seconds(300)
     /// `linger.ms`.
-    public var linger: Duration = .milliseconds(5)
+    package var linger: Duration = .milliseconds(5)
     /// `statistics.interval.ms`; `nil` disables statistics.
-    public var statisticsInterval: Duration? = nil
+    package var statisticsInterval: Duration? = nil
     /// Receives librdkafka's statistics JSON on the poll thread (keep it short).
-    public var statisticsHandler: (@Sendable (String) -> Void)? = nil
+    package var statisticsHandler: (@Sendable (String) -> Void)? = nil
     /// Receives errors librdkafka reports through its error callback (they are also logged).
-    public var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
+    package var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
     /// How long one blocking `rd_kafka_poll` on the delivery-report thread may wait.
-    public var pollTimeout: Duration = .milliseconds(100)
+    package var pollTimeout: Duration = .milliseconds(100)
     /// Any other librdkafka property, passed through verbatim.
-    public var additionalProperties: [String: String] = [:]
+    package var additionalProperties: [String: String] = [:]
     /// `transactional.id`: set, the producer is transactional (``KafkaProducer/initTransactions(timeout:)``
     /// first; every record then belongs to a transaction). It must be stable across restarts of the same
     /// instance, so that a restarted one fences its predecessor, and unique among live instances.
-    public var transactionalID: String? = nil
+    package var transactionalID: String? = nil
     /// `transaction.timeout.ms`: how long the broker lets a transaction stay open before aborting it (what a
     /// crashed producer's open transaction holds `read_committed` readers back at most, on a broker that
     /// enforces it).
-    public var transactionTimeout: Duration = .seconds(60)
+    package var transactionTimeout: Duration = .seconds(60)
 
-    public init(bootstrapServers: [String]) {
+    package init(bootstrapServers: [String]) {
         self.bootstrapServers = bootstrapServers
     }
 

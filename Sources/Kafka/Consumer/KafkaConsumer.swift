@@ -17,9 +17,9 @@ import Synchronization
 ///   cooperative-sticky assignors.
 /// - Offsets are never stored automatically. ``storeOffset(topic:partition:offset:)`` stores the offset
 ///   of a *processed* message; auto commit and ``close(timeout:)`` commit what was stored.
-public final class KafkaConsumer: Sendable {
+package final class KafkaConsumer: Sendable {
     /// The consumer's events (messages and rebalances). Iterate it from one task at a time.
-    public let events: KafkaConsumerEvents
+    package let events: KafkaConsumerEvents
 
     let client: KafkaClient
     let shared: KafkaConsumerShared
@@ -33,7 +33,7 @@ public final class KafkaConsumer: Sendable {
     /// Creates the librdkafka consumer. Nothing is fetched until ``subscribe(topics:)`` and ``start()``.
     /// - Throws: ``KafkaError`` with code `configuration` for contradictory or rejected settings (carrying
     ///   librdkafka's message), `clientCreation` if librdkafka refuses to create the handle.
-    public init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
+    package init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
         let shared = KafkaConsumerShared(configuration: configuration, logger: logger)
         let errorHandler = configuration.errorHandler
@@ -62,23 +62,23 @@ public final class KafkaConsumer: Sendable {
     /// Set once, when librdkafka reports a fatal error: e.g. a static member (`group.instance.id`) fenced
     /// by a newer one with the same id. The consumer then fetches nothing more and must be recreated (for
     /// the relay: the process restarts). Await it with `fatalError.wait()`.
-    public var fatalError: Latch<KafkaError> { shared.fatalError }
+    package var fatalError: Latch<KafkaError> { shared.fatalError }
 
     /// What a readiness probe needs to know about this member.
-    public struct Health: Sendable, Hashable {
+    package struct Health: Sendable, Hashable {
         /// The member has joined its group (it has an assignment, possibly empty) and has not lost it since.
-        public var isJoined: Bool
+        package var isJoined: Bool
         /// No "all brokers down" from librdkafka since the last successful request to a broker.
-        public var isKafkaReachable: Bool
+        package var isKafkaReachable: Bool
     }
 
-    public var health: Health {
+    package var health: Health {
         Health(isJoined: shared.isJoined.load(ordering: .acquiring),
                isKafkaReachable: !shared.brokersDown.load(ordering: .acquiring))
     }
 
     /// Subscribes to `topics` (replacing any previous subscription). The group join happens while polling.
-    public func subscribe(topics: [String]) throws {
+    package func subscribe(topics: [String]) throws {
         let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: crdkafka_partition_unassigned()) })
         let error = client.withHandle { handle in list.withList { rd_kafka_subscribe(handle, $0) } }
         if error != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -87,7 +87,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Starts the poll thread. Call once.
-    public func start() throws {
+    package func start() throws {
         try lifecycle.withLock { state throws(KafkaError) in
             guard case .created = state else { throw KafkaError.closed("KafkaConsumer.start() called twice or after close") }
             state = .polling
@@ -105,7 +105,7 @@ public final class KafkaConsumer: Sendable {
     /// Starts polling if needed and suspends until the consumer is closed: the shape of
     /// swift-service-lifecycle's `Service.run()`. Cancelling the calling task starts the close sequence
     /// (commit stored offsets, leave the group) and returns once it has finished.
-    public func run() async throws {
+    package func run() async throws {
         if lifecycle.withLock({ $0 == .created }) { try start() }
         await withTaskCancellationHandler {
             _ = await shared.closed.wait(ignoringCancellation: true)
@@ -130,7 +130,7 @@ public final class KafkaConsumer: Sendable {
     /// contiguous frontier). Safe from any thread.
     /// - Parameter offset: the offset of the processed message, **not** the next one.
     /// - Throws: ``KafkaError`` `offsetStore` if the partition is not assigned to this member (any more).
-    public func storeOffset(topic: String, partition: Int32, offset: Int64) throws {
+    package func storeOffset(topic: String, partition: Int32, offset: Int64) throws {
         let list = TopicPartitionList([KafkaTopicPartition(topic: topic, partition: partition)], offsets: [offset + 1])
         try client.withHandle { handle throws(KafkaError) in
             try list.withList { list throws(KafkaError) in
@@ -146,55 +146,42 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Stores `message`'s offset as processed (see ``storeOffset(topic:partition:offset:)``).
-    public func storeOffset(for message: KafkaConsumerMessage) throws {
+    package func storeOffset(for message: KafkaConsumerMessage) throws {
         try storeOffset(topic: message.topic, partition: message.partition, offset: message.offset)
-    }
-
-    /// Stops delivering `partitions`' records until ``resume(_:)``: records fetched from now on wait in
-    /// librdkafka (its prefetch limits bound them, and fetching stops there); records already taken into the
-    /// event buffer are still delivered. Polling continues, so the member stays in the group. Partitions not
-    /// assigned are ignored, and a pause ends with the partition's assignment.
-    public func pause(_ partitions: [KafkaTopicPartition]) {
-        client.withHandle { handle in shared.update(handle: handle) { $0.pauseByApplication(partitions) } }
-    }
-
-    /// Delivers paused partitions' records again, those that waited first.
-    public func resume(_ partitions: [KafkaTopicPartition]) {
-        client.withHandle { handle in shared.update(handle: handle) { $0.resumeByApplication(partitions) } }
     }
 
     /// Holds `lane`: the iterator hands out none of its records (the other lane's and rebalance events go on)
     /// until ``release(_:)``. What is buffered stays; once the lane's buffer is full its records wait in
     /// librdkafka's prefetch. For an application's own backpressure per lane. Safe from any thread.
-    public func hold(_ lane: KafkaConsumerLane) {
-        client.withHandle { handle in shared.update(handle: handle) { $0.setHeld(lane, true) } }
+    package func hold(_ lane: KafkaConsumerLane) {
+        shared.update { $0.setHeld(lane, true) }
     }
 
     /// Hands out `lane`'s records again, those that waited first.
-    public func release(_ lane: KafkaConsumerLane) {
-        client.withHandle { handle in shared.update(handle: handle) { $0.setHeld(lane, false) } }
+    package func release(_ lane: KafkaConsumerLane) {
+        shared.update { $0.setHeld(lane, false) }
     }
 
     /// Messages taken from ``events`` but not processed, back at the front of their lanes in their order: the
     /// iterator hands them out again first (after a ``hold(_:)``, once released). For the rest of a batch
     /// taken just before the application held a lane. Messages of partitions no longer assigned are dropped.
-    public func putBack(_ messages: [KafkaConsumerMessage]) {
+    package func putBack(_ messages: [KafkaConsumerMessage]) {
         guard !messages.isEmpty else { return }
-        client.withHandle { handle in shared.update(handle: handle) { $0.putBack(messages) } }
+        shared.update { $0.putBack(messages) }
     }
 
     /// The lane `topic`'s records are read in (``KafkaConsumerConfiguration/urgentTopics``).
-    public func lane(of topic: String) -> KafkaConsumerLane {
+    package func lane(of topic: String) -> KafkaConsumerLane {
         shared.lane(of: topic)
     }
 
     /// Messages received and not yet handed to the application, in `lane`.
-    public func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int {
+    package func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int {
         shared.state.withLock { $0.bufferedMessageCount(lane) }
     }
 
     /// The partitions currently assigned to this member, as librdkafka sees them.
-    public func assignment() throws -> [KafkaTopicPartition] {
+    package func assignment() throws -> [KafkaTopicPartition] {
         try client.withHandle { handle throws(KafkaError) in
             var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
             let error = rd_kafka_assignment(handle, &list)
@@ -209,7 +196,7 @@ public final class KafkaConsumer: Sendable {
 
     /// The group's committed offsets (next offset to read; `nil` when none), asked of the coordinator
     /// on a dedicated thread.
-    public func committedOffsets(
+    package func committedOffsets(
         for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
     ) async throws -> [KafkaTopicPartition: Int64?] {
         let client = self.client
@@ -236,7 +223,7 @@ public final class KafkaConsumer: Sendable {
     /// the poll thread; ``events`` then finishes. Buffered, unprocessed messages are dropped.
     /// - Throws: ``KafkaError`` `timedOut` if librdkafka's close did not finish within `timeout` (it goes on
     ///   in the background), or `closed` with librdkafka's code if the close reported an error.
-    public func close(timeout: Duration = .seconds(30)) async throws {
+    package func close(timeout: Duration = .seconds(30)) async throws {
         let previous = lifecycle.withLock { state -> Lifecycle in
             let previous = state
             if state == .created { state = .closed } else if state == .polling { state = .closing }
@@ -245,7 +232,7 @@ public final class KafkaConsumer: Sendable {
         beginClose()
         if previous == .created {
             // Never started: no poll thread runs the close sequence and the handle never joined a group.
-            client.withHandle { handle in shared.update(handle: handle) { $0.finish() } }
+            shared.update { $0.finish() }
             shared.closed.set()
         }
         guard await shared.closed.wait(timeout: timeout, ignoringCancellation: true) != nil else {
@@ -273,19 +260,19 @@ private final class WeakClient: @unchecked Sendable {
 }
 
 /// The events of a ``KafkaConsumer``: one iterator at a time.
-public struct KafkaConsumerEvents: AsyncSequence, Sendable {
-    public typealias Element = KafkaConsumerEvent
+package struct KafkaConsumerEvents: AsyncSequence, Sendable {
+    package typealias Element = KafkaConsumerEvent
     let client: KafkaClient
     let shared: KafkaConsumerShared
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(client: client, shared: shared)
     }
 
     /// The same events in batches of at most `maxCount`: each element is what had arrived by then (at
     /// least one event), taken under one lock. For consumers that hand events on through anything with a
     /// cost per element (a task hop, a merge with another sequence): they pay it once per batch.
-    public func batches(maxCount: Int = 512) -> Batches {
+    package func batches(maxCount: Int = 512) -> Batches {
         Batches(events: self, maxCount: Swift.max(1, maxCount))
     }
 
@@ -294,13 +281,11 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
     /// rebalances. Rebalance events come before messages anyway, so the order the application sees is the
     /// same as through the iterator. Do not call it while the iterator is parked in `next()`.
     /// - Returns: the events; empty once the consumer is closed, or when the task is cancelled.
-    public func nextRebalanceEvents() async -> [KafkaConsumerEvent] {
+    package func nextRebalanceEvents() async -> [KafkaConsumerEvent] {
         let ready = await DeadlineWaiter.wait(timeout: nil, timedOut: false, cancelled: false) { waiter in
-            client.withHandle { handle in
-                shared.update(handle: handle) { machine in
-                    machine.waitForControl(waiter)
-                    return .init()
-                }
+            shared.update { machine in
+                machine.waitForControl(waiter)
+                return .init()
             }
         }
         guard ready else { return [] }
@@ -308,21 +293,21 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
     }
 
     /// ``KafkaConsumerEvents/batches(maxCount:)``: one iterator at a time, like the events themselves.
-    public struct Batches: AsyncSequence, Sendable {
-        public typealias Element = [KafkaConsumerEvent]
+    package struct Batches: AsyncSequence, Sendable {
+        package typealias Element = [KafkaConsumerEvent]
         let events: KafkaConsumerEvents
         let maxCount: Int
 
-        public func makeAsyncIterator() -> AsyncIterator {
+        package func makeAsyncIterator() -> AsyncIterator {
             AsyncIterator(events: events.makeAsyncIterator(), maxCount: maxCount)
         }
 
-        public struct AsyncIterator: AsyncIteratorProtocol {
+        package struct AsyncIterator: AsyncIteratorProtocol {
             var events: KafkaConsumerEvents.AsyncIterator
             let maxCount: Int
 
             /// The next batch (never empty), or `nil` once the consumer is closed or the task is cancelled.
-            public mutating func next() async -> [KafkaConsumerEvent]? {
+            package mutating func next() async -> [KafkaConsumerEvent]? {
                 var batch = events.available(maxCount: maxCount)
                 if batch.isEmpty {
                     guard let first = await events.next() else { return nil }
@@ -333,12 +318,12 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
         }
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         let client: KafkaClient
         let shared: KafkaConsumerShared
 
         /// The next event, or `nil` once the consumer is closed or the task is cancelled.
-        public mutating func next() async -> KafkaConsumerEvent? {
+        package mutating func next() async -> KafkaConsumerEvent? {
             switch await next(deadline: nil) {
             case .event(let event): return event
             case .finished, .timedOut: return nil
@@ -348,7 +333,7 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
         /// The next event, waiting at most `timeout`.
         /// - Returns: `nil` once the consumer is closed or the task is cancelled.
         /// - Throws: ``KafkaError`` `timedOut` if nothing arrived in time.
-        public mutating func next(within timeout: Duration) async throws -> KafkaConsumerEvent? {
+        package mutating func next(within timeout: Duration) async throws -> KafkaConsumerEvent? {
             switch await next(deadline: timeout) {
             case .event(let event): return event
             case .finished: return nil
@@ -384,9 +369,8 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
                 break
             }
             let shared = self.shared
-            let client = self.client
             return await DeadlineWaiter.wait(timeout: timeout, timedOut: .timedOut, cancelled: .finished) { waiter in
-                client.withHandle { handle in shared.update(handle: handle) { $0.wait(waiter) } }
+                shared.update { $0.wait(waiter) }
             }
         }
     }

@@ -6,7 +6,7 @@ import Synchronization
 /// Rebalance events overtake buffered messages: the iterator returns a pending assignment change before
 /// any message still in the buffer, and messages of revoked or lost partitions are dropped from the buffer
 /// (they were not processed, so their offsets were not stored; the next owner reads them again).
-public enum KafkaConsumerEvent: Sendable {
+package enum KafkaConsumerEvent: Sendable {
     case message(KafkaConsumerMessage)
     /// Partitions added to this member's assignment. Messages for them may follow.
     case partitionsAssigned([KafkaTopicPartition])
@@ -20,8 +20,8 @@ public enum KafkaConsumerEvent: Sendable {
 
 /// A pending revocation. The poll thread holds the partitions until ``acknowledge()`` is called or the
 /// consumer's `revocationDrainTimeout` passes, so the application can drain and store final offsets.
-public final class KafkaPartitionRevocation: Sendable, CustomStringConvertible {
-    public let partitions: [KafkaTopicPartition]
+package final class KafkaPartitionRevocation: Sendable, CustomStringConvertible {
+    package let partitions: [KafkaTopicPartition]
     private let acknowledged = Atomic<Bool>(false)
     private let semaphore = DispatchSemaphore(value: 0)
 
@@ -30,18 +30,18 @@ public final class KafkaPartitionRevocation: Sendable, CustomStringConvertible {
     }
 
     /// Releases the partitions to the group. Idempotent; safe from any thread.
-    public func acknowledge() {
+    package func acknowledge() {
         if !acknowledged.exchange(true, ordering: .acquiringAndReleasing) {
             semaphore.signal()
         }
     }
 
-    public var isAcknowledged: Bool { acknowledged.load(ordering: .acquiring) }
+    package var isAcknowledged: Bool { acknowledged.load(ordering: .acquiring) }
 
     /// Blocks the calling (poll) thread. - Returns: false if the timeout passed first.
     func waitForAcknowledgement(timeout: Duration) -> Bool {
         semaphore.wait(timeout: .now() + .milliseconds(timeout.kafkaMilliseconds)) == .success
     }
 
-    public var description: String { "revocation of \(partitions)" }
+    package var description: String { "revocation of \(partitions)" }
 }

@@ -4,7 +4,7 @@ import CRdKafka
 /// freed in `deinit`. A transactional producer sends it with the offsets it commits, so that the group
 /// coordinator refuses the commit of a member that has lost its partitions to a newer generation.
 // @unchecked Sendable: the pointer is only read (lent to librdkafka calls that copy it) and freed once, in deinit.
-public final class KafkaConsumerGroupMetadata: @unchecked Sendable {
+package final class KafkaConsumerGroupMetadata: @unchecked Sendable {
     private let metadata: OpaquePointer
 
     /// Takes ownership of a metadata handle from `rd_kafka_consumer_group_metadata`.
@@ -18,7 +18,7 @@ public final class KafkaConsumerGroupMetadata: @unchecked Sendable {
 extension KafkaConsumer {
     /// The group metadata as of now, for ``KafkaProducer/sendOffsetsToTransaction(_:groupMetadata:timeout:)``.
     /// - Throws: ``KafkaError`` `transaction` when the consumer has none (not a group consumer, or closed).
-    public func groupMetadata() throws(KafkaError) -> KafkaConsumerGroupMetadata {
+    package func groupMetadata() throws(KafkaError) -> KafkaConsumerGroupMetadata {
         try client.withHandle { handle throws(KafkaError) in
             guard let metadata = rd_kafka_consumer_group_metadata(handle) else {
                 throw KafkaError(code: .transaction, message: "the consumer has no group metadata")

@@ -2,24 +2,24 @@ import CRdKafka
 
 /// One record received by a ``KafkaConsumer``. Key and value are copied out of librdkafka's buffers;
 /// either may be `nil` (a null key or a tombstone is data, not an error).
-public struct KafkaConsumerMessage: Sendable {
-    public var topic: String
-    public var partition: Int32
-    public var offset: Int64
-    public var key: [UInt8]?
-    public var value: [UInt8]?
-    public var headers: [KafkaHeader]
+package struct KafkaConsumerMessage: Sendable {
+    package var topic: String
+    package var partition: Int32
+    package var offset: Int64
+    package var key: [UInt8]?
+    package var value: [UInt8]?
+    package var headers: [KafkaHeader]
     /// Milliseconds since the epoch, when the broker or producer set one.
-    public var timestampMilliseconds: Int64?
+    package var timestampMilliseconds: Int64?
     /// The lane its topic is read in (``KafkaConsumerConfiguration/urgentTopics``).
-    public var lane: KafkaConsumerLane = .bulk
+    package var lane: KafkaConsumerLane = .bulk
     /// Which assignment of its partition it was received under (stamped by the consumer): a message put back
     /// after its partition was lost and assigned again belongs to the old one and is dropped.
     var assignmentEpoch: UInt32 = 0
 
-    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+    package var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 
-    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+    package init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
                 headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil, lane: KafkaConsumerLane = .bulk) {
         self.lane = lane
         self.topic = topic
@@ -66,7 +66,7 @@ public struct KafkaConsumerMessage: Sendable {
 /// The two lanes a consumer reads in. Records of ``KafkaConsumerConfiguration/urgentTopics`` are fetched
 /// into a queue of their own, buffered apart and handed to the application before any bulk record; the
 /// application can hold either lane (``KafkaConsumer/hold(_:)``) without holding up the other.
-public enum KafkaConsumerLane: Int, Sendable, Hashable, CaseIterable {
+package enum KafkaConsumerLane: Int, Sendable, Hashable, CaseIterable {
     case urgent = 0
     case bulk = 1
 }

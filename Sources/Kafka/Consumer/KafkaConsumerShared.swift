@@ -69,19 +69,10 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         _ = write(wakePipe.write, &byte, 1)
     }
 
-    /// Runs a state machine transition and, still under the lock, the forwarding changes it asks for, so they
-    /// happen in the order the machine decided them (a stale re-forward must not undo a newer pause).
-    /// rd_kafka_queue_forward only takes queue locks and never calls back into us, so calling it under the
-    /// lock cannot deadlock. A parked iterator is resolved under the lock (resolving only enqueues its task).
-    func update(
-        handle: OpaquePointer, _ transition: (inout KafkaConsumerStateMachine) -> KafkaConsumerStateMachine.Action
-    ) {
-        let action = state.withLock { machine in
-            let action = transition(&machine)
-            if !action.unforward.isEmpty { setForwarding(false, action.unforward, handle: handle) }
-            if !action.forward.isEmpty { setForwarding(true, action.forward, handle: handle) }
-            return action
-        }
+    /// Runs a state machine transition under the lock, then the side effects it asks for. A parked iterator
+    /// is resolved under the lock (resolving only enqueues its task).
+    func update(_ transition: (inout KafkaConsumerStateMachine) -> KafkaConsumerStateMachine.Action) {
+        let action = state.withLock { transition(&$0) }
         if action.droppedMessages > 0 {
             logger.debug("dropped unprocessed buffered messages", metadata: ["count": "\(action.droppedMessages)"])
         }
@@ -111,7 +102,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
     }
 
-    /// Forwards every assigned, unpaused partition again. librdkafka clears a partition's forward when it
+    /// Forwards every assigned partition again. librdkafka clears a partition's forward when it
     /// stops the partition's fetcher, asynchronously: a stop left over from a revocation can land after the
     /// next assignment forwarded the partition again, and its records would then wait in librdkafka unread.
     /// Forwarding a forwarded queue changes nothing, so the poll thread simply does this now and then.
@@ -175,7 +166,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             // forwards to the consumer queue only where the application set none).
             setForwarding(true, topicPartitions, handle: handle)
             applyAssignment(handle: handle, partitions: partitions, assign: true)
-            update(handle: handle) { $0.partitionsAssigned(topicPartitions) }
+            update { $0.partitionsAssigned(topicPartitions) }
             isJoined.store(true, ordering: .releasing)
 
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
@@ -183,7 +174,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 // Already gone from the group: nothing to drain into, commits would fail.
                 logger.warning("partitions lost", metadata: ["partitions": "\(topicPartitions)"])
                 isJoined.store(false, ordering: .releasing)
-                update(handle: handle) {
+                update {
                     $0.partitionsRemoved(topicPartitions, event: .partitionsLost(topicPartitions))
                 }
             } else {
@@ -197,7 +188,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             let failure = KafkaError(code: .rebalance, rawResponse: error)
             report(failure)
             isJoined.store(false, ordering: .releasing)
-            update(handle: handle) { state in
+            update { state in
                 state.partitionsRemoved(Array(state.assigned), event: .partitionsLost(Array(state.assigned)))
             }
             if isCooperative {
@@ -220,7 +211,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         let revocation = KafkaPartitionRevocation(partitions: partitions)
         logger.info("partitions revoked, waiting for the application to drain",
                     metadata: ["partitions": "\(partitions)"])
-        update(handle: handle) { $0.partitionsRemoved(partitions, event: .partitionsRevoked(revocation)) }
+        update { $0.partitionsRemoved(partitions, event: .partitionsRevoked(revocation)) }
         guard !isClosing.load(ordering: .acquiring) else {
             // Closing: the application asked to leave and has drained already; don't hold the group up.
             return
@@ -264,7 +255,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             defer { batch.removeAll(keepingCapacity: true) }
             return batch
         }
-        if !batch.isEmpty { update(handle: handle) { $0.received(batch) } }
+        if !batch.isEmpty { update { $0.received(batch) } }
     }
 
     /// Polls until close, then closes the librdkafka consumer.
@@ -354,7 +345,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                 closeResult.withLock { $0 = KafkaError(code: .closed, rawResponse: error) }
             }
-            update(handle: handle) { $0.finish() }
+            update { $0.finish() }
             rd_kafka_queue_io_event_enable(consumerQueue, -1, nil, 0)
             recordQueues.withLock { $0.close() }
             rd_kafka_queue_destroy(consumerQueue)

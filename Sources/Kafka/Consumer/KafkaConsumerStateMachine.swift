@@ -15,14 +15,6 @@ import ServiceSupport
 /// away its prefetch and fetching restarted ~0.7 s after the resume, which idled the relay for most of each
 /// cycle at full speed (Benchmarks/README.md).
 ///
-/// A partition the application pauses is not paused in librdkafka: its fetch queue stops being forwarded to
-/// the record queue (``Action/unforward``), so its records wait there, bounded by the same prefetch limits,
-/// and resuming forwards it again (``Action/forward``), which moves what waited to the record queue in order.
-/// librdkafka 2.0.2's own pause and resume are operations with a version barrier that is taken before the
-/// operation is queued: one issued by the application while librdkafka's main thread starts or stops the
-/// same partition's fetcher (right after an assignment) can be queued behind a newer one and then dropped
-/// as outdated. A dropped resume left the partition paused for good (a flaky test showed it: fetch state
-/// active, never fetched). Forwarding has no such barrier. A pause ends with the partition's assignment.
 struct KafkaConsumerStateMachine {
     enum WaitOutcome: Sendable {
         case event(KafkaConsumerEvent)
@@ -36,10 +28,6 @@ struct KafkaConsumerStateMachine {
 
     /// Side effects for the caller to perform after releasing the lock.
     struct Action {
-        /// Stop forwarding these partitions' records (the application paused them).
-        var unforward: [KafkaTopicPartition] = []
-        /// Forward these partitions' records again (resumed).
-        var forward: [KafkaTopicPartition] = []
         var droppedMessages = 0
         /// The poll thread waits for room in the buffer, and there is room now.
         var wakePoller = false
@@ -64,7 +52,6 @@ struct KafkaConsumerStateMachine {
     let capacity: Int
     private(set) var isFinished = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
-    private(set) var pausedByApplication: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
     /// Each assigned partition's assignment, numbered: received messages carry it, so that `putBack` can
     /// tell a message of an earlier assignment of the same partition (lost, then assigned again).
@@ -135,16 +122,13 @@ struct KafkaConsumerStateMachine {
         return pushControl(.partitionsAssigned(partitions))
     }
 
-    /// The assigned partitions whose records should be forwarded to the record queues (not paused).
-    var forwardedPartitions: [KafkaTopicPartition] {
-        assigned.subtracting(pausedByApplication).sorted()
-    }
+    /// The assigned partitions, whose records are forwarded to the record queues.
+    var forwardedPartitions: [KafkaTopicPartition] { assigned.sorted() }
 
     /// For both a revocation and a loss: forget the partitions and drop their unprocessed messages.
     mutating func partitionsRemoved(_ partitions: [KafkaTopicPartition], event: KafkaConsumerEvent) -> Action {
         let removed = Set(partitions)
         assigned.subtract(removed)
-        pausedByApplication.subtract(removed)
         for partition in removed { epochs[partition] = nil }
         let before = bufferedMessageCount
         for lane in lanes.indices { lanes[lane].messages.removeAll { removed.contains($0.topicPartition) } }
@@ -263,29 +247,6 @@ struct KafkaConsumerStateMachine {
         {
             _ = lanes[lane].messages.popFirst()
         }
-        return action
-    }
-
-    /// - Returns: what to stop forwarding: the partitions that are assigned and were not paused already.
-    ///   Others are ignored (a partition's pause ends with its assignment).
-    mutating func pauseByApplication(_ partitions: [KafkaTopicPartition]) -> Action {
-        var action = Action()
-        for partition in Set(partitions) where assigned.contains(partition) && pausedByApplication.insert(partition).inserted {
-            action.unforward.append(partition)
-        }
-        action.unforward.sort()
-        return action
-    }
-
-    /// - Returns: what to forward again: the assigned partitions among `partitions` that were paused; and a
-    ///   wake-up for the poll thread, which may sleep with nothing to read.
-    mutating func resumeByApplication(_ partitions: [KafkaTopicPartition]) -> Action {
-        var action = Action()
-        for partition in Set(partitions) where pausedByApplication.remove(partition) != nil && assigned.contains(partition) {
-            action.forward.append(partition)
-        }
-        action.forward.sort()
-        action.wakePoller = !action.forward.isEmpty
         return action
     }
 

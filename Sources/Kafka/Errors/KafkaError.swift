@@ -2,9 +2,9 @@ import CRdKafka
 
 /// An error from the Kafka layer: what failed (``Code``), librdkafka's response code when there is one,
 /// librdkafka's own message, and whether retrying can help.
-public struct KafkaError: Error, Sendable, CustomStringConvertible {
+package struct KafkaError: Error, Sendable, CustomStringConvertible {
     /// What kind of operation failed. Extensible: new codes may be added, so `switch` with a `default`.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Backing: String, Hashable, Sendable {
             case configuration
             case clientCreation
@@ -27,55 +27,55 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         private init(_ backing: Backing) { self.backing = backing }
 
         /// A property was rejected by librdkafka, or our typed settings contradict each other.
-        public static let configuration = Code(.configuration)
+        package static let configuration = Code(.configuration)
         /// `rd_kafka_new` failed.
-        public static let clientCreation = Code(.clientCreation)
+        package static let clientCreation = Code(.clientCreation)
         /// Subscribing to topics failed.
-        public static let subscription = Code(.subscription)
+        package static let subscription = Code(.subscription)
         /// The broker (or librdkafka) reported the message as not delivered.
-        public static let delivery = Code(.delivery)
+        package static let delivery = Code(.delivery)
         /// The message could not even be queued for sending (queue full, unknown topic, too large, …).
-        public static let enqueue = Code(.enqueue)
+        package static let enqueue = Code(.enqueue)
         /// Storing a consumed offset failed (e.g. the partition is no longer assigned).
-        public static let offsetStore = Code(.offsetStore)
+        package static let offsetStore = Code(.offsetStore)
         /// Committing offsets failed.
-        public static let offsetCommit = Code(.offsetCommit)
+        package static let offsetCommit = Code(.offsetCommit)
         /// Pausing or resuming partitions failed.
-        public static let partitionControl = Code(.partitionControl)
+        package static let partitionControl = Code(.partitionControl)
         /// Applying a rebalance (assign / unassign) failed.
-        public static let rebalance = Code(.rebalance)
+        package static let rebalance = Code(.rebalance)
         /// An error librdkafka raised through its error callback (connectivity, authentication, …).
-        public static let broker = Code(.broker)
+        package static let broker = Code(.broker)
         /// The client hit a fatal error (e.g. the idempotent producer lost its guarantees); recreate it.
-        public static let fatal = Code(.fatal)
+        package static let fatal = Code(.fatal)
         /// The client is closed or closing.
-        public static let closed = Code(.closed)
+        package static let closed = Code(.closed)
         /// A deadline passed.
-        public static let timedOut = Code(.timedOut)
+        package static let timedOut = Code(.timedOut)
         /// A mock cluster operation failed.
-        public static let mockCluster = Code(.mockCluster)
+        package static let mockCluster = Code(.mockCluster)
         /// A transaction step failed (init, begin, sending offsets, commit, abort); see `requiresAbort`,
         /// `isRetriable` and `isFatal` (a fenced producer's errors are fatal).
-        public static let transaction = Code(.transaction)
+        package static let transaction = Code(.transaction)
 
-        public var description: String { backing.rawValue }
+        package var description: String { backing.rawValue }
     }
 
     /// What kind of operation failed.
-    public var code: Code
+    package var code: Code
     /// librdkafka's `rd_kafka_resp_err_t`, when the failure came with one.
-    public var responseCode: KafkaResponseCode?
+    package var responseCode: KafkaResponseCode?
     /// Human-readable detail, normally librdkafka's own error string.
-    public var message: String
+    package var message: String
     /// Whether the same operation may succeed if retried.
-    public var isRetriable: Bool
+    package var isRetriable: Bool
     /// Whether the client instance is unusable from now on.
-    public var isFatal: Bool
+    package var isFatal: Bool
     /// Whether the current transaction must be aborted before the producer can go on (an abortable
     /// transaction error).
-    public var requiresAbort: Bool
+    package var requiresAbort: Bool
 
-    public init(
+    package init(
         code: Code,
         responseCode: KafkaResponseCode? = nil,
         message: String,
@@ -91,7 +91,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         self.requiresAbort = requiresAbort
     }
 
-    public var description: String {
+    package var description: String {
         var text = "KafkaError(\(code)"
         if let responseCode { text += ", \(responseCode.name)" }
         text += ": \(message)"
@@ -103,7 +103,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
 extension KafkaError {
     /// What a failed send means for the record, so that callers neither retry forever what can never be
     /// accepted nor give up on what a retry would deliver.
-    public enum SendFailure: Sendable, Hashable {
+    package enum SendFailure: Sendable, Hashable {
         /// Transport trouble, timeouts, leader changes, a full queue: the same record may go through later.
         case retriable
         /// Kafka refuses this record for good (too large, invalid — e.g. a null key on a compacted topic):
@@ -115,7 +115,7 @@ extension KafkaError {
         case closed
     }
 
-    public var sendFailure: SendFailure {
+    package var sendFailure: SendFailure {
         if isFatal || responseCode == .fatal { return .fatal }
         if code == .closed || responseCode == .purgedInQueue || responseCode == .purgedInFlight { return .closed }
         if let responseCode, KafkaResponseCode.rejectingRecord.contains(responseCode) { return .recordRejected }
@@ -124,7 +124,7 @@ extension KafkaError {
 
     /// Builds an error from a librdkafka response code, using librdkafka's description as the message
     /// unless one is given.
-    init(code: Code, rawResponse: rd_kafka_resp_err_t, message: String? = nil) {
+    package init(code: Code, rawResponse: rd_kafka_resp_err_t, message: String? = nil) {
         let response = KafkaResponseCode(rawValue: rawResponse.rawValue)
         self.init(code: code, responseCode: response, message: message ?? response.explanation,
                   isFatal: rawResponse == RD_KAFKA_RESP_ERR__FATAL)

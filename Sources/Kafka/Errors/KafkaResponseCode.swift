@@ -4,58 +4,58 @@ import CRdKafka
 ///
 /// Wrapped so that code outside this module (tests, the relay) need not import the C module. Any raw value
 /// is representable; the named constants are the ones we use.
-public struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
+package struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: Int32
+    package init(rawValue: Int32) { self.rawValue = rawValue }
 
-    public static let noError = Self(RD_KAFKA_RESP_ERR_NO_ERROR)
-    public static let unknownTopicOrPartition = Self(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-    public static let leaderNotAvailable = Self(RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
-    public static let notLeaderForPartition = Self(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
-    public static let requestTimedOut = Self(RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT)
-    public static let messageSizeTooLarge = Self(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-    public static let notEnoughReplicas = Self(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
-    public static let notCoordinator = Self(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
-    public static let coordinatorNotAvailable = Self(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
-    public static let rebalanceInProgress = Self(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
-    public static let topicAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
-    public static let transactionalIDAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    public static let invalidRecord = Self(RD_KAFKA_RESP_ERR_INVALID_RECORD)
-    public static let brokerTransport = Self(RD_KAFKA_RESP_ERR__TRANSPORT)
-    public static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-    public static let messageTimedOut = Self(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
-    public static let queueFull = Self(RD_KAFKA_RESP_ERR__QUEUE_FULL)
-    public static let timedOut = Self(RD_KAFKA_RESP_ERR__TIMED_OUT)
-    public static let purgedInQueue = Self(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
-    public static let purgedInFlight = Self(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
-    public static let fatal = Self(RD_KAFKA_RESP_ERR__FATAL)
-    public static let state = Self(RD_KAFKA_RESP_ERR__STATE)
-    public static let maxPollExceeded = Self(RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED)
-    public static let recordListTooLarge = Self(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
-    public static let invalidTimestamp = Self(RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP)
-    public static let outOfOrderSequenceNumber = Self(RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER)
+    package static let noError = Self(RD_KAFKA_RESP_ERR_NO_ERROR)
+    package static let unknownTopicOrPartition = Self(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    package static let leaderNotAvailable = Self(RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
+    package static let notLeaderForPartition = Self(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
+    package static let requestTimedOut = Self(RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT)
+    package static let messageSizeTooLarge = Self(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+    package static let notEnoughReplicas = Self(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
+    package static let notCoordinator = Self(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
+    package static let coordinatorNotAvailable = Self(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
+    package static let rebalanceInProgress = Self(RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
+    package static let topicAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+    package static let transactionalIDAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    package static let invalidRecord = Self(RD_KAFKA_RESP_ERR_INVALID_RECORD)
+    package static let brokerTransport = Self(RD_KAFKA_RESP_ERR__TRANSPORT)
+    package static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+    package static let messageTimedOut = Self(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+    package static let queueFull = Self(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    package static let timedOut = Self(RD_KAFKA_RESP_ERR__TIMED_OUT)
+    package static let purgedInQueue = Self(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
+    package static let purgedInFlight = Self(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+    package static let fatal = Self(RD_KAFKA_RESP_ERR__FATAL)
+    package static let state = Self(RD_KAFKA_RESP_ERR__STATE)
+    package static let maxPollExceeded = Self(RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED)
+    package static let recordListTooLarge = Self(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
+    package static let invalidTimestamp = Self(RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP)
+    package static let outOfOrderSequenceNumber = Self(RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER)
 
     /// Codes with which Kafka refuses one record for good: retrying the same record cannot succeed.
     static let rejectingRecord: Set<KafkaResponseCode> = [
         .messageSizeTooLarge, .invalidRecord, .recordListTooLarge, .invalidTimestamp,
     ]
 
-    init(_ raw: rd_kafka_resp_err_t) { self.rawValue = raw.rawValue }
+    package init(_ raw: rd_kafka_resp_err_t) { self.rawValue = raw.rawValue }
 
-    var raw: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: rawValue) }
+    package var raw: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: rawValue) }
 
     /// librdkafka's symbolic name, e.g. `NOT_LEADER_FOR_PARTITION` or `_TRANSPORT`.
-    public var name: String { String(cString: rd_kafka_err2name(raw)) }
+    package var name: String { String(cString: rd_kafka_err2name(raw)) }
     /// librdkafka's human-readable description.
-    public var explanation: String { String(cString: rd_kafka_err2str(raw)) }
-    public var description: String { "\(name) (\(rawValue))" }
+    package var explanation: String { String(cString: rd_kafka_err2str(raw)) }
+    package var description: String { "\(name) (\(rawValue))" }
 
     /// Whether an operation that failed with this code may succeed when retried.
     ///
     /// librdkafka exposes retriability only on `rd_kafka_error_t` (used where we get one); delivery reports
     /// and callbacks carry a bare code, so this is the Kafka protocol's list of retriable errors plus
     /// librdkafka's transient local ones.
-    public var isRetriable: Bool { Self.retriable.contains(rawValue) }
+    package var isRetriable: Bool { Self.retriable.contains(rawValue) }
 
     private static let retriable: Set<Int32> = [
         RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,

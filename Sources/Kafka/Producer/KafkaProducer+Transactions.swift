@@ -14,7 +14,7 @@ extension KafkaProducer {
     /// Registers the transactional id with its coordinator, fencing any older producer with the same id and
     /// aborting (or completing) its open transaction.
     /// - Throws: ``KafkaError`` `transaction` (retriable on a timeout: call again).
-    public func initTransactions(timeout: Duration) async throws(KafkaError) {
+    package func initTransactions(timeout: Duration) async throws(KafkaError) {
         try await transactionCall("init transactions") { handle in
             rd_kafka_init_transactions(handle, Int32(clamping: timeout.kafkaMilliseconds))
         }
@@ -22,7 +22,7 @@ extension KafkaProducer {
 
     /// Starts a transaction: every record produced from now until commit or abort belongs to it. Local (no
     /// broker round trip).
-    public func beginTransaction() throws(KafkaError) {
+    package func beginTransaction() throws(KafkaError) {
         let failure = client.withHandle { rd_kafka_begin_transaction($0) }
         if let failure { throw KafkaError(code: .transaction, consuming: failure) }
     }
@@ -30,7 +30,7 @@ extension KafkaProducer {
     /// Adds consumed offsets (the next offset to read, per partition) to the transaction, with the group's
     /// metadata: the group commits them only if the transaction commits, and refuses them from a member of
     /// an older generation.
-    public func sendOffsetsToTransaction(
+    package func sendOffsetsToTransaction(
         _ offsets: [KafkaTopicPartition: Int64], groupMetadata: KafkaConsumerGroupMetadata, timeout: Duration
     ) async throws(KafkaError) {
         guard !offsets.isEmpty else { return }
@@ -48,7 +48,7 @@ extension KafkaProducer {
     /// Flushes the transaction's records and commits it with its offsets.
     /// - Throws: ``KafkaError`` `transaction`: `requiresAbort` (abort, then redo the work in a new
     ///   transaction), retriable (call again: the outcome is not known yet), or fatal.
-    public func commitTransaction(timeout: Duration) async throws(KafkaError) {
+    package func commitTransaction(timeout: Duration) async throws(KafkaError) {
         try await transactionCall("commit the transaction") { handle in
             rd_kafka_commit_transaction(handle, Int32(clamping: timeout.kafkaMilliseconds))
         }
@@ -56,7 +56,7 @@ extension KafkaProducer {
 
     /// Aborts the transaction: its records are never shown to `read_committed` readers, its offsets never
     /// committed. Records not yet sent are purged (their delivery reports fail).
-    public func abortTransaction(timeout: Duration) async throws(KafkaError) {
+    package func abortTransaction(timeout: Duration) async throws(KafkaError) {
         try await transactionCall("abort the transaction") { handle in
             rd_kafka_abort_transaction(handle, Int32(clamping: timeout.kafkaMilliseconds))
         }

@@ -9,11 +9,11 @@ import ServiceSupport
 import Synchronization
 
 /// Where a record ended up, from its delivery report.
-public struct KafkaDeliveryReport: Sendable, Hashable {
-    public var topic: String
-    public var partition: Int32
-    public var offset: Int64
-    public var timestampMilliseconds: Int64?
+package struct KafkaDeliveryReport: Sendable, Hashable {
+    package var topic: String
+    package var partition: Int32
+    package var offset: Int64
+    package var timestampMilliseconds: Int64?
 }
 
 /// A producer over librdkafka: idempotent with `acks=all` by default.
@@ -22,7 +22,7 @@ public struct KafkaDeliveryReport: Sendable, Hashable {
 /// delivery report (the hot path: no task per record); ``send(topic:key:value:headers:partition:)`` awaits
 /// the report. Either way a successful report means durable to the configured acks. A dedicated thread
 /// polls librdkafka for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
-public final class KafkaProducer: Sendable {
+package final class KafkaProducer: Sendable {
     let client: KafkaClient
     private let logger: Logger
     private let pollThread = PollThreadControl()
@@ -36,12 +36,12 @@ public final class KafkaProducer: Sendable {
     /// Set once, when librdkafka reports a fatal error (e.g. the idempotent producer lost its ordering
     /// guarantees). From then on every send fails; the client must be recreated (for the relay: the process
     /// restarts). Await it with `fatalError.wait()`.
-    public let fatalError: Latch<KafkaError>
+    package let fatalError: Latch<KafkaError>
 
     /// Creates the producer and starts its delivery-report thread.
     /// - Throws: ``KafkaError`` `configuration` for contradictory or rejected settings (with librdkafka's
     ///   message), `clientCreation` if librdkafka refuses to create the handle.
-    public init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
+    package init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
         let fatalError = Latch<KafkaError>()
         let errorHandler = configuration.errorHandler
@@ -80,7 +80,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// What a record's delivery report says: where the broker stored it, or why it was not stored.
-    public typealias DeliveryHandler = @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    package typealias DeliveryHandler = @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
 
     /// Hands one record to librdkafka and returns at once; `onDelivery` runs exactly once, with its delivery
     /// report, unless this throws (then it never runs).
@@ -91,7 +91,7 @@ public final class KafkaProducer: Sendable {
     /// - Parameter partition: a fixed partition, or `nil` to let the partitioner hash the key.
     /// - Throws: ``KafkaError`` `closed` after ``close(timeout:)`` or ``withdrawAll()``, `enqueue` when
     ///   librdkafka refuses the record (queue full, unknown partition, too large, fatal state).
-    public func produce(
+    package func produce(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping DeliveryHandler
     ) throws(KafkaError) {
@@ -121,7 +121,7 @@ public final class KafkaProducer: Sendable {
     /// - Returns: the partition and offset the broker assigned.
     /// - Throws: ``KafkaError`` `enqueue` when librdkafka refuses the record, `delivery` with the broker's or
     ///   librdkafka's code when delivery failed after librdkafka's own retries.
-    public func send(
+    package func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil
     ) async throws -> KafkaDeliveryReport {
         try await withCheckedThrowingContinuation { continuation in
@@ -136,7 +136,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Sends a UTF-8 key and value; see ``send(topic:key:value:headers:partition:)``.
-    public func send(
+    package func send(
         topic: String, key: String?, value: String?, headers: [KafkaHeader] = [], partition: Int32? = nil
     ) async throws -> KafkaDeliveryReport {
         try await send(topic: topic, key: key.map { Array($0.utf8) }, value: value.map { Array($0.utf8) },
@@ -145,7 +145,7 @@ public final class KafkaProducer: Sendable {
 
     /// Waits (on a dedicated thread) until every queued record has its delivery report.
     /// - Throws: ``KafkaError`` `timedOut` if records are still outstanding after `timeout`.
-    public func flush(timeout: Duration) async throws {
+    package func flush(timeout: Duration) async throws {
         let client = self.client
         let code = await DedicatedThread.run(name: "kafka-flush") {
             client.withHandle { rd_kafka_flush($0, Int32(clamping: timeout.kafkaMilliseconds)) }.rawValue
@@ -163,7 +163,7 @@ public final class KafkaProducer: Sendable {
     ///
     /// For a shutdown that must not wait for a broker that is gone: a purged record may still have reached
     /// the broker, so its sender must treat it as not durable (the relay never stores its offset).
-    public func withdrawAll() async {
+    package func withdrawAll() async {
         await DedicatedThread.run(name: "kafka-withdraw") { [self] in
             admission.withLock { admission in
                 admission = .withdrawn
@@ -176,13 +176,13 @@ public final class KafkaProducer: Sendable {
 
     /// Raises a fatal error in librdkafka as if the broker had caused one (`rd_kafka_test_fatal_error`),
     /// for tests of what the application does then. Only an idempotent producer has fatal errors.
-    @_spi(Faults) public func injectFatalError(_ code: KafkaResponseCode, reason: String) {
+    package func injectFatalError(_ code: KafkaResponseCode, reason: String) {
         client.withHandle { handle in _ = rd_kafka_test_fatal_error(handle, code.raw, reason) }
     }
 
     /// Flushes for at most `timeout`, fails whatever is still queued (each waiting `send` throws with
     /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT`) and stops the poll thread. Further sends throw `closed`.
-    public func close(timeout: Duration = .seconds(30)) async throws {
+    package func close(timeout: Duration = .seconds(30)) async throws {
         guard !closeStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var flushError: (any Error)?
         do { try await flush(timeout: timeout) } catch { flushError = error }

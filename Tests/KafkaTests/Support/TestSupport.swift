@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import KafkaMock
 import Logging
 import Synchronization
 import TestSupport

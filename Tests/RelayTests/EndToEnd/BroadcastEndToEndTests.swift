@@ -6,7 +6,7 @@ import Relay
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// Broadcast events (Live Activity channels, apns-reference.md §10) through the whole pipeline: into Kafka,
 /// through the relay, to the mock APNs' broadcast endpoint, results and removed-channel records back out.

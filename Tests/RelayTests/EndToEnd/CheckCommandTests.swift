@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Faults) import Kafka
+import Kafka
 import RelaySandbox
 import TestSupport
 import Testing

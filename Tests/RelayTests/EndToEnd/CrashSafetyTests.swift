@@ -5,7 +5,7 @@ import RelaySandbox
 import TestSupport
 import ServiceSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// The relay as a separate process, killed and restarted mid-stream: nothing may be lost.
 @Suite(.serialized, .timeLimit(.minutes(5)))

@@ -6,7 +6,7 @@ import Relay
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// Events into the mock Kafka cluster, the relay in between, results read back from Kafka — with the mock
 /// APNs (TLS + HTTP/2) on the other side. These are the tests a user would write.

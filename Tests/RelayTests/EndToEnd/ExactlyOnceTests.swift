@@ -4,7 +4,7 @@ import Logging
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// `kafka.exactlyOnce` on noida-db (`NoidaBroker`), the broker that stores transactional offsets and fences
 /// zombies (librdkafka's mock does neither): the relay as a separate process, killed and restarted; a

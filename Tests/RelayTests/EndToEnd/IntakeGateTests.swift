@@ -1,4 +1,4 @@
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import Logging
 import RelaySandbox

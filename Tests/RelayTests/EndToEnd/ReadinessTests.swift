@@ -6,7 +6,7 @@ import RelaySandbox
 import ServiceLifecycle
 import TestSupport
 import Testing
-@_spi(Faults) import Kafka
+import Kafka
 
 /// `/readyz` tells the truth: ready means joined to the consumer group with Kafka reachable.
 @Suite(.serialized, .timeLimit(.minutes(3)))

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Faults) import Kafka
+import Kafka
 import Logging
 import Relay
 import RelayApp
@@ -7,7 +7,7 @@ import RelaySandbox
 import ServiceLifecycle
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// Inputs whose records Kafka would refuse: every event still gets its result and the partition moves on.
 @Suite(.serialized, .timeLimit(.minutes(3)))

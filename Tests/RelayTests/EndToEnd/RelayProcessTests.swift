@@ -3,7 +3,7 @@ import Logging
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// `apns-relay run` as users run it: separate processes, configured by environment variables, stopped by
 /// signals, watched through the admin endpoint.

@@ -4,7 +4,7 @@ import Logging
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// The relay on noida-db, a Kafka-protocol broker written by others (`NoidaBroker`): what the end-to-end
 /// tests show on librdkafka's mock cluster must not depend on that one implementation's quirks. (The

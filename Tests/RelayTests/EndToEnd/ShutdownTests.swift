@@ -1,11 +1,11 @@
-@_spi(Faults) import APNsMock
+import APNsMock
 import Foundation
 import Logging
 import Relay
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import Kafka
+import Kafka
 
 /// SIGTERM ends the relay within its drain deadline whatever state Kafka is in.
 @Suite(.serialized, .timeLimit(.minutes(5)))

@@ -3,7 +3,7 @@ import Logging
 import RelaySandbox
 import TestSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 /// A second SIGTERM while `apns-relay run` drains ends it at once, whatever the drain is waiting for.
 @Suite(.serialized, .timeLimit(.minutes(3)))

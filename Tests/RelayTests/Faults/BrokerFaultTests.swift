@@ -1,5 +1,6 @@
 import Foundation
-@_spi(Faults) import Kafka
+import Kafka
+import KafkaMock
 import RelaySandbox
 import TestSupport
 import Testing

@@ -3,7 +3,7 @@ import RelaySandbox
 import TestSupport
 import ServiceSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 extension FaultTests {
     /// The relay process is SIGKILLed at random points of a stream of events (during the group join, mid

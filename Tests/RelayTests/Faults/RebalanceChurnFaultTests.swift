@@ -3,7 +3,7 @@ import RelaySandbox
 import TestSupport
 import ServiceSupport
 import Testing
-@_spi(Faults) import APNsMock
+import APNsMock
 
 extension FaultTests {
     /// Relay processes join and leave the consumer group every few seconds while events stream in: every

@@ -1,6 +1,7 @@
 import CRdKafka
+import Kafka
 import Logging
-import ServiceSupport
+
 
 /// An in-process Kafka cluster (librdkafka's mock brokers on 127.0.0.1) with fault injection, for tests,
 /// the demo and benchmarks. Any Kafka client can connect to ``bootstrapServers``.
@@ -10,35 +11,35 @@ import ServiceSupport
 /// ``setPartitionLeader(topic:partition:brokerID:)``). Brokers are numbered 1…N.
 ///
 /// The fault-injection calls hand a request to the mock cluster's thread and wait briefly for it.
-public final class MockKafkaCluster: Sendable {
+package final class MockKafkaCluster: Sendable {
     /// Kafka protocol request types (API keys) that faults can target.
-    public struct APIKey: Hashable, Sendable {
-        public let rawValue: Int16
-        public init(rawValue: Int16) { self.rawValue = rawValue }
-        public static let produce = Self(rawValue: 0)
-        public static let fetch = Self(rawValue: 1)
-        public static let listOffsets = Self(rawValue: 2)
-        public static let metadata = Self(rawValue: 3)
-        public static let offsetCommit = Self(rawValue: 8)
-        public static let offsetFetch = Self(rawValue: 9)
-        public static let findCoordinator = Self(rawValue: 10)
-        public static let joinGroup = Self(rawValue: 11)
-        public static let heartbeat = Self(rawValue: 12)
-        public static let leaveGroup = Self(rawValue: 13)
-        public static let syncGroup = Self(rawValue: 14)
-        public static let initProducerID = Self(rawValue: 22)
+    package struct APIKey: Hashable, Sendable {
+        package let rawValue: Int16
+        package init(rawValue: Int16) { self.rawValue = rawValue }
+        package static let produce = Self(rawValue: 0)
+        package static let fetch = Self(rawValue: 1)
+        package static let listOffsets = Self(rawValue: 2)
+        package static let metadata = Self(rawValue: 3)
+        package static let offsetCommit = Self(rawValue: 8)
+        package static let offsetFetch = Self(rawValue: 9)
+        package static let findCoordinator = Self(rawValue: 10)
+        package static let joinGroup = Self(rawValue: 11)
+        package static let heartbeat = Self(rawValue: 12)
+        package static let leaveGroup = Self(rawValue: 13)
+        package static let syncGroup = Self(rawValue: 14)
+        package static let initProducerID = Self(rawValue: 22)
     }
 
     /// The producer handle that owns the mock cluster (librdkafka needs one; it never produces).
     private let owner: KafkaClient
     private let cluster: MockClusterHandle
     /// The number of brokers, numbered 1…brokerCount.
-    public let brokerCount: Int
+    package let brokerCount: Int
     /// `host:port,…` of the brokers, for `bootstrap.servers`.
-    public let bootstrapServers: String
+    package let bootstrapServers: String
 
     /// Starts `brokers` mock brokers on 127.0.0.1 (ephemeral ports).
-    public init(brokers: Int = 3, logger: Logger = Logger(label: "kafka.mock")) throws {
+    package init(brokers: Int = 3, logger: Logger = Logger(label: "kafka.mock")) throws {
         guard brokers >= 1 else { throw KafkaError(code: .mockCluster, message: "a mock cluster needs at least one broker") }
         let context = KafkaClientContext(logger: logger, statisticsHandler: nil, errorHandler: nil, rebalanceHandler: nil)
         // No bootstrap servers: this handle only hosts the cluster.
@@ -52,7 +53,7 @@ public final class MockKafkaCluster: Sendable {
     }
 
     /// Creates `name` with `partitions` partitions.
-    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws {
+    package func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws {
         let error = cluster.with { rd_kafka_mock_topic_create($0, name, Int32(partitions), Int32(replicationFactor)) }
         try check(error, "create topic \(name)")
     }
@@ -63,18 +64,18 @@ public final class MockKafkaCluster: Sendable {
     /// Holds ``ForkGuard``: librdkafka closes the broker's listener and binds its port again at once, and
     /// aborts the process if a child process being started still holds a copy of the listener (see
     /// ``ForkGuard``).
-    @_spi(Faults) public func setBrokerDown(_ brokerID: Int32) throws {
+    package func setBrokerDown(_ brokerID: Int32) throws {
         let error = ForkGuard.withLock { cluster.with { rd_kafka_mock_broker_set_down($0, brokerID) } }
         try check(error, "set broker \(brokerID) down")
     }
 
     /// Brings a broker back (on the port it had).
-    @_spi(Faults) public func setBrokerUp(_ brokerID: Int32) throws {
+    package func setBrokerUp(_ brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_broker_set_up($0, brokerID) }, "set broker \(brokerID) up")
     }
 
     /// Delays every response of a broker by `rtt`.
-    @_spi(Faults) public func setBrokerRoundTripTime(_ brokerID: Int32, _ rtt: Duration) throws {
+    package func setBrokerRoundTripTime(_ brokerID: Int32, _ rtt: Duration) throws {
         try check(cluster.with { rd_kafka_mock_broker_set_rtt($0, brokerID, Int32(clamping: rtt.kafkaMilliseconds)) },
                   "set broker \(brokerID) rtt")
     }
@@ -88,7 +89,7 @@ public final class MockKafkaCluster: Sendable {
     /// first one was written — right against a real broker, which refuses a sequence gap — and reports its
     /// records delivered although the mock never stored them. A producer that must lose nothing under
     /// injected produce errors needs `max.in.flight.requests.per.connection=1`.
-    @_spi(Faults) public func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
+    package func pushRequestErrors(_ api: APIKey, _ errors: [KafkaResponseCode]) {
         let raw = errors.map(\.raw)
         raw.withUnsafeBufferPointer { buffer in
             cluster.with { rd_kafka_mock_push_request_errors_array($0, api.rawValue, buffer.count, buffer.baseAddress) }
@@ -96,24 +97,24 @@ public final class MockKafkaCluster: Sendable {
     }
 
     /// Forgets queued request errors for `api`.
-    @_spi(Faults) public func clearRequestErrors(_ api: APIKey) {
+    package func clearRequestErrors(_ api: APIKey) {
         cluster.with { rd_kafka_mock_clear_request_errors($0, api.rawValue) }
     }
 
     /// Makes `brokerID` the leader of a partition (e.g. to fail over away from a downed broker).
-    @_spi(Faults) public func setPartitionLeader(topic: String, partition: Int32, brokerID: Int32) throws {
+    package func setPartitionLeader(topic: String, partition: Int32, brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_partition_set_leader($0, topic, partition, brokerID) },
                   "move leader of \(topic)[\(partition)] to broker \(brokerID)")
     }
 
     /// Makes metadata requests report `error` for the topic (e.g. `.unknownTopicOrPartition`);
     /// `.noError` clears it.
-    @_spi(Faults) public func setTopicError(_ topic: String, _ error: KafkaResponseCode) {
+    package func setTopicError(_ topic: String, _ error: KafkaResponseCode) {
         cluster.with { rd_kafka_mock_topic_set_error($0, topic, error.raw) }
     }
 
     /// Makes `brokerID` the coordinator of a consumer group.
-    @_spi(Faults) public func setGroupCoordinator(group: String, brokerID: Int32) throws {
+    package func setGroupCoordinator(group: String, brokerID: Int32) throws {
         try check(cluster.with { rd_kafka_mock_coordinator_set($0, "group", group, brokerID) },
                   "set coordinator of group \(group)")
     }

@@ -17,10 +17,10 @@ import Synchronization
 /// `MockKafkaCluster.setBrokerDown(_:)` runs under ``withLock(_:)``; code that starts processes in a process
 /// whose mock brokers go down (the tests) starts them with ``starting(_:)``, which holds the lock until the
 /// child has closed its inherited descriptors (or exited).
-public enum ForkGuard {
+package enum ForkGuard {
     private static let lock = Mutex<Void>(())
 
-    public static func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    package static func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         try lock.withLock { _ throws(E) -> T in try body() }
     }
 
@@ -30,7 +30,7 @@ public enum ForkGuard {
     /// How it knows: a close-on-exec pipe whose write end sits above every other descriptor. A child closes
     /// its close-on-exec descriptors in increasing order, so the end of that pipe is read only after the
     /// child closed every one below it.
-    public static func starting<T, E: Error>(_ start: () throws(E) -> T) throws(E) -> T {
+    package static func starting<T, E: Error>(_ start: () throws(E) -> T) throws(E) -> T {
         try lock.withLock { _ throws(E) -> T in
             let sentinel = Sentinel()
             defer { sentinel?.waitForChild() }
