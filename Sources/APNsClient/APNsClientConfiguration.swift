@@ -29,18 +29,28 @@ package struct APNsClientConfiguration: Sendable {
         }
     }
 
-    /// Per-connection timing.
+    /// Per-connection timing and limits; each connection gets this value as it is.
     package struct Connection: Sendable {
+        /// TCP connect, TLS handshake and the server's first SETTINGS, together.
         package var connectTimeout: Duration = .seconds(10)
+        /// Send a PING when nothing was received for this long.
         package var pingInterval: Duration = .seconds(60)
+        /// Close the connection (`connectionLost`) if a PING is not answered within this.
         package var pingTimeout: Duration = .seconds(10)
+        /// Bytes of encrypted output buffered before nghttp2 is no longer drained (bounds memory on slow peers).
         package var maxOutputBufferBytes: Int = 256 * 1024
-        /// Retire a connection once its next stream id would pass this (see `APNsConnectionConfiguration`).
+        /// The connection retires (takes no new requests, finishes its streams, is replaced by the pool) once
+        /// its next client stream id would pass this. HTTP/2 client ids are odd and end at 2^31−1: at 10k
+        /// requests/s one connection uses them up in about 30 hours, after which every request on it would
+        /// fail at once.
         package var maxStreamID: Int32 = Int32.max - 1_000_000
         package init() {}
+
+        /// Requests one connection carries before its stream ids run out (client ids are odd).
+        var streamBudget: Int { (Int(maxStreamID) + 1) / 2 }
     }
 
-    /// Pool limits, per environment.
+    /// Pool limits, per environment; the pool's state machine decides with this value as it is.
     package struct Pool: Sendable {
         /// Connections kept open (opened lazily on first use).
         package var minConnections = 1
@@ -63,9 +73,14 @@ package struct APNsClientConfiguration: Sendable {
         /// APNs then sees a short queue, and the rest wait here, unsent, instead of timing out there and
         /// being resent (a duplicate push). Off: only MAX_CONCURRENT_STREAMS × connections bounds them.
         package var adaptiveConcurrency = true
+        /// The adaptive limit's settings, when `adaptiveConcurrency` is on.
+        package var adaptiveLimit = ConcurrencyLimit.Configuration()
         /// Answers slower than this shrink the adaptive limit whatever APNs' usual latency; keep it well
-        /// below the request timeout (the relay uses a quarter of it).
-        package var congestionLatency: Duration = .milliseconds(2500)
+        /// below the request timeout (the relay uses a quarter of it). The limit's `ceiling`.
+        package var congestionLatency: Duration {
+            get { adaptiveLimit.ceiling }
+            set { adaptiveLimit.ceiling = newValue }
+        }
         /// The part (0…0.9; outside, clamped) of the pool's in-flight capacity kept for urgent pushes
         /// (`DeliveryLane.urgent`): bulk ones hold at most `floor(capacity × (1 − urgentShare))` (at least
         /// one), where the capacity is the adaptive limit or, when smaller (or `adaptiveConcurrency` is

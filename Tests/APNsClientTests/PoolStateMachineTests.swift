@@ -8,11 +8,14 @@ import Testing
 
     private let start = ContinuousClock.now
 
-    private func machine(_ configure: (inout Machine.Configuration) -> Void = { _ in }) -> Machine {
-        var configuration = Machine.Configuration()
+    /// A pool of at most 4 connections, no adaptive limit and no idle timeout unless `configure` sets them.
+    private func machine(streamBudget: Int = .max, _ configure: (inout APNsClientConfiguration.Pool) -> Void = { _ in }) -> Machine {
+        var configuration = APNsClientConfiguration.Pool()
         configuration.maxConnections = 4
+        configuration.adaptiveConcurrency = false
+        configuration.idleTimeout = nil
         configure(&configuration)
-        return Machine(configuration: configuration, now: start)
+        return Machine(configuration: configuration, streamBudget: streamBudget, now: start)
     }
 
     private func ready(streams: Int = 100, window: Int = 65_535, latency: Double = 0.01) -> ConnectionLoad {
@@ -93,7 +96,7 @@ import Testing
     /// On a long link each connection carries one flow-control window per round trip: while requests wait
     /// and half the connections are out of window, another connection adds bandwidth.
     @Test func opensForWindowStarvedConnectionsWhileRequestsWait() {
-        var m = machine { $0.maxConnections = 8; $0.limit = ConcurrencyLimit.Configuration(initial: 4, minimum: 4, maximum: 4) }
+        var m = machine { $0.maxConnections = 8; $0.adaptive(ConcurrencyLimit.Configuration(initial: 4, minimum: 4, maximum: 4)) }
         connect(&m, 1...4, load: ready(streams: 1000))
         for id in 0..<4 { _ = m.request(id: id, deadline: at(1000), payload: "", now: at(0)) }
         let (pick, _) = m.request(id: 9, deadline: at(1000), payload: "", now: at(0))
@@ -118,7 +121,7 @@ import Testing
     }
 
     @Test func retiresAConnectionAnAnswerSpoiledAfterTimeoutsAndWhenItsStreamIDsRunOut() {
-        var m = machine { $0.maxTimeoutsPerConnection = 2; $0.streamBudget = 3 }
+        var m = machine(streamBudget: 3) { $0.maxTimeoutsPerConnection = 2 }
         connect(&m, 1...3, load: ready())
         for id in 0..<3 { _ = m.request(id: id, deadline: at(1000), payload: "", now: at(0)) }
         let spoiled = m.finished(on: 1, load: ready(), outcome: .answered(replaceConnection: true), latency: .milliseconds(10), now: at(1))
@@ -236,7 +239,7 @@ import Testing
     }
 
     @Test func theAdaptiveLimitHoldsRequestsBackAndLearnsFromAnswers() {
-        var m = machine { $0.limit = ConcurrencyLimit.Configuration(initial: 2, minimum: 2) }
+        var m = machine { $0.adaptive(ConcurrencyLimit.Configuration(initial: 2, minimum: 2)) }
         connect(&m, 1...1, load: ready(streams: 1000))
         #expect(picked(m.request(id: 1, deadline: at(1000), payload: "", now: at(0)).0) == 1)
         #expect(picked(m.request(id: 2, deadline: at(1000), payload: "", now: at(0)).0) == 1)
@@ -309,7 +312,7 @@ import Testing
 
     /// With a limit of 10 and a fifth kept for urgent, bulk holds 8 and waits; urgent still gets the rest.
     @Test func bulkIsCappedAtItsShareOfTheLimitAndUrgentStillGoes() {
-        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.2 }
+        var m = machine { $0.adaptive(fixedLimit(10)); $0.urgentShare = 0.2 }
         connect(&m, 1...1, load: ready(streams: 1000))
         for id in 0..<8 { #expect(picked(m.request(id: id, deadline: at(1000), class: bulk, payload: "b\(id)", now: at(0)).0) == 1) }
         guard case .wait = m.request(id: 8, deadline: at(1000), class: bulk, payload: "b8", now: at(0)).0 else {
@@ -335,7 +338,7 @@ import Testing
     }
 
     @Test func urgentMayUseAllTheCapacity() {
-        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.5 }
+        var m = machine { $0.adaptive(fixedLimit(10)); $0.urgentShare = 0.5 }
         connect(&m, 1...1, load: ready(streams: 1000))
         for id in 0..<10 { #expect(picked(m.request(id: id, deadline: at(1000), class: urgent, payload: "", now: at(0)).0) == 1) }
         guard case .wait = m.request(id: 10, deadline: at(1000), class: bulk, payload: "", now: at(0)).0 else {
@@ -347,7 +350,7 @@ import Testing
     /// At bulk's cap a freed slot goes to an urgent waiter though bulk waited longer, and to no bulk waiter
     /// until a bulk request finishes; `finished` gives back the lane the request counted against.
     @Test func atTheCapBulkWaitersAreSkippedForUrgentOnes() {
-        var m = machine { $0.limit = fixedLimit(10); $0.urgentShare = 0.2 }
+        var m = machine { $0.adaptive(fixedLimit(10)); $0.urgentShare = 0.2 }
         connect(&m, 1...1, load: ready(streams: 1000))
         for id in 0..<8 { _ = m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0)) }
         for id in 8..<10 { _ = m.request(id: id, deadline: at(1000), class: urgent, payload: "", now: at(0)) }
@@ -374,7 +377,7 @@ import Testing
 
     /// No share kept: bulk may take everything, as before lanes.
     @Test func withNoShareBulkTakesEverything() {
-        var m = machine { $0.limit = fixedLimit(10) }
+        var m = machine { $0.adaptive(fixedLimit(10)) }
         connect(&m, 1...1, load: ready(streams: 1000))
         for id in 0..<10 { #expect(picked(m.request(id: id, deadline: at(1000), class: bulk, payload: "", now: at(0)).0) == 1) }
         #expect(m.inFlightBulk == 10)
@@ -408,7 +411,7 @@ import Testing
     /// The gauges get the lane counts when they changed, at most every `loadRefreshInterval`, and at once
     /// when the pool goes quiet.
     @Test func laneCountsArePublishedThrottledAndWhenQuiet() {
-        var m = machine { $0.limit = fixedLimit(10) }
+        var m = machine { $0.adaptive(fixedLimit(10)) }
         connect(&m, 1...1, load: ready(streams: 1000))
         _ = m.request(id: 0, deadline: at(1000), class: bulk, payload: "", now: at(0))
         #expect(m.laneCountsDue(now: at(1)) == nil, "published less than 5 ms ago (at the start)")
@@ -419,5 +422,12 @@ import Testing
         _ = answered(&m, lane: .urgent, at: 8)
         #expect(m.laneCountsDue(now: at(8)) == .init(), "quiet: zero at once")
         #expect(m.laneCountsDue(now: at(20)) == nil, "unchanged")
+    }
+}
+
+private extension APNsClientConfiguration.Pool {
+    mutating func adaptive(_ limit: ConcurrencyLimit.Configuration) {
+        adaptiveConcurrency = true
+        adaptiveLimit = limit
     }
 }

@@ -28,8 +28,8 @@
 /// higher or lower. A probe costs the drain of the queue and about two round trips at a low rate.
 ///
 /// A value type: the pool keeps it under its lock and feeds it every outcome.
-struct ConcurrencyLimit: Sendable, Hashable {
-    struct Configuration: Sendable, Hashable {
+package struct ConcurrencyLimit: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         var initial = 100
         var minimum = 4
         var maximum = 20_000
@@ -39,8 +39,8 @@ struct ConcurrencyLimit: Sendable, Hashable {
         var tolerance = 2.0
         /// Latencies below this never count as congestion (a fast path's jitter is not a queue).
         var latencyFloor: Duration = .milliseconds(20)
-        /// Answers slower than this are congestion whatever the baseline (the pool uses a quarter of the
-        /// request timeout).
+        /// Answers slower than this are congestion whatever the baseline
+        /// (`APNsClientConfiguration.Pool.congestionLatency`).
         var ceiling: Duration = .milliseconds(2500)
         /// How often the baseline is measured again when nothing else asks for it (see the type's comment).
         var probeInterval: Duration = .seconds(30)

@@ -57,24 +57,9 @@ final class ConnectionPool: Sendable {
         self.metrics = metrics
         self.credentialStatus = CredentialStatus(credential: configuration.name, environment: environment, logger: logger)
         let pool = configuration.pool
-        var machineConfiguration = Machine.Configuration()
-        machineConfiguration.minConnections = pool.minConnections
-        machineConfiguration.maxConnections = pool.maxConnections
-        machineConfiguration.idleTimeout = pool.idleTimeout
-        machineConfiguration.maxConcurrentConnects = pool.maxConcurrentConnects
-        machineConfiguration.maxTimeoutsPerConnection = pool.maxTimeoutsPerConnection
-        machineConfiguration.latencyOutlierFactor = pool.latencyOutlierFactor
-        machineConfiguration.streamBudget = (Int(configuration.connection.maxStreamID) + 1) / 2
-        machineConfiguration.reconnectBackoffBase = pool.reconnectBackoffBase
-        machineConfiguration.reconnectBackoffMax = pool.reconnectBackoffMax
-        machineConfiguration.urgentShare = pool.urgentShare
-        if pool.adaptiveConcurrency {
-            var limit = ConcurrencyLimit.Configuration()
-            limit.ceiling = pool.congestionLatency
-            machineConfiguration.limit = limit
-            metrics.concurrencyLimit.record(limit.initial)
-        }
-        self.state = BlockingMutex(State(machine: Machine(configuration: machineConfiguration)))
+        let machine = Machine(configuration: pool, streamBudget: configuration.connection.streamBudget)
+        if let limit = machine.limit { metrics.concurrencyLimit.record(limit.limit) }
+        self.state = BlockingMutex(State(machine: machine))
         if let idle = pool.idleTimeout { watchIdleness(every: max(.milliseconds(50), idle / 4)) }
     }
 
@@ -265,13 +250,8 @@ final class ConnectionPool: Sendable {
 
     private func openConnection() {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        var connectionConfiguration = APNsConnectionConfiguration(host: endpoint.host, port: endpoint.port, trust: configuration.trust)
-        connectionConfiguration.proxy = configuration.proxy
-        connectionConfiguration.connectTimeout = configuration.connection.connectTimeout
-        connectionConfiguration.pingInterval = configuration.connection.pingInterval
-        connectionConfiguration.pingTimeout = configuration.connection.pingTimeout
-        connectionConfiguration.maxOutputBufferBytes = configuration.connection.maxOutputBufferBytes
-        connectionConfiguration.maxStreamID = configuration.connection.maxStreamID
+        let connectionConfiguration = APNsConnectionConfiguration(
+            endpoint: endpoint, trust: configuration.trust, proxy: configuration.proxy, settings: configuration.connection)
         metrics.connectionsOpening.increment()
         APNsConnection.open(
             id: id, configuration: connectionConfiguration, tls: tls, token: token, loop: loops.next(), live: live, logger: logger,

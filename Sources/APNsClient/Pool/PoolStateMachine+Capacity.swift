@@ -12,7 +12,7 @@ extension PoolStateMachine {
         var streams = 0
         for (id, entry) in entries {
             let load = entry.load
-            guard load.phase == .ready, !load.retired, entry.assigned < configuration.streamBudget else { continue }
+            guard load.phase == .ready, !load.retired, entry.assigned < streamBudget else { continue }
             let capacity = max(1, load.maxConcurrentStreams)
             streams += capacity
             guard entry.inFlight < capacity else { continue }

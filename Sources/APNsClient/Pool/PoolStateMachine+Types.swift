@@ -2,24 +2,6 @@ import APNsCore
 
 // The state machine's value types, and what it reports without deciding anything.
 extension PoolStateMachine {
-    struct Configuration {
-        var minConnections = 1
-        var maxConnections = 64
-        /// Idle this long (no request): connections close, none are kept or reopened; `nil`: never.
-        var idleTimeout: Duration? = nil
-        var maxConcurrentConnects = 2
-        var maxTimeoutsPerConnection = 3
-        var latencyOutlierFactor = 4.0
-        /// Requests one connection can carry before its stream ids run out.
-        var streamBudget = Int.max
-        var reconnectBackoffBase: Duration = .milliseconds(100)
-        var reconnectBackoffMax: Duration = .seconds(10)
-        /// The adaptive limit's settings; `nil`: no limit but streams.
-        var limit: ConcurrencyLimit.Configuration?
-        /// The part of the capacity bulk may not use (`APNsClientConfiguration.Pool.urgentShare`), 0…0.9.
-        var urgentShare = 0.0
-    }
-
     struct Waiter {
         let id: Int
         let deadline: ContinuousClock.Instant

@@ -14,7 +14,9 @@ struct PoolStateMachine<Connection, Payload> {
     /// long link it has as much in flight as its window allows per round trip.
     static var windowStarvedBytes: Int { 16_384 }
 
-    let configuration: Configuration
+    let configuration: APNsClientConfiguration.Pool
+    /// Requests one connection can carry before its stream ids run out (`APNsClientConfiguration.Connection`).
+    let streamBudget: Int
     private(set) var entries: [Int: Entry] = [:]
     private(set) var connecting = 0
     private var waiters = WaitQueue<Waiter>()
@@ -44,9 +46,10 @@ struct PoolStateMachine<Connection, Payload> {
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
     private(set) var limit: ConcurrencyLimit?
 
-    init(configuration: Configuration, now: ContinuousClock.Instant = .now) {
+    init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: ContinuousClock.Instant = .now) {
         self.configuration = configuration
-        self.limit = configuration.limit.map { ConcurrencyLimit(configuration: $0) }
+        self.streamBudget = streamBudget
+        self.limit = configuration.adaptiveConcurrency ? ConcurrencyLimit(configuration: configuration.adaptiveLimit) : nil
         bulkShare = 1 - min(max(0, configuration.urgentShare), 0.9)
         lastMaintenance = now
         laneGauges = LaneGaugeSchedule(now: now)
@@ -135,7 +138,7 @@ struct PoolStateMachine<Connection, Payload> {
             case .timedOut where load.timeouts >= configuration.maxTimeoutsPerConnection: retireThis = .timeouts
             default: break
             }
-            if retireThis == nil, entry.assigned >= configuration.streamBudget, entry.inFlight == 0 {
+            if retireThis == nil, entry.assigned >= streamBudget, entry.inFlight == 0 {
                 retireThis = .streamIDsExhausted
             }
             if let retireThis {
@@ -327,7 +330,7 @@ struct PoolStateMachine<Connection, Payload> {
         }
         for entry in entries.values {
             let load = entry.load
-            guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < configuration.streamBudget else { continue }
+            guard load.phase != .closed, !load.retired, load.phase != .draining, entry.assigned < streamBudget else { continue }
             usable += 1
             guard load.phase == .ready else { continue }
             streams += max(1, load.maxConcurrentStreams)

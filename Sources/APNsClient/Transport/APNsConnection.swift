@@ -7,30 +7,26 @@ import Synchronization
 
 /// Settings of one TLS + HTTP/2 connection to APNs (or the mock).
 package struct APNsConnectionConfiguration: Sendable {
-    /// Host to resolve and to name in SNI, certificate verification and `:authority`.
-    package var host: String
-    package var port: Int
+    /// Host to resolve and to name in SNI, certificate verification and `:authority`, and its port.
+    package var endpoint: APNsClientConfiguration.Endpoint
     package var trust: ServerTrust
     /// Reach `host` through this HTTP proxy (a `CONNECT` tunnel); `nil`: directly.
     package var proxy: HTTPProxy?
-    /// TCP connect, TLS handshake and the server's first SETTINGS, together.
-    package var connectTimeout: Duration = .seconds(10)
-    /// Send a PING when nothing was received for this long.
-    package var pingInterval: Duration = .seconds(60)
-    /// Close the connection (`connectionLost`) if a PING is not answered within this.
-    package var pingTimeout: Duration = .seconds(10)
-    /// Bytes of encrypted output buffered before nghttp2 is no longer drained (bounds memory on slow peers).
-    package var maxOutputBufferBytes: Int = 256 * 1024
-    /// The connection retires (takes no new requests, finishes its streams, is replaced by the pool) once its
-    /// next client stream id would pass this. HTTP/2 client ids are odd and end at 2^31−1: at 10k requests/s
-    /// one connection uses them up in about 30 hours, after which every request on it would fail at once.
-    package var maxStreamID: Int32 = Int32.max - 1_000_000
+    /// Timing and limits, the client's `connection` value as it is.
+    package var settings: APNsClientConfiguration.Connection
 
-    package init(host: String, port: Int = 443, trust: ServerTrust = .systemTrustStore) {
-        self.host = host
-        self.port = port
+    package init(
+        endpoint: APNsClientConfiguration.Endpoint, trust: ServerTrust = .systemTrustStore, proxy: HTTPProxy? = nil,
+        settings: APNsClientConfiguration.Connection = .init()
+    ) {
+        self.endpoint = endpoint
         self.trust = trust
+        self.proxy = proxy
+        self.settings = settings
     }
+
+    var host: String { endpoint.host }
+    var port: Int { endpoint.port }
 }
 
 /// Load and health of a connection, published by its event loop for the pool.
@@ -105,7 +101,7 @@ final class APNsConnection: Sendable {
         opened: @escaping @Sendable (Result<APNsConnection, APNsClientError>) -> Void
     ) {
         let connection = APNsConnection(id: id, configuration: configuration, loop: loop, logger: logger)
-        let deadline = ContinuousClock.now.advanced(by: configuration.connectTimeout)
+        let deadline = ContinuousClock.now.advanced(by: configuration.settings.connectTimeout)
         live.increment()
         do throws(DedicatedThread.StartFailure) {
             try DedicatedThread.start(name: "apns-connect") {

@@ -170,7 +170,7 @@ final class ConnectionIO {
         guard table.startable > 0 else { return }
         if token != nil { refreshToken() }
         while table.startable > 0 {
-            if session.nextStreamID > UInt32(connection.configuration.maxStreamID) {
+            if session.nextStreamID > UInt32(connection.configuration.settings.maxStreamID) {
                 retireForStreamIDs()
                 return
             }
@@ -259,10 +259,10 @@ final class ConnectionIO {
     private func checkKeepalive(now: ContinuousClock.Instant) {
         let configuration = connection.configuration
         if let sent = keepalive.pingSentAt {
-            if now - sent >= configuration.pingTimeout {
-                fatal = (.connectionLost, "PING not answered within \(configuration.pingTimeout)")
+            if now - sent >= configuration.settings.pingTimeout {
+                fatal = (.connectionLost, "PING not answered within \(configuration.settings.pingTimeout)")
             }
-        } else if table.phase != .awaitingSettings && now - keepalive.lastReceive >= configuration.pingInterval {
+        } else if table.phase != .awaitingSettings && now - keepalive.lastReceive >= configuration.settings.pingInterval {
             sendPing(now: now)
         }
     }
@@ -289,7 +289,7 @@ final class ConnectionIO {
         // Before the server's SETTINGS only the connect timeout counts (no PING is sent then).
         var next = table.phase == .awaitingSettings
             ? connectDeadline
-            : keepalive.pingSentAt.map { $0 + configuration.pingTimeout } ?? keepalive.lastReceive + configuration.pingInterval
+            : keepalive.pingSentAt.map { $0 + configuration.settings.pingTimeout } ?? keepalive.lastReceive + configuration.settings.pingInterval
         if let deadline = table.nextDeadline, deadline < next { next = deadline }
         if let scheduled = wakeScheduledAt, scheduled <= next { return }
         wakeScheduledAt = next
@@ -302,7 +302,7 @@ final class ConnectionIO {
     /// `maxOutputBufferBytes`); asks the loop for writability while the socket is full.
     private func writeOutput() {
         for round in 0..<16 {
-            if let error = session.send(into: socket, limit: connection.configuration.maxOutputBufferBytes) {
+            if let error = session.send(into: socket, limit: connection.configuration.settings.maxOutputBufferBytes) {
                 fatal = (.connectionLost, error)
                 return
             }
