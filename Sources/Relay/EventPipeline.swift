@@ -9,11 +9,12 @@ import Tracing
 
 /// The per-event path, in the order an event takes it:
 ///
-/// 1. `take` (the consumer loop): admit the event in the ledger and the in-flight gate (`RelayState`), then
-///    triage it (`EventTriage`: size, schema, APNs rules).
+/// 1. `take` (the consumer loop): make the event's one value (`InFlightEvent`), admit it in the ledger and
+///    the in-flight gate (`RelayState`), then triage it (`EventTriage`: size, schema, credential, APNs rules).
 /// 2. An event refused or expired is answered at once (`refuse`); a schema-invalid one is first explained
-///    by the reference validator, off the loop. A valid one is delivered (`DeliveryAttempts`, on an APNs
-///    event loop) and its answer read into a result and a removed-token record (`delivered`).
+///    by the reference validator, off the loop. A valid one is delivered with the credential triage found
+///    (`DeliveryAttempts`, on an APNs event loop) and its answer read into a result and a removed-token
+///    record (`delivered`).
 /// 3. `publish`: the records go to Kafka (`ResultPublisher`); once Kafka acknowledged all of them, the event
 ///    finishes in the ledger, which stores its partition's new frontier (`RelayState.finish`). Exactly-once
 ///    mode: the records are held (`TransactionalPublisher`) and the event finishes in the ledger at once;
@@ -25,7 +26,10 @@ import Tracing
 /// producer's thread.
 final class EventPipeline: Sendable {
     private let configuration: RelayConfiguration
-    private let sender: any NotificationSender
+    /// Which credential sends which (topic, environment): triage looks each event's up once.
+    private let credentials: CredentialDirectory
+    /// The one retrier: every valid event's attempts.
+    private let attempts: DeliveryAttempts
     private let state: RelayState
     private let publisher: ResultPublisher
     /// Exactly-once mode: holds each event's records for the next transaction instead of `publisher`.
@@ -52,18 +56,21 @@ final class EventPipeline: Sendable {
     private let tracing: EventTracing?
 
     init(
-        configuration: RelayConfiguration, sender: any NotificationSender, state: RelayState, publisher: ResultPublisher,
+        configuration: RelayConfiguration, credentials: CredentialDirectory, state: RelayState, publisher: ResultPublisher,
         transactions: TransactionalPublisher? = nil, metrics: RelayMetrics, logger: Logger, clock: WallClock, tracing: EventTracing? = nil
     ) {
         self.tracing = tracing
         self.configuration = configuration
-        self.sender = sender
+        self.credentials = credentials
+        self.attempts = DeliveryAttempts(
+            policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock,
+            isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet })
         self.state = state
         self.publisher = publisher
         self.transactions = transactions
         self.outputs = OutputRecords(topics: configuration.topics, maxDeadLetterBytes: configuration.maxDeadLetterBytes)
         self.tokenRemovals = TokenRemovalScreen(configuration: configuration.tokenRemoval, logger: logger)
-        tokenRemovals.register(credentials: sender.credentialNames)
+        tokenRemovals.register(credentials: credentials.names)
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
@@ -72,7 +79,7 @@ final class EventPipeline: Sendable {
     /// The triage for the consumer loop, which owns its (single-threaded) decoder.
     func makeTriage() throws -> EventTriage {
         // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
-        try EventTriage(configuration: configuration, decoder: EventDecoder()) { [sender] in sender.coverage(ofTopic: $0, in: $1) }
+        try EventTriage(configuration: configuration, decoder: EventDecoder(), credentials: credentials)
     }
 
     // MARK: 1. Admission and triage, on the consumer loop
@@ -104,14 +111,10 @@ final class EventPipeline: Sendable {
             }
         case .answer(let answer, let refusal, let broadcast):
             refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
-        case .deliver(let decoded, let triaged):
-            var laned = triaged
-            laned.lane = event.lane
-            let notification = laned
-            let attempts = DeliveryAttempts(policy: configuration.retry, requestTimeout: configuration.requestTimeout, clock: clock)
-            attempts.deliver(notification, with: sender, trace: event.trace, isAbandoned: { [abandoned, holding] in abandoned.isSet || holding.isSet }) { [self] report in
-                delivered(event, decoded, notification, report: report)
-            }
+        case .deliver(let delivery):
+            var event = event
+            event.delivery = delivery
+            attempts.deliver(event) { [self] event, report in delivered(event, report: report) }
         }
     }
 
@@ -136,11 +139,14 @@ final class EventPipeline: Sendable {
 
     /// A valid event's delivery ended (on an APNs event loop, or a retry's task): publishes its result (and
     /// removed-token or removed-channel record).
-    private func delivered(_ event: InFlightEvent, _ decoded: NotificationEvent, _ notification: APNsNotification, report: DeliveryReport) {
+    private func delivered(_ event: InFlightEvent, report: DeliveryReport) {
         if abandoned.isSet || report.abandoned {
             finishAbandoned(event)
             return
         }
+        let delivery = event.delivery!
+        let decoded = delivery.event
+        let notification = delivery.notification
         let broadcast = notification.isBroadcast
         if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
         if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
@@ -163,10 +169,9 @@ final class EventPipeline: Sendable {
         )
         var records: [OutgoingRecord] = []
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, to: notification.target, credential: sender.credentialName(forTopic: notification.topic, in: notification.environment),
-            environment: decoded.environment
+            after: report, to: notification.target, credential: delivery.credential.name, environment: decoded.environment
         )
-        if removalAllowed, let removal = outputs.removal(for: decoded, notification: notification, report: report) {
+        if removalAllowed, let removal = outputs.removal(for: decoded, report: report) {
             records.append(removal)
             (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
@@ -253,7 +258,7 @@ final class EventPipeline: Sendable {
     /// result, retries stop; deliveries already sent finish and publish as usual.
     func holdUnsentRequests() {
         holding.set()
-        sender.holdUnsentRequests()
+        credentials.holdUnsentRequests()
     }
 
     static func reason(of report: DeliveryReport) -> String? {

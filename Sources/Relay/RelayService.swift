@@ -17,7 +17,8 @@ package final class RelayService: Service, Sendable {
     let configuration: RelayConfiguration
     let consumer: KafkaConsumer
     let producer: KafkaProducer
-    let sender: any NotificationSender
+    /// The APNs credentials and their senders.
+    let credentials: CredentialDirectory
     let logger: Logger
     let state: RelayState
     let metrics = RelayMetrics()
@@ -53,13 +54,13 @@ package final class RelayService: Service, Sendable {
     ///   - clock: the wall clock (expirations, result timestamps); injectable for tests.
     package init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
-        sender: any NotificationSender, logger: Logger,
+        credentials: CredentialDirectory, logger: Logger,
         clock: WallClock = .system, tracing: EventTracing? = nil
     ) {
         self.configuration = configuration
         self.consumer = consumer
         self.producer = producer
-        self.sender = sender
+        self.credentials = credentials
         self.logger = logger
         let metrics = self.metrics
         let intake = LaneIntake(consumer: consumer)
@@ -102,7 +103,7 @@ package final class RelayService: Service, Sendable {
         self.state = state
         self.publisher = publisher
         self.pipeline = EventPipeline(
-            configuration: configuration, sender: sender, state: state, publisher: publisher, transactions: transactions, metrics: metrics,
+            configuration: configuration, credentials: credentials, state: state, publisher: publisher, transactions: transactions, metrics: metrics,
             logger: logger, clock: clock, tracing: tracing
         )
         metrics.lanes.urgent.held.record(0)

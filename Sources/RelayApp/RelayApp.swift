@@ -24,11 +24,6 @@ extension APNsClient: NotificationSender {
         case .certificate: .certificate
         }
     }
-
-    /// A client alone covers every topic in both environments (routing is `CredentialRouter`'s).
-    package func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage {
-        .covered(authentication)
-    }
 }
 
 extension APNsClientError: TransportFailureError {}
@@ -57,14 +52,14 @@ package struct RelayApp: Sendable {
         configuration: RelayAppConfiguration, logger: Logger, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws {
         for notice in configuration.notices { logger.warning("\(notice)") }
-        var routes: [CredentialRouter.Route] = []
+        var credentials: [CredentialDirectory.Credential] = []
         var clients: [APNsClient] = []
         for credential in configuration.apns.credentials {
             var credentialLogger = logger
             credentialLogger[metadataKey: "credential"] = "\(credential.name)"
             let client = try Self.client(configuration.apns, credential: credential, logger: credentialLogger)
             clients.append(client)
-            routes.append(CredentialRouter.Route(
+            credentials.append(CredentialDirectory.Credential(
                 name: credential.name, patterns: credential.topics, environments: credential.environments,
                 authentication: client.authentication, sender: client))
         }
@@ -101,7 +96,7 @@ package struct RelayApp: Sendable {
         tracingExporter = tracing?.service
         relay = RelayService(
             configuration: configuration.relay, consumer: consumer, producer: producer,
-            sender: CredentialRouter(routes: routes), logger: logger, tracing: tracing?.tracing
+            credentials: CredentialDirectory(credentials), logger: logger, tracing: tracing?.tracing
         )
     }
 

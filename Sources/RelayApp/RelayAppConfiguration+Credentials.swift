@@ -76,7 +76,7 @@ extension RelayAppConfiguration {
         return problems
     }
 
-    /// Whether every topic `pattern` matches is matched by `covering` too (`CredentialRouter.Route.matches`).
+    /// Whether every topic `pattern` matches is matched by `covering` too (`CredentialDirectory.Credential.matches`).
     package static func covers(_ covering: String, _ pattern: String) -> Bool {
         let base = pattern.hasSuffix(".*") ? String(pattern.dropLast()) : pattern
         if covering.hasSuffix(".*") { return base.hasPrefix(covering.dropLast()) }
@@ -176,8 +176,8 @@ extension RelayAppConfiguration.APNs.Credential {
         return topics.contains { RelayAppConfiguration.covers($0, pattern) }
     }
 
-    /// Whether this credential sends pushes to `topic` in `environment` (as `CredentialRouter` routes them).
+    /// Whether this credential sends pushes to `topic` in `environment` (as `CredentialDirectory` finds them).
     package func covers(_ topic: String, in environment: APNsEnvironment) -> Bool {
-        environments.contains(environment) && (topics.isEmpty || topics.contains { CredentialRouter.Route.matches(topic, $0) })
+        environments.contains(environment) && (topics.isEmpty || topics.contains { CredentialDirectory.Credential.matches(topic, $0) })
     }
 }

@@ -230,7 +230,7 @@ struct CheckCommand: AsyncParsableCommand {
             var notices = CertificateExpiryWatcher.notices(
                 [.init(what: "\(name): the client certificate", notAfter: certificate.notAfter)], now: now).map(\.1)
             if let bundle = certificate.bundleID, !credential.topics.isEmpty,
-               !credential.topics.contains(where: { CredentialRouter.Route.matches(bundle, $0) })
+               !credential.topics.contains(where: { CredentialDirectory.Credential.matches(bundle, $0) })
             {
                 notices.append("\(name): the client certificate is for \(bundle), which \(credential.keyPrefix)topics (\(credential.topics.joined(separator: ", "))) does not cover: APNs refuses it for those topics")
             }

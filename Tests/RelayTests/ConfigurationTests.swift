@@ -198,36 +198,45 @@ import Testing
         #expect(throws: ConfigurationError.self) { _ = try RelayAppConfiguration(reader: missingTopics) }
     }
 
-    @Test func routerPicksTheCredentialByBundleIDAndEnvironment() {
+    @Test func theDirectoryFindsTheCredentialByBundleIDAndEnvironment() {
         struct Never: NotificationSender {
             func send(
                 _ notification: APNsNotification, deadline: ContinuousClock.Instant,
                 completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
             ) { completion(.success(APNsResponse(status: 500))) }
-            func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage { .uncovered }
+            func holdUnsentRequests() {}
         }
-        let router = CredentialRouter(routes: [
-            .init(patterns: ["com.acme.*"], authentication: .token, sender: Never()),
-            .init(patterns: ["com.beta.app"], authentication: .certificate, sender: Never()),
+        /// What the directory answers, as a line: the credential's name and authentication, or why none.
+        func lookup(_ directory: CredentialDirectory, _ topic: String, _ environment: APNsEnvironment) -> String {
+            switch directory.lookup(topic: topic, in: environment) {
+            case .covered(let credential): "\(credential.name) \(credential.authentication)"
+            case .otherEnvironmentOnly(let names): "other environment only: \(names.joined(separator: ","))"
+            case .uncovered: "uncovered"
+            }
+        }
+        let directory = CredentialDirectory([
+            .init(name: "acme", patterns: ["com.acme.*"], authentication: .token, sender: Never()),
+            .init(name: "beta", patterns: ["com.beta.app"], authentication: .certificate, sender: Never()),
         ])
-        #expect(router.coverage(ofTopic: "com.acme.shop", in: .production) == .covered(.token))
-        #expect(router.coverage(ofTopic: "com.acme.shop.voip", in: .development) == .covered(.token))
-        #expect(router.coverage(ofTopic: "com.beta.app.voip", in: .production) == .covered(.certificate))
-        #expect(router.coverage(ofTopic: "com.beta.application", in: .production) == .uncovered)
-        #expect(router.coverage(ofTopic: "com.acmeshop", in: .production) == .uncovered)
-        let catchAll = CredentialRouter(routes: [.init(patterns: [], authentication: .token, sender: Never())])
-        #expect(catchAll.coverage(ofTopic: "anything", in: .development) == .covered(.token))
+        #expect(lookup(directory, "com.acme.shop", .production) == "acme token")
+        #expect(lookup(directory, "com.acme.shop.voip", .development) == "acme token")
+        #expect(lookup(directory, "com.beta.app.voip", .production) == "beta certificate")
+        #expect(lookup(directory, "com.beta.application", .production) == "uncovered")
+        #expect(lookup(directory, "com.acmeshop", .production) == "uncovered")
+        let catchAll = CredentialDirectory([.init(patterns: [], authentication: .token, sender: Never())])
+        #expect(lookup(catchAll, "anything", .development) == "default token")
 
         // Two keys for one app, one per environment (Apple's environment-restricted keys, 2025).
-        let scoped = CredentialRouter(routes: [
+        let scoped = CredentialDirectory([
             .init(name: "acme-prod", patterns: ["com.acme.app"], environments: [.production], authentication: .token, sender: Never()),
             .init(name: "acme-dev", patterns: ["com.acme.app"], environments: [.development], authentication: .token, sender: Never()),
             .init(name: "beta-prod", patterns: ["com.beta.app"], environments: [.production], authentication: .token, sender: Never()),
         ])
-        #expect(scoped.credentialName(forTopic: "com.acme.app", in: .production) == "acme-prod")
-        #expect(scoped.credentialName(forTopic: "com.acme.app.voip", in: .development) == "acme-dev")
-        #expect(scoped.coverage(ofTopic: "com.beta.app", in: .development) == .otherEnvironmentOnly(credentials: ["beta-prod"]))
-        #expect(scoped.coverage(ofTopic: "com.gamma.app", in: .development) == .uncovered)
+        #expect(lookup(scoped, "com.acme.app", .production) == "acme-prod token")
+        #expect(lookup(scoped, "com.acme.app.voip", .development) == "acme-dev token")
+        #expect(lookup(scoped, "com.beta.app", .development) == "other environment only: beta-prod")
+        #expect(lookup(scoped, "com.gamma.app", .development) == "uncovered")
+        #expect(scoped.names == ["acme-prod", "acme-dev", "beta-prod"])
     }
 
     @Test func environmentNamesFollowTheKeys() {

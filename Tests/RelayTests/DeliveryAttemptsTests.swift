@@ -1,4 +1,5 @@
 import APNsCore
+import Kafka
 import ServiceSupport
 import Synchronization
 import Testing
@@ -17,7 +18,7 @@ private final class ScriptedSender: NotificationSender {
 
     init(_ answers: [Answer]) { script = Mutex(answers) }
 
-    func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage { .covered(.token) }
+    func holdUnsentRequests() {}
 
     func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,
@@ -29,6 +30,24 @@ private final class ScriptedSender: NotificationSender {
         case .response(let r)?: completion(.success(r))
         case .failure(let f)?: completion(.failure(Failure(transportFailure: f)))
         case nil: completion(.failure(Failure(transportFailure: .connectionLost)))
+        }
+    }
+}
+
+extension DeliveryAttempts {
+    /// Delivers `notification` as the only event of a partition, with `sender` as its credential's; returns
+    /// the report and the event's progress.
+    func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
+        let message = KafkaConsumerMessage(topic: "events", partition: 0, offset: 0, key: nil, value: Array("{}".utf8))
+        var event = InFlightEvent(message, receivedAt: 0)
+        var decoded = NotificationEvent(id: "e", deviceToken: try! DeviceToken(hex: "abcd"), topic: "t", pushType: .alert, payload: [])
+        decoded.notification = notification
+        event.delivery = Delivery(event: decoded, credential: .init(patterns: [], authentication: .token, sender: sender))
+        return await withCheckedContinuation { continuation in
+            deliver(event) { finished, report in
+                #expect(finished.delivery?.progress.attempts == report.attempts, "the event carries its attempts")
+                continuation.resume(returning: report)
+            }
         }
     }
 }

@@ -14,84 +14,52 @@ package struct DeliveryReport: Sendable, Hashable {
     package var attempts: Int
     /// The decision behind the outcome (e.g. whether a rejection also removes the token).
     package var decision: DeliveryDecision?
-    /// Resends after an attempt APNs may have received (a timeout or a lost connection after the request
-    /// was sent): each may have pushed the notification twice.
+    /// Resends after an attempt APNs may have received (`DeliveryProgress.possibleDuplicates`).
     package var possibleDuplicates = 0
     /// The attempts stopped because the caller abandoned them (`isAbandoned`), not because of an answer: the
     /// event has no result and is redone later.
     package var abandoned = false
 }
 
-/// Sends one notification until it is delivered, finally refused, expired or out of attempts.
+/// Sends each event's notification until it is delivered, finally refused, expired or out of attempts: the
+/// pipeline's one retrier.
 ///
 /// Retries follow `RetryPolicy`. No task waits for an answer: each attempt continues in the sender's
 /// completion; only a retry delay waits on a task (`Task.sleep`), so one slow event never holds up others.
-package struct DeliveryAttempts: Sendable {
-    package var policy: RetryPolicy
+/// The event carries its own progress (`Delivery.progress`) from attempt to attempt.
+struct DeliveryAttempts: Sendable {
+    var policy: RetryPolicy
     /// How long one request may wait for its response.
-    package var requestTimeout: Duration
+    var requestTimeout: Duration
     /// UNIX seconds now; injectable for tests.
-    package var clock: WallClock
+    var clock: WallClock
+    /// Asked before each retry; when it says `true` the attempts end with the last known state as
+    /// `.failed`, `abandoned` (the caller publishes no result for it: the event is redone later).
+    var isAbandoned: @Sendable () -> Bool
 
-    package init(policy: RetryPolicy, requestTimeout: Duration, clock: WallClock) {
+    init(policy: RetryPolicy, requestTimeout: Duration, clock: WallClock, isAbandoned: @escaping @Sendable () -> Bool = { false }) {
         self.policy = policy
         self.requestTimeout = requestTimeout
         self.clock = clock
+        self.isAbandoned = isAbandoned
     }
 
-    /// Delivers `notification` through `sender`; `completion` runs once with the report, on the thread of
-    /// the last answer (or of the last retry delay).
-    ///
-    /// - Parameter isAbandoned: asked before each retry; when it says `true` the loop ends with the last
-    ///   known state as `.failed` (the caller does not publish results of abandoned work: the event is
-    ///   redone later).
-    ///
-    /// - Parameter trace: the event's trace, when tracing is on: each attempt gets a client span.
-    func deliver(
-        _ notification: APNsNotification, with sender: some NotificationSender, trace: EventTrace?,
-        isAbandoned: @escaping @Sendable () -> Bool = { false },
-        completion: @escaping @Sendable (DeliveryReport) -> Void
-    ) {
-        attempt(Progress(), notification, sender, trace, isAbandoned, completion)
+    /// Delivers `event`'s notification (`event.delivery`, set by triage) with its credential; `completion`
+    /// runs once with the event (its progress updated) and the report, on the thread of the last answer (or
+    /// of the last retry delay). Each attempt gets a client span when the event is traced.
+    func deliver(_ event: InFlightEvent, completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
+        precondition(event.delivery != nil, "only an event triage found valid is delivered")
+        attempt(event, completion)
     }
 
-    package func deliver(
-        _ notification: APNsNotification, with sender: some NotificationSender,
-        isAbandoned: @escaping @Sendable () -> Bool = { false },
-        completion: @escaping @Sendable (DeliveryReport) -> Void
-    ) {
-        deliver(notification, with: sender, trace: nil, isAbandoned: isAbandoned, completion: completion)
-    }
-
-    /// `deliver(_:with:isAbandoned:completion:)` for async callers; cancelling the task abandons the loop
-    /// at its next retry.
-    package func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
-        let cancelled = Flag()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                deliver(notification, with: sender, isAbandoned: { cancelled.isSet }) { continuation.resume(returning: $0) }
-            }
-        } onCancel: {
-            cancelled.set()
-        }
-    }
-
-    /// What carries over from one attempt to the next.
-    private struct Progress {
-        var attempt = 0
-        var tokenRefreshes = 0
-        var possibleDuplicates = 0
-    }
-
-    private func attempt(
-        _ progress: Progress, _ notification: APNsNotification, _ sender: some NotificationSender, _ trace: EventTrace?,
-        _ isAbandoned: @escaping @Sendable () -> Bool, _ completion: @escaping @Sendable (DeliveryReport) -> Void
-    ) {
-        var progress = progress
-        progress.attempt += 1
-        let span = trace?.attemptStarted(number: progress.attempt, host: notification.environment.host)
-        sender.send(notification, deadline: .now + requestTimeout) { [progress] result in
-            var progress = progress
+    private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
+        var event = event
+        event.delivery!.progress.attempts += 1
+        let delivery = event.delivery!
+        let notification = delivery.notification
+        let span = event.trace?.attemptStarted(number: delivery.progress.attempts, host: notification.environment.host)
+        delivery.credential.sender.send(notification, deadline: .now + requestTimeout) { [event] result in
+            var event = event
             let decision: DeliveryDecision
             var response: APNsResponse?
             var failure: TransportFailure?
@@ -106,29 +74,30 @@ package struct DeliveryAttempts: Sendable {
                 failureMessage = (error as? any TransportFailureError)?.message ?? "\(error)"
                 decision = DeliveryDecision(failure: cause)
                 // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
-                if cause == .notSent { progress.attempt -= 1 }
+                if cause == .notSent { event.delivery!.progress.attempts -= 1 }
             }
-            if let span { trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
+            if let span { event.trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
             var generator = SystemRandomNumberGenerator()
+            let progress = event.delivery!.progress
             let step = policy.nextStep(
-                after: decision, attempt: progress.attempt, tokenRefreshes: progress.tokenRefreshes,
+                after: decision, attempt: progress.attempts, tokenRefreshes: progress.tokenRefreshes,
                 now: clock.now(), expiration: notification.expiration, using: &generator
             )
-            func report(_ outcome: DeliveryOutcome) -> DeliveryReport {
+            func report(_ outcome: DeliveryOutcome, _ progress: DeliveryProgress) -> DeliveryReport {
                 DeliveryReport(
                     outcome: outcome, response: response, failure: failure, failureMessage: failureMessage,
-                    attempts: progress.attempt, decision: decision, possibleDuplicates: progress.possibleDuplicates)
+                    attempts: progress.attempts, decision: decision, possibleDuplicates: progress.possibleDuplicates)
             }
             switch step {
             case .finish(let outcome):
-                completion(report(outcome))
+                completion(event, report(outcome, progress))
             case .retry(let delay, let strategy):
-                if strategy == .refreshToken { progress.tokenRefreshes += 1 }
-                if failure?.mayHaveReachedAPNs == true { progress.possibleDuplicates += 1 }
-                var giveUp = report(.failed)
+                if strategy == .refreshToken { event.delivery!.progress.tokenRefreshes += 1 }
+                if failure?.mayHaveReachedAPNs == true { event.delivery!.progress.possibleDuplicates += 1 }
+                var giveUp = report(.failed, event.delivery!.progress)
                 giveUp.abandoned = true
-                let next = { [progress] in
-                    if isAbandoned() { completion(giveUp) } else { attempt(progress, notification, sender, trace, isAbandoned, completion) }
+                let next = { [event] in
+                    if isAbandoned() { completion(event, giveUp) } else { attempt(event, completion) }
                 }
                 guard delay > .zero else { return next() }
                 Task {

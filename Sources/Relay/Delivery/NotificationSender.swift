@@ -13,38 +13,10 @@ package protocol NotificationSender: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     )
 
-    /// Whether a credential covers pushes to `topic` (an `apns-topic`) in `environment`, and how they would
-    /// authenticate (the pre-send rules depend on it: some push types need a certificate, some a token).
-    func coverage(ofTopic topic: String, in environment: APNsEnvironment) -> CredentialCoverage
-
-    /// The name of the credential that sends pushes to `topic` in `environment`. `TokenRemovalGuard` counts
-    /// answers per (credential, environment): one misconfigured credential must not hide behind another's.
-    func credentialName(forTopic topic: String, in environment: APNsEnvironment) -> String
-
-    /// Every credential's name (for the per-credential series made at start).
-    var credentialNames: [String] { get }
-
     /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
-    /// sent (`.notSent`); those already sent finish. Irrevocable.
+    /// sent (`.notSent`); those already sent finish. Irrevocable. (No default: a sender that forgot it would
+    /// silently lose "no new pushes while Kafka is unreachable".)
     func holdUnsentRequests()
-}
-
-extension NotificationSender {
-    /// A sender with one credential.
-    package func credentialName(forTopic topic: String, in environment: APNsEnvironment) -> String { "default" }
-    package var credentialNames: [String] { ["default"] }
-    /// A sender that queues nothing has nothing to hold.
-    package func holdUnsentRequests() {}
-}
-
-/// Which credential, if any, sends a (topic, environment).
-package enum CredentialCoverage: Sendable, Equatable {
-    /// A credential covers it, authenticating so.
-    case covered(AuthenticationKind)
-    /// No credential covers the topic in this environment; these do in the other (`environments`).
-    case otherEnvironmentOnly(credentials: [String])
-    /// No credential covers the topic at all.
-    case uncovered
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no

@@ -4,8 +4,8 @@ import RelayContract
 
 /// The first decision about a consumed message: send it, or answer it at once without sending.
 enum Triage: Sendable {
-    /// A valid event, ready for APNs.
-    case deliver(NotificationEvent, APNsNotification)
+    /// A valid event, ready for APNs: decoded, in its lane, with the credential that sends it.
+    case deliver(Delivery)
     /// Refused before sending: publish this result (and a dead letter for the refusal, if any) only.
     /// `broadcast` when the event was readable as one (for the broadcast metrics).
     case answer(DeliveryResult, Refusal?, broadcast: Bool = false)
@@ -20,18 +20,18 @@ struct Refusal: Sendable {
     var decodingError: EventDecodingError?
 }
 
-/// Reads a Kafka message into a `Triage`: size, schema, then APNs rules. Runs on the consumer loop,
-/// which owns the (single-threaded) decoder. Never throws: every input gets an answer.
+/// Reads a Kafka message into a `Triage`: size, schema, the credential, then APNs rules. Runs on the
+/// consumer loop, which owns the (single-threaded) decoder. Never throws: every input gets an answer.
 struct EventTriage {
     let configuration: RelayConfiguration
     let decoder: EventDecoder
-    /// Which credential, if any, would send a topic in an environment.
-    let coverage: (String, APNsEnvironment) -> CredentialCoverage
+    /// Which credential, if any, sends a topic in an environment: looked up here, once per event.
+    let credentials: CredentialDirectory
 
-    func triage(_ event: InFlightEvent, nowSeconds: Int64) -> Triage {
-        let message = event.message
-        let source = event.source
-        let receivedAt = event.receivedAt
+    func triage(_ inFlight: InFlightEvent, nowSeconds: Int64) -> Triage {
+        let message = inFlight.message
+        let source = inFlight.source
+        let receivedAt = inFlight.receivedAt
         func invalid(
             _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil,
             decodingError: EventDecodingError? = nil, broadcast: Bool = false
@@ -56,9 +56,9 @@ struct EventTriage {
                 .size, code: "event_too_large",
                 message: "event is \(value.count + keyBytes + headerBytes) bytes\(parts); the limit is \(limit) (relay.maxEventBytes)")
         }
-        let event: NotificationEvent
+        let decoded: NotificationEvent
         do {
-            event = try decoder.decode(value)
+            decoded = try decoder.decode(value)
         } catch {
             // Echo what can still be read of the event, so producers can correlate the result.
             let salvaged = SalvagedEvent(salvaging: value)
@@ -66,6 +66,8 @@ struct EventTriage {
                 .schema, code: error.code.rawValue, message: Self.text(of: error), id: salvaged.id, metadata: salvaged.metadata,
                 decodingError: error)
         }
+        var event = decoded
+        event.notification.lane = inFlight.lane
         let notification = event.notification
         if let expiration = notification.expiration, expiration > 0, expiration <= nowSeconds {
             let result = DeliveryResult(
@@ -75,10 +77,10 @@ struct EventTriage {
             )
             return .answer(result, nil, broadcast: notification.isBroadcast)
         }
-        let authentication: AuthenticationKind
-        switch coverage(notification.topic, notification.environment) {
-        case .covered(let kind):
-            authentication = kind
+        let credential: CredentialDirectory.Credential
+        switch credentials.lookup(topic: notification.topic, in: notification.environment) {
+        case .covered(let covering):
+            credential = covering
         case .otherEnvironmentOnly(let credentials):
             let names = credentials.map { "'\($0)'" }.joined(separator: ", ")
             return invalid(
@@ -94,13 +96,13 @@ struct EventTriage {
             )
         }
         do {
-            try notification.validate(authentication: authentication)
+            try notification.validate(authentication: credential.authentication)
         } catch {
             return invalid(
                 .apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata,
                 broadcast: notification.isBroadcast)
         }
-        return .deliver(event, notification)
+        return .deliver(Delivery(event: event, credential: credential))
     }
 
     private static func text(of error: EventDecodingError) -> String {

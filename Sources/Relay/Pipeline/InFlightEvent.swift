@@ -4,8 +4,8 @@ import Logging
 import RelayContract
 
 /// One consumed event on its way through the relay, from its admission on the consumer loop to its entry
-/// in the offset ledger: what every stage needs to know about where it came from. Built once, when the
-/// event is admitted; the stages add what they learn (the decoded event, the delivery report) beside it.
+/// in the offset ledger: the one value every stage takes and hands on. Built when the event is admitted;
+/// triage adds what an event to deliver needs (`delivery`), the attempts record their progress there.
 struct InFlightEvent: Sendable {
     /// The Kafka record as consumed: its key goes into the result, its key, value and headers into the
     /// dead letter.
@@ -17,23 +17,50 @@ struct InFlightEvent: Sendable {
     /// When the relay took the event (Unix milliseconds): the result's `receivedAt`, and where the
     /// latency histogram starts.
     let receivedAt: Int64
+    /// The lane its topic is read in (`kafka.topics.urgent`, or bulk): its share of the in-flight limits and
+    /// of APNs' streams.
+    let lane: DeliveryLane
     /// Its spans, when tracing is on (`EventTracing`), from its admission on.
     var trace: EventTrace?
+    /// A valid event's delivery, from triage on; `nil` for an event answered without sending.
+    var delivery: Delivery?
 
-    init(_ message: KafkaConsumerMessage, receivedAt: Int64, trace: EventTrace? = nil) {
+    init(_ message: KafkaConsumerMessage, receivedAt: Int64) {
         self.message = message
         self.source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         self.bytes = message.value?.count ?? 0
         self.receivedAt = receivedAt
-        self.trace = trace
+        self.lane = DeliveryLane(message.lane)
     }
 
     var partition: KafkaTopicPartition { message.topicPartition }
-    /// The lane its topic is read in (`kafka.topics.urgent`, or bulk).
-    var lane: DeliveryLane { DeliveryLane(message.lane) }
 
     /// Topic, partition and offset, for log lines about this event.
     var logMetadata: Logger.Metadata {
         ["topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(source.offset)"]
     }
+}
+
+/// A valid event on its way to APNs: what triage found, and how far its attempts got.
+struct Delivery: Sendable {
+    /// The event as decoded; its `notification` (in the event's lane) is what goes to APNs.
+    let event: NotificationEvent
+    /// The credential that covers the notification's topic in its environment, looked up once, in triage:
+    /// it sends every attempt, and the token-removal guard counts the answers under its name.
+    let credential: CredentialDirectory.Credential
+    /// Attempts so far.
+    var progress = DeliveryProgress()
+
+    var notification: APNsNotification { event.notification }
+}
+
+/// What carries over from one delivery attempt to the next.
+struct DeliveryProgress: Sendable, Hashable {
+    /// Attempts APNs may have seen (a request never sent does not count).
+    var attempts = 0
+    /// Retries that refreshed the provider token first (`ExpiredProviderToken`).
+    var tokenRefreshes = 0
+    /// Resends after an attempt APNs may have received (a timeout or a lost connection after the request
+    /// was sent): each may have pushed the notification twice.
+    var possibleDuplicates = 0
 }

@@ -44,7 +44,8 @@ struct OutputRecords: Sendable {
     /// for 410s and for BadDeviceToken (a token of the other environment, usually), a removed-channel record
     /// for ChannelNotRegistered. BadDeviceToken and ChannelNotRegistered ones pass `TokenRemovalGuard`
     /// first (the caller asks it).
-    func removal(for event: NotificationEvent, notification: APNsNotification, report: DeliveryReport) -> OutgoingRecord? {
+    func removal(for event: NotificationEvent, report: DeliveryReport) -> OutgoingRecord? {
+        let notification = event.notification
         let invalidatedAt: Int64?
         switch report.decision {
         case .unregistered(let timestamp)?: invalidatedAt = timestamp
