@@ -78,10 +78,10 @@ func payload(bytes: Int) -> [UInt8] {
     return Array((base + String(repeating: "x", count: pad) + "\"}").utf8)
 }
 
-func bench(_ a: Arguments) async throws {
+func bench(_ a: Arguments, eventLoops: APNsEventLoopGroup) async throws {
     var logger = Logger(label: "apns-client-tool")
     logger.logLevel = .warning
-    let client = try APNsClient(configuration: clientConfiguration(a), logger: logger)
+    let client = try APNsClient(configuration: clientConfiguration(a), eventLoops: eventLoops, logger: logger)
     let total = a.int("requests", 100_000)
     let concurrency = a.int("concurrency", 1000)
     let body = payload(bytes: a.int("payload", 100))
@@ -125,7 +125,7 @@ func bench(_ a: Arguments) async throws {
     await client.shutdown(deadline: .now.advanced(by: .seconds(5)))
 }
 
-func fleet(_ a: Arguments) async throws {
+func fleet(_ a: Arguments, eventLoops: APNsEventLoopGroup) async throws {
     var logger = Logger(label: "apns-client-tool")
     logger.logLevel = .warning
     // Lockstep with the test: it writes the simulated UNIX time to --clock-file (and sets the mock's clock to
@@ -136,7 +136,7 @@ func fleet(_ a: Arguments) async throws {
     final class SimulatedTime: Sendable { let value = Atomic<Int64>(0) }
     let simulated = SimulatedTime()
     let clock = WallClock { simulated.value.load(ordering: .relaxed) * 1_000_000_000 }
-    let client = try APNsClient(configuration: clientConfiguration(a, clock: clock), logger: logger)
+    let client = try APNsClient(configuration: clientConfiguration(a, clock: clock), eventLoops: eventLoops, logger: logger)
     let perStep = a.int("per-step", 3)
     let bundle = a["bundle"] ?? "com.example.app"
     let device = try DeviceToken(hex: a["device"] ?? randomHex(bytes: 32))
@@ -180,9 +180,11 @@ do {
         guard let now = Int64(required(a, "now")) else { fail("--now must be an integer") }
         print(try s.token(now: now).jwt)
     case "bench":
-        try await bench(a)
+        let eventLoops = try APNsEventLoopGroup()
+        try await eventLoops.withRunningLoops { try await bench(a, eventLoops: eventLoops) }
     case "fleet":
-        try await fleet(a)
+        let eventLoops = try APNsEventLoopGroup()
+        try await eventLoops.withRunningLoops { try await fleet(a, eventLoops: eventLoops) }
     default:
         fail("unknown command \(args[1])")
     }

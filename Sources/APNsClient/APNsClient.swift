@@ -18,8 +18,12 @@ package final class APNsClient: Sendable {
     /// The certificates of the CA file the client trusts (`ServerTrust.caFile`), in file order.
     package let caCertificates: [CertificateDetails]
 
+    /// - Parameter eventLoops: where the client's connections run (the process's one group; see
+    ///   `APNsEventLoopGroup`). Nothing is sent until the group runs.
     /// - Throws: `APNsClientError` (`.tls`, `.invalidCredential`) if the TLS context or certificate cannot be set up.
-    package init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+    package init(
+        configuration: APNsClientConfiguration, eventLoops loops: APNsEventLoopGroup, logger: Logger = Logger(label: "apns.client")
+    ) throws(APNsClientError) {
         _ = Self.ignoreBrokenPipes
         self.configuration = configuration
         self.logger = logger
@@ -38,8 +42,6 @@ package final class APNsClient: Sendable {
         clientCertificate = tls.clientCertificateDetails
         caCertificates = tls.caCertificates
         var pools: [APNsEnvironment: ConnectionPool] = [:]
-        let loops: APNsEventLoopGroup
-        if let configured = configuration.eventLoops { loops = configured } else { loops = try APNsEventLoopGroup.shared }
         for env in APNsEnvironment.allCases {
             let endpoint = configuration.endpoints[env] ?? .init(host: env.host)
             var poolLogger = logger

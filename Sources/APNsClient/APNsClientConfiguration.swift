@@ -106,9 +106,6 @@ package struct APNsClientConfiguration: Sendable {
     package var proxy: HTTPProxy?
     package var connection = Connection()
     package var pool = Pool()
-    /// The event loops the connections run on; `nil`: `APNsEventLoopGroup.shared` (one set per process,
-    /// `APNsEventLoopGroup.defaultLoopCount()` threads).
-    package var eventLoops: APNsEventLoopGroup?
     /// Wall clock for provider-token epochs (injectable for tests).
     package var clock: WallClock = .system
     package var tokenRotation = TokenRotationPolicy()

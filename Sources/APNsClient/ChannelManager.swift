@@ -44,14 +44,18 @@ package final class ChannelManager: Sendable {
     /// - Parameters:
     ///   - configuration: the credential and transport settings; its `managementEndpoints` are used (not
     ///     its push `endpoints`).
+    ///   - eventLoops: where its connections run (see `APNsClient`).
     ///   - timeout: how long one request may take, from the call to the answer.
     /// - Throws: `APNsClientError` when the TLS context or credential cannot be set up.
-    package init(configuration: APNsClientConfiguration, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "apns.channels")) throws(APNsClientError) {
+    package init(
+        configuration: APNsClientConfiguration, eventLoops: APNsEventLoopGroup, timeout: Duration = .seconds(10),
+        logger: Logger = Logger(label: "apns.channels")
+    ) throws(APNsClientError) {
         var configuration = configuration
         configuration.endpoints = configuration.managementEndpoints
         // Management is occasional: no connection is kept open for it.
         configuration.pool.minConnections = 0
-        client = try APNsClient(configuration: configuration, logger: logger)
+        client = try APNsClient(configuration: configuration, eventLoops: eventLoops, logger: logger)
         self.timeout = timeout
     }
 

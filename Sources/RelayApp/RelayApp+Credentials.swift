@@ -6,21 +6,35 @@ import Relay
 
 /// Loading the credentials: every failure names the file and the configuration key that points at it.
 extension RelayApp {
+    /// The event loops every APNs client of the process runs on (`apns.ioThreads`, `apns.batchWindowMs`);
+    /// their threads start when the group runs (a service, or `withRunningLoops`).
+    /// - Throws: `RelayError` when the kernel refuses an epoll set, an eventfd or a timerfd.
+    package static func eventLoops(_ apns: RelayAppConfiguration.APNs) throws -> APNsEventLoopGroup {
+        do {
+            return try APNsEventLoopGroup(loops: apns.ioThreads, batchWindow: apns.batchWindow)
+        } catch {
+            throw RelayError("cannot set up the APNs event loops (apns.ioThreads \(apns.ioThreads)): \(error.message)")
+        }
+    }
+
     /// An APNs client for `credential`, its key or certificate and the CA file loaded (nothing connects yet).
     /// - Throws: `RelayError` naming the file and its key.
-    package static func client(_ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, logger: Logger) throws -> APNsClient {
+    package static func client(
+        _ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, eventLoops: APNsEventLoopGroup, logger: Logger
+    ) throws -> APNsClient {
         try make(apns, credential: credential, logger: logger) { configuration throws(APNsClientError) in
-            try APNsClient(configuration: configuration, logger: logger)
+            try APNsClient(configuration: configuration, eventLoops: eventLoops, logger: logger)
         }
     }
 
     /// A channel manager for `credential` (broadcast channels, on the management hosts).
     /// - Throws: `RelayError` naming the file and its key.
     package static func channelManager(
-        _ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, timeout: Duration, logger: Logger
+        _ apns: RelayAppConfiguration.APNs, credential: RelayAppConfiguration.APNs.Credential, timeout: Duration,
+        eventLoops: APNsEventLoopGroup, logger: Logger
     ) throws -> ChannelManager {
         try make(apns, credential: credential, logger: logger) { configuration throws(APNsClientError) in
-            try ChannelManager(configuration: configuration, timeout: timeout, logger: logger)
+            try ChannelManager(configuration: configuration, eventLoops: eventLoops, timeout: timeout, logger: logger)
         }
     }
 
@@ -106,11 +120,6 @@ extension RelayApp {
         client.pool.adaptiveConcurrency = apns.adaptiveConcurrency
         client.pool.congestionLatency = apns.congestionLatency
         client.pool.urgentShare = apns.urgentShare
-        do {
-            client.eventLoops = try APNsEventLoopGroup.shared(loops: apns.ioThreads, batchWindow: apns.batchWindow)
-        } catch {
-            throw RelayError("cannot start the APNs event loops (apns.ioThreads \(apns.ioThreads)): \(error.message)")
-        }
         return client
     }
 

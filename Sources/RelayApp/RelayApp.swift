@@ -32,6 +32,8 @@ extension APNsClientError: TransportFailureError {}
 /// the `RelayService`, ready to run in a `ServiceGroup`.
 package struct RelayApp: Sendable {
     package let relay: RelayService
+    /// The event loops every APNs client runs on: the first service, so it stops after the clients.
+    package let eventLoops: APNsEventLoopGroup
     /// One client per configured credential, in configuration order.
     package let clients: [APNsClient]
     package let consumer: KafkaConsumer
@@ -54,10 +56,12 @@ package struct RelayApp: Sendable {
         for notice in configuration.notices { logger.warning("\(notice)") }
         var credentials: [CredentialDirectory.Credential] = []
         var clients: [APNsClient] = []
+        let eventLoops = try Self.eventLoops(configuration.apns)
+        self.eventLoops = eventLoops
         for credential in configuration.apns.credentials {
             var credentialLogger = logger
             credentialLogger[metadataKey: "credential"] = "\(credential.name)"
-            let client = try Self.client(configuration.apns, credential: credential, logger: credentialLogger)
+            let client = try Self.client(configuration.apns, credential: credential, eventLoops: eventLoops, logger: credentialLogger)
             clients.append(client)
             credentials.append(CredentialDirectory.Credential(
                 name: credential.name, patterns: credential.topics, environments: credential.environments,
@@ -145,11 +149,12 @@ package struct RelayApp: Sendable {
         return consumerConfiguration
     }
 
-    /// The services in start order: the span exporter, the APNs clients, the key watcher, `extra` (e.g. the
-    /// admin server), then the relay. A `ServiceGroup` stops them in reverse: the relay drains first, the
-    /// APNs connections close, and the exporter sends the last spans.
+    /// The services in start order: the APNs event loops, the span exporter, the APNs clients, the key
+    /// watcher, `extra` (e.g. the admin server), then the relay. A `ServiceGroup` stops them in reverse: the
+    /// relay drains first, the APNs connections close, the exporter sends the last spans, and the loops'
+    /// threads end.
     package func services(adding extra: [any Service] = []) -> [any Service] {
-        (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + (certificateWatcher.map { [$0] } ?? []) + extra + [relay]
+        [eventLoops] + (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + (certificateWatcher.map { [$0] } ?? []) + extra + [relay]
     }
 
     /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a

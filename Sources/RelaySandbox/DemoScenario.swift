@@ -22,18 +22,21 @@ package struct DemoChannels: Sendable {
     package static func create(
         _ configuration: RelayAppConfiguration, bundleID: String = "com.example.app", environment: APNsEnvironment, logger: Logger
     ) async throws -> DemoChannels {
+        let eventLoops = try RelayApp.eventLoops(configuration.apns)
         let manager = try RelayApp.channelManager(
-            configuration.apns, credential: configuration.apns.credentials[0], timeout: .seconds(10), logger: logger)
-        do {
-            let stored = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
-            let unstored = try await manager.create(bundleID: bundleID, storagePolicy: .noMessageStored, environment: environment)
-            let deleted = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
-            try await manager.delete(deleted, bundleID: bundleID, environment: environment)
-            await manager.shutdown()
-            return DemoChannels(bundleID: bundleID, stored: stored.base64, unstored: unstored.base64, deleted: deleted.base64)
-        } catch {
-            await manager.shutdown()
-            throw error
+            configuration.apns, credential: configuration.apns.credentials[0], timeout: .seconds(10), eventLoops: eventLoops, logger: logger)
+        return try await eventLoops.withRunningLoops {
+            do {
+                let stored = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
+                let unstored = try await manager.create(bundleID: bundleID, storagePolicy: .noMessageStored, environment: environment)
+                let deleted = try await manager.create(bundleID: bundleID, storagePolicy: .mostRecentMessageStored, environment: environment)
+                try await manager.delete(deleted, bundleID: bundleID, environment: environment)
+                await manager.shutdown()
+                return DemoChannels(bundleID: bundleID, stored: stored.base64, unstored: unstored.base64, deleted: deleted.base64)
+            } catch {
+                await manager.shutdown()
+                throw error
+            }
         }
     }
 }

@@ -54,14 +54,17 @@ struct ChannelsCommand: AsyncParsableCommand {
 
         /// Runs `body` with a channel manager for the bundle's credential, then prints its JSON answer.
         func run(_ body: (ChannelManager, APNsEnvironment) async throws -> [String: Any]) async throws {
-            let manager = try await makeManager()
-            let outcome: Result<[String: Any], any Error>
-            do {
-                outcome = .success(try await body(manager, apnsEnvironment))
-            } catch {
-                outcome = .failure(error)
+            let (manager, eventLoops) = try await makeManager()
+            let outcome: Result<[String: Any], any Error> = try await eventLoops.withRunningLoops {
+                let outcome: Result<[String: Any], any Error>
+                do {
+                    outcome = .success(try await body(manager, apnsEnvironment))
+                } catch {
+                    outcome = .failure(error)
+                }
+                await manager.shutdown()
+                return outcome
             }
-            await manager.shutdown()
             switch outcome {
             case .success(var object):
                 object["bundleId"] = bundleId
@@ -79,7 +82,7 @@ struct ChannelsCommand: AsyncParsableCommand {
             }
         }
 
-        private func makeManager() async throws -> ChannelManager {
+        private func makeManager() async throws -> (ChannelManager, APNsEventLoopGroup) {
             let configuration: RelayAppConfiguration
             do {
                 configuration = try RelayAppConfiguration(reader: try await options.sources(), requireKafka: false)
@@ -92,8 +95,9 @@ struct ChannelsCommand: AsyncParsableCommand {
                 Self.fail("no credential covers bundle id \(bundleId) in \(environment) (apns.topics, apns.environments, apns.credential.NAME.topics, …environments)", exitCode: 2)
             }
             do {
-                return try RelayApp.channelManager(
-                    configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), logger: logger)
+                let eventLoops = try RelayApp.eventLoops(configuration.apns)
+                return (try RelayApp.channelManager(
+                    configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), eventLoops: eventLoops, logger: logger), eventLoops)
             } catch {
                 Self.fail("\(error)", exitCode: 2)
             }

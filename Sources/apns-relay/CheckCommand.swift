@@ -150,60 +150,63 @@ struct CheckCommand: AsyncParsableCommand {
         }
 
         // 3. APNs: one refused request per credential and environment.
-        if !skipApns {
-            for credential in configuration.apns.credentials {
-                // The key or certificate is read and checked whether or not there is a bundle id to send with.
-                let client: APNsClient
-                do {
-                    client = try RelayApp.client(configuration.apns, credential: credential, logger: logger)
-                } catch {
-                    fail("APNs credential \(credential.name): \(error)")
-                    continue
-                }
-                let (line, notices) = Self.describe(credential, client)
-                pass(line)
-                for notice in notices {
-                    warnings += 1
-                    print("! " + notice)
-                }
-                let concrete = credential.topics.first { !$0.hasSuffix(".*") }
-                guard let bundle = topic ?? concrete ?? client.clientCertificate?.bundleID else {
-                    fail("APNs credential \(credential.name): no bundle id to check it with at APNs (its topics are empty or wildcards); give --topic")
-                    await client.shutdown(deadline: .now + .seconds(2))
-                    continue
-                }
-                for environment in environments {
-                    let endpoint = configuration.apns.endpoints[environment].map { "\($0.host):\($0.port)" } ?? "?"
-                    let label = "APNs \(environment.rawValue) \(endpoint), credential \(credential.name), topic \(bundle)"
-                    guard credential.environments.contains(environment) else {
-                        print("- \(label): not checked, the credential is for \(credential.environments.map(\.rawValue).sorted().joined(separator: ", ")) only (\(credential.keyPrefix)environments)")
+        if !skipApns, let eventLoops = apnsEventLoops(configuration, fail: fail) {
+            try await eventLoops.withRunningLoops {
+                for credential in configuration.apns.credentials {
+                    // The key or certificate is read and checked whether or not there is a bundle id to send with.
+                    let client: APNsClient
+                    do {
+                        client = try RelayApp.client(configuration.apns, credential: credential, eventLoops: eventLoops, logger: logger)
+                    } catch {
+                        fail("APNs credential \(credential.name): \(error)")
                         continue
                     }
-                    let outcome = await probe(client, bundle: bundle, environment: environment)
-                    switch outcome {
-                    case .success(let response):
-                        switch (response.status, response.reason) {
-                        case (200, _):
-                            pass("\(label): accepted (status 200; a real APNs refuses the all-zero token, this endpoint did not)")
-                        case (400, .badDeviceToken?), (400, .deviceTokenNotForTopic?), (410, _):
-                            pass("\(label): TLS and credential accepted (APNs refused the all-zero device token: \(response.reason?.rawValue ?? String(response.status)))")
-                        case (403, let reason?) where reason == .badEnvironmentKeyInToken || reason == .badEnvironmentKeyIdInToken:
-                            fail("\(label): the credential was refused: 403 \(reason) — its signing key is restricted to the other environment in Apple's developer account: set \(credential.keyPrefix)environments to the environment the key is for, and give \(environment.rawValue) a credential of its own")
-                        case (403, let reason):
-                            fail("\(label): the credential was refused: 403 \(reason?.rawValue ?? "") — check the key id, team id and key (or certificate) and that the topic belongs to the team")
-                        case (let status, let reason):
-                            fail("\(label): unexpected answer \(status) \(reason?.rawValue ?? "")")
-                        }
-                    case .failure(let error):
-                        fail("\(label): no answer: \(error.message)")
+                    let (line, notices) = Self.describe(credential, client)
+                    pass(line)
+                    for notice in notices {
+                        warnings += 1
+                        print("! " + notice)
                     }
-                }
-                await client.shutdown(deadline: .now + .seconds(2))
-                if channels {
-                    for (ok, line) in await checkChannelManagement(
-                        configuration, credential: credential, bundle: bundle, environments: environments.filter(credential.environments.contains), logger: logger)
-                    {
-                        if ok { pass(line) } else { fail(line) }
+                    let concrete = credential.topics.first { !$0.hasSuffix(".*") }
+                    guard let bundle = topic ?? concrete ?? client.clientCertificate?.bundleID else {
+                        fail("APNs credential \(credential.name): no bundle id to check it with at APNs (its topics are empty or wildcards); give --topic")
+                        await client.shutdown(deadline: .now + .seconds(2))
+                        continue
+                    }
+                    for environment in environments {
+                        let endpoint = configuration.apns.endpoints[environment].map { "\($0.host):\($0.port)" } ?? "?"
+                        let label = "APNs \(environment.rawValue) \(endpoint), credential \(credential.name), topic \(bundle)"
+                        guard credential.environments.contains(environment) else {
+                            print("- \(label): not checked, the credential is for \(credential.environments.map(\.rawValue).sorted().joined(separator: ", ")) only (\(credential.keyPrefix)environments)")
+                            continue
+                        }
+                        let outcome = await probe(client, bundle: bundle, environment: environment)
+                        switch outcome {
+                        case .success(let response):
+                            switch (response.status, response.reason) {
+                            case (200, _):
+                                pass("\(label): accepted (status 200; a real APNs refuses the all-zero token, this endpoint did not)")
+                            case (400, .badDeviceToken?), (400, .deviceTokenNotForTopic?), (410, _):
+                                pass("\(label): TLS and credential accepted (APNs refused the all-zero device token: \(response.reason?.rawValue ?? String(response.status)))")
+                            case (403, let reason?) where reason == .badEnvironmentKeyInToken || reason == .badEnvironmentKeyIdInToken:
+                                fail("\(label): the credential was refused: 403 \(reason) — its signing key is restricted to the other environment in Apple's developer account: set \(credential.keyPrefix)environments to the environment the key is for, and give \(environment.rawValue) a credential of its own")
+                            case (403, let reason):
+                                fail("\(label): the credential was refused: 403 \(reason?.rawValue ?? "") — check the key id, team id and key (or certificate) and that the topic belongs to the team")
+                            case (let status, let reason):
+                                fail("\(label): unexpected answer \(status) \(reason?.rawValue ?? "")")
+                            }
+                        case .failure(let error):
+                            fail("\(label): no answer: \(error.message)")
+                        }
+                    }
+                    await client.shutdown(deadline: .now + .seconds(2))
+                    if channels {
+                        for (ok, line) in await checkChannelManagement(
+                            configuration, credential: credential, bundle: bundle, environments: environments.filter(credential.environments.contains),
+                            eventLoops: eventLoops, logger: logger)
+                        {
+                            if ok { pass(line) } else { fail(line) }
+                        }
                     }
                 }
             }
@@ -212,6 +215,16 @@ struct CheckCommand: AsyncParsableCommand {
         let warned = warnings == 0 ? "" : ", \(warnings) warning(s) (!)"
         print(problems.isEmpty ? "OK: \(passed) checks passed\(warned)" : "\(problems.count) problem(s), \(passed) checks passed\(warned)")
         if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The APNs event loops the checks' clients run on, or `nil` (and a failed check) when they cannot be set up.
+    private func apnsEventLoops(_ configuration: RelayAppConfiguration, fail: (String) -> Void) -> APNsEventLoopGroup? {
+        do {
+            return try RelayApp.eventLoops(configuration.apns)
+        } catch {
+            fail("\(error)")
+            return nil
+        }
     }
 
     /// What `check` says of a credential whose key or certificate loaded, and its warnings (an expiry within
@@ -272,11 +285,12 @@ struct CheckCommand: AsyncParsableCommand {
 
     private func checkChannelManagement(
         _ configuration: RelayAppConfiguration, credential: RelayAppConfiguration.APNs.Credential, bundle: String,
-        environments: [APNsEnvironment], logger: Logger
+        environments: [APNsEnvironment], eventLoops: APNsEventLoopGroup, logger: Logger
     ) async -> [(Bool, String)] {
         let manager: ChannelManager
         do {
-            manager = try RelayApp.channelManager(configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), logger: logger)
+            manager = try RelayApp.channelManager(
+                configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), eventLoops: eventLoops, logger: logger)
         } catch {
             return [(false, "APNs channel management, credential \(credential.name): \(error)")]
         }

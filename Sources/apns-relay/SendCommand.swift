@@ -108,8 +108,10 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let client: APNsClient
+        let eventLoops: APNsEventLoopGroup
         do {
-            client = try RelayApp.client(configuration.apns, credential: credential, logger: logger)
+            eventLoops = try RelayApp.eventLoops(configuration.apns)
+            client = try RelayApp.client(configuration.apns, credential: credential, eventLoops: eventLoops, logger: logger)
         } catch {
             print("error: \(error)")
             throw ExitCode(2)
@@ -117,11 +119,14 @@ struct SendCommand: AsyncParsableCommand {
         let endpoint = configuration.apns.endpoints[notification.environment].map { "\($0.host):\($0.port)" } ?? "?"
         print("sending \(notification.pushType.rawValue) push to \(notification.target) topic \(notification.topic), \(notification.environment.rawValue) (\(endpoint)), credential \(credential.name)")
         let start = ContinuousClock.now
-        let outcome: Result<APNsResponse, APNsClientError> = await withCheckedContinuation { continuation in
-            client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+        let (outcome, took) = try await eventLoops.withRunningLoops {
+            let outcome: Result<APNsResponse, APNsClientError> = await withCheckedContinuation { continuation in
+                client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+            }
+            let took = ContinuousClock.now - start
+            await client.shutdown(deadline: .now + .seconds(2))
+            return (outcome, took)
         }
-        let took = ContinuousClock.now - start
-        await client.shutdown(deadline: .now + .seconds(2))
         let milliseconds = Int(took.components.seconds * 1000 + took.components.attoseconds / 1_000_000_000_000_000)
         switch outcome {
         case .success(let response):

@@ -19,7 +19,7 @@ import Testing
         }
         var logger = Logger(label: "apns-channels")
         logger.logLevel = .critical
-        return try ChannelManager(configuration: configuration, timeout: timeout, logger: logger)
+        return try ChannelManager(configuration: configuration, eventLoops: .forTests, timeout: timeout, logger: logger)
     }
 
     private func broadcast(_ channel: String, requestID: String? = nil, expiration: Int64? = nil, bytes: Int? = nil) throws -> APNsNotification {
@@ -142,7 +142,7 @@ import Testing
         let refusing = try RefusingPort()
         var configuration = APNsClientConfiguration(credential: .token(try mock.signer), trust: .caFile(mock.caPath))
         configuration.managementEndpoints[.production] = .init(host: "127.0.0.1", port: refusing.port)
-        let channels = try ChannelManager(configuration: configuration, timeout: .seconds(2))
+        let channels = try ChannelManager(configuration: configuration, eventLoops: .forTests, timeout: .seconds(2))
         do {
             _ = try await channels.list(bundleID: bundle, environment: .production)
             Issue.record("listed without a server")

@@ -35,7 +35,7 @@ import Testing
         configuration.route(allEnvironmentsTo: .init(host: "127.0.0.1", port: mock.port!))
         var logger = Logger(label: "apns-client")
         logger.logLevel = .critical
-        let client = try APNsClient(configuration: configuration, logger: logger)
+        let client = try APNsClient(configuration: configuration, eventLoops: .forTests, logger: logger)
         defer { Task { await client.shutdown() } }
         return try await client.send(try MockFixture.notification(3), timeout: hangGuard)
     }
@@ -64,7 +64,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let credentials = try await Self.makeCredentials(in: dir, bundle: "com.example.app")
         let error = #expect(throws: APNsClientError.self) {
-            try APNsClient(configuration: APNsClientConfiguration(credential: .certificate(.pkcs12(file: credentials.pkcs12, passphrase: "hunter2-not-it"))))
+            try APNsClient(configuration: APNsClientConfiguration(credential: .certificate(.pkcs12(file: credentials.pkcs12, passphrase: "hunter2-not-it"))), eventLoops: .forTests)
         }
         #expect(error?.code == .invalidCredential)
         #expect(!(error?.description.contains("hunter2") ?? true), "the passphrase is never printed")

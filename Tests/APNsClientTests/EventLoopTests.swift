@@ -11,12 +11,13 @@ struct EventLoopTests {
     /// healthy connection's requests all complete while the stalled ones are still waiting for theirs.
     @Test func oneLoopServesManyConnectionsAndOneStallingOrDyingDoesNotHoldUpTheOthers() async throws {
         let loops = try APNsEventLoopGroup(loops: 1)
-        defer { loops.stop() }
+        let running = loops.runUntilCancelled()
+        defer { running.cancel() }
         let healthy = try await MockFixture.start()
         let stalled = try await MockFixture.start()
         let dying = try await MockFixture.start()
         let clients = try [healthy, stalled, dying].map { mock in
-            try mock.client { $0.eventLoops = loops; $0.pool.maxConnections = 2 }
+            try mock.client(eventLoops: loops) { $0.pool.maxConnections = 2 }
         }
         for client in clients { #expect(try await client.send(try MockFixture.notification(), timeout: hangGuard).status == 200) }
 
@@ -76,9 +77,10 @@ struct EveryRecordReadTests {
         // A long window makes one record per turn unmistakable: 60 answers would take 60 windows (18 s),
         // far past the requests' 5 s deadline; read in one or two turns they take well under a second.
         let loops = try APNsEventLoopGroup(loops: 1, batchWindow: .milliseconds(300))
-        defer { loops.stop() }
+        let running = loops.runUntilCancelled()
+        defer { running.cancel() }
         let mock = try await MockFixture.start { $0.coalescesWrites = false }
-        let client = try mock.client { $0.eventLoops = loops; $0.pool.maxConnections = 1 }
+        let client = try mock.client(eventLoops: loops) { $0.pool.maxConnections = 1 }
         #expect(try await client.send(try MockFixture.notification(), timeout: hangGuard).status == 200)  // streams ramp up
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for i in 0..<60 { group.addTask { try await client.send(try MockFixture.notification(i), timeout: .seconds(5)).status } }

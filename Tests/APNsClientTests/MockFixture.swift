@@ -13,7 +13,9 @@ extension MockFixture {
         get throws { try ProviderTokenSigner(pem: String(contentsOfFile: keyPath, encoding: .utf8), keyID: key.keyID, teamID: key.teamID) }
     }
 
-    func client(clock: WallClock = .system, configure: (inout APNsClientConfiguration) -> Void = { _ in }) throws -> APNsClient {
+    func client(
+        clock: WallClock = .system, eventLoops: APNsEventLoopGroup = .forTests, configure: (inout APNsClientConfiguration) -> Void = { _ in }
+    ) throws -> APNsClient {
         var configuration = APNsClientConfiguration(credential: .token(try signer), trust: .caFile(caPath))
         configuration.route(allEnvironmentsTo: .init(host: "127.0.0.1", port: port))
         configuration.clock = clock
@@ -21,7 +23,7 @@ extension MockFixture {
         configure(&configuration)
         var logger = Logger(label: "apns-client")
         logger.logLevel = .critical
-        return try APNsClient(configuration: configuration, logger: logger)
+        return try APNsClient(configuration: configuration, eventLoops: eventLoops, logger: logger)
     }
 
     static func notification(_ i: Int = 0, pushType: PushType = .alert, bundle: String = "com.example.app") throws -> APNsNotification {
@@ -30,5 +32,22 @@ extension MockFixture {
             pushType: pushType, priority: pushType == .background ? .powerConsiderate : .immediate,
             payload: Array(#"{"aps":{"alert":"hello"}}"#.utf8)
         )
+    }
+}
+
+extension APNsEventLoopGroup {
+    /// The loops the tests' clients run on unless a test brings its own: one loop, running from first use
+    /// for the rest of the test process.
+    static let forTests: APNsEventLoopGroup = {
+        let group = try! APNsEventLoopGroup(loops: 1)
+        Task.detached {
+            do { try await group.run() } catch { fatalError("the tests' APNs event loop did not start: \(error)") }
+        }
+        return group
+    }()
+
+    /// Runs the group until the returned task is cancelled (a test's own group).
+    func runUntilCancelled() -> Task<Void, any Error> {
+        Task { try await run() }
     }
 }

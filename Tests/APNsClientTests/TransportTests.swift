@@ -25,7 +25,7 @@ import Testing
         configuration.pool.reconnectBackoffBase = .milliseconds(10)
         var logger = Logger(label: "apns-client")
         logger.logLevel = .critical
-        return try APNsClient(configuration: configuration, logger: logger)
+        return try APNsClient(configuration: configuration, eventLoops: .forTests, logger: logger)
     }
 
     @Test func sendsOverTLSWithALPNh2AndReadsTheResponse() async throws {

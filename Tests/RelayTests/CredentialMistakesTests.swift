@@ -92,7 +92,9 @@ import Testing
             in: directory, name: "expired", bundleID: "com.example.app", notBefore: expiry - 365 * 86_400, notAfter: expiry)
         let configuration = try await configuration(certificateCredential(files))
         let error = try #require(throws: RelayError.self) {
-            _ = try RelayApp.client(configuration.apns, credential: configuration.apns.credentials[0], logger: Logger.quiet("certificates"))
+            _ = try RelayApp.client(
+                configuration.apns, credential: configuration.apns.credentials[0], eventLoops: RelayApp.eventLoops(configuration.apns),
+                logger: Logger.quiet("certificates"))
         }
         let date = CertificateDetails.date(Int64(expiry.timeIntervalSince1970))
         #expect(error.description.hasPrefix("cannot load the client certificate of APNs credential 'default' (apns.certificate.*): the client "
@@ -109,7 +111,9 @@ import Testing
         try P256.Signing.PrivateKey().pemRepresentation.write(toFile: files.key, atomically: true, encoding: .utf8)
         let configuration = try await configuration(certificateCredential(files))
         let error = try #require(throws: RelayError.self) {
-            _ = try RelayApp.client(configuration.apns, credential: configuration.apns.credentials[0], logger: Logger.quiet("certificates"))
+            _ = try RelayApp.client(
+                configuration.apns, credential: configuration.apns.credentials[0], eventLoops: RelayApp.eventLoops(configuration.apns),
+                logger: Logger.quiet("certificates"))
         }
         #expect(error.description.hasPrefix("cannot load the client certificate of APNs credential 'default' (apns.certificate.*): the private "
             + "key does not belong to the client certificate (they come from different certificate requests)"), "\(error)")

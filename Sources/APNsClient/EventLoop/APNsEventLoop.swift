@@ -39,12 +39,15 @@ final class APNsEventLoop: Sendable {
     private let core: LoopConfined<EventLoopCore>
     /// The loop thread's `pthread_self()`, set by the thread as it starts (0 before).
     private let thread = ThreadIdentity()
+    private let started = Atomic<Bool>(false)
+    /// Set when the loop's thread has ended.
+    private let ended = Latch<Void>()
 
     static let eventToken = UInt64.max
     static let timerToken = UInt64.max - 1
 
-    /// Starts the loop's thread.
-    /// - Throws: `APNsClientError` when the kernel refuses an epoll set, an eventfd, a timerfd or a thread.
+    /// Sets the loop up; its thread starts with `start()`.
+    /// - Throws: `APNsClientError` when the kernel refuses an epoll set, an eventfd or a timerfd.
     /// - Parameter batchWindow: while busy, the loop turns at most once per this window (see `EventLoopCore`).
     init(name: String, batchWindow: Duration, logger: Logger) throws(APNsClientError) {
         self.name = name
@@ -65,18 +68,36 @@ final class APNsEventLoop: Sendable {
         var logger = logger
         logger[metadataKey: "apns.loop"] = "\(name)"
         self.core = LoopConfined(EventLoopCore(epollFD: epollFD, eventFD: eventFD, timerFD: timerFD, batchWindow: batchWindow, logger: logger))
+    }
+
+    /// Starts the loop's thread (once; `APNsEventLoopGroup.run()` does). Work handed over before runs in its
+    /// first turn.
+    /// - Throws: `APNsClientError` when the kernel refuses the thread.
+    func start() throws(APNsClientError) {
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // The core keeps the loop until its thread ends (`run` lets go of it last).
         core.value.loop = self
         let core = self.core
         let thread = self.thread
+        let ended = self.ended
         do {
             try DedicatedThread.start(name: name) {
                 thread.value.store(UInt(pthread_self()), ordering: .releasing)
+                core.claim()
                 core.value.run()
+                ended.set()
             }
         } catch {
+            core.value.loop = nil
+            ended.set()
             throw APNsClientError(transport: .connectFailed, "\(error)", underlyingCode: Int(error.code))
         }
+    }
+
+    /// Waits until the loop's thread has ended (after `stop()`); at once for a loop never started.
+    func waitUntilEnded() async {
+        guard started.load(ordering: .acquiring) else { return }
+        await ended.wait()
     }
 
     /// Whether the caller runs on this loop's thread.

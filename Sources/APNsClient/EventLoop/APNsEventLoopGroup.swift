@@ -1,14 +1,20 @@
 import Glibc
 import Logging
+import ServiceLifecycle
 import ServiceSupport
 import Synchronization
 
 /// The event loops that serve APNs connections (`apns.ioThreads`): a small fixed set of threads, each an
 /// epoll loop over many connections. Connections are spread over them in turn; a pool's timers run on one.
 ///
-/// One group serves every client of a process (`shared`, unless the configuration names another), so the
-/// process's thread count does not depend on its credentials, environments or connections.
-package final class APNsEventLoopGroup: Sendable {
+/// One group serves every client of a process (the application makes it and hands it to each client), so
+/// the process's thread count does not depend on its credentials, environments or connections.
+///
+/// A service: `run()` starts the threads and stops them when it returns (at a graceful shutdown, or when
+/// cancelled). Listed before the clients in a `ServiceGroup`, it stops after they shut down. A command or a
+/// test runs it around its work with `withRunningLoops(_:)`. Work handed to a loop before its thread starts
+/// waits for its first turn.
+package final class APNsEventLoopGroup: Service, Sendable {
     let loops: [APNsEventLoop]
     private let nextIndex = Atomic<Int>(0)
 
@@ -18,44 +24,20 @@ package final class APNsEventLoopGroup: Sendable {
         max(1, cores / 4)
     }
 
-    /// The group clients use unless their configuration names another (`defaultLoopCount()` loops),
-    /// started on first use.
-    package static var shared: APNsEventLoopGroup {
-        get throws(APNsClientError) { try shared(loops: 0) }
-    }
-
     /// How long a busy loop gathers answers and requests before it turns again (`apns.batchWindowMs`), at least:
     /// a slow APNs that answers too few to fill a turn widens it (`BatchWindow`).
     package static let defaultBatchWindow: Duration = .milliseconds(2)
 
-    private struct SharedKey: Hashable {
-        var loops: Int
-        var batchWindow: Duration
-    }
-    private static let sharedGroups = BlockingMutex<[SharedKey: APNsEventLoopGroup]>([:])
-
-    /// The process's group of `loops` loops (0: `defaultLoopCount()`) with `batchWindow`, started on first
-    /// use and kept for the process's life: every client configured alike shares it (`apns.ioThreads`).
-    /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
-    package static func shared(loops: Int, batchWindow: Duration = defaultBatchWindow) throws(APNsClientError) -> APNsEventLoopGroup {
-        let key = SharedKey(loops: loops > 0 ? loops : defaultLoopCount(), batchWindow: batchWindow)
-        return try sharedGroups.withLock { (groups: inout [SharedKey: APNsEventLoopGroup]) throws(APNsClientError) -> APNsEventLoopGroup in
-            if let group = groups[key] { return group }
-            let group = try APNsEventLoopGroup(loops: key.loops, batchWindow: key.batchWindow)
-            groups[key] = group
-            return group
+    /// Sets up `loops` loops (at least one; 0: `defaultLoopCount()`); their threads start in `run()`. A busy
+    /// loop turns at most once per `batchWindow`, so that answers arriving one by one from a slow APNs are
+    /// handled together (zero: a turn per event).
+    /// - Throws: `APNsClientError` when the kernel refuses an epoll set, an eventfd or a timerfd.
+    package init(loops: Int = 0, batchWindow: Duration = defaultBatchWindow, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
+        var made: [APNsEventLoop] = []
+        for index in 0..<max(1, loops > 0 ? loops : Self.defaultLoopCount()) {
+            made.append(try APNsEventLoop(name: "apns-loop-\(index)", batchWindow: batchWindow, logger: logger))
         }
-    }
-
-    /// Starts `loops` threads (at least one). A busy loop turns at most once per `batchWindow`, so that
-    /// answers arriving one by one from a slow APNs are handled together (zero: a turn per event).
-    /// - Throws: `APNsClientError` when the kernel refuses a thread, an epoll set or an eventfd.
-    package init(loops: Int, batchWindow: Duration = defaultBatchWindow, logger: Logger = Logger(label: "apns.client")) throws(APNsClientError) {
-        var started: [APNsEventLoop] = []
-        for index in 0..<max(1, loops) {
-            started.append(try APNsEventLoop(name: "apns-loop-\(index)", batchWindow: batchWindow, logger: logger))
-        }
-        self.loops = started
+        self.loops = made
     }
 
     package var loopCount: Int { loops.count }
@@ -65,9 +47,36 @@ package final class APNsEventLoopGroup: Sendable {
         loops[nextIndex.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
     }
 
-    /// Stops every loop's thread after its current turn. Connections still open are closed as lost; use it
-    /// after the clients on it shut down (tests, tools). The shared group is never stopped.
-    package func stop() {
+    /// Starts every loop's thread, waits for a graceful shutdown (or cancellation), then stops the loops and
+    /// returns once their threads have ended. Connections still open then are closed as lost: shut the
+    /// clients down first (a `ServiceGroup` does, when the clients come after the group).
+    /// - Throws: `APNsClientError` when the kernel refuses a thread.
+    package func run() async throws {
+        try await withRunningLoops { try? await gracefulShutdown() }
+    }
+
+    /// Runs `body` with the loops' threads running, then stops them (see `run()`).
+    package func withRunningLoops<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            for loop in loops { try loop.start() }
+        } catch {
+            await stop()
+            throw error
+        }
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            await stop()
+            throw error
+        }
+        await stop()
+        return result
+    }
+
+    /// Ends every loop's thread after its current turn and waits for them.
+    private func stop() async {
         for loop in loops { loop.stop() }
+        for loop in loops { await loop.waitUntilEnded() }
     }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// A thread's `pthread_self()`, shareable with the thread's closure.
@@ -7,9 +8,41 @@ final class ThreadIdentity: Sendable {
 
 /// A value only one thread touches at a time, moved between threads once: a loop's state (created before its
 /// thread starts and handed to it), or a connected `TLSSocket` (from its connector thread to its loop).
+///
+/// The receiving thread `claim()`s it; from then on debug builds check every access comes from that thread
+/// (as NIO's `NIOLoopBound` checks its event loop), so a hand-over that is not one fails a test at once
+/// instead of racing. Release builds check nothing.
 // @unchecked Sendable: after the hand-over only the receiving thread reads or writes `value`; the sender
 // never touches it again (a loop's state is reached only through `APNsEventLoop.execute`).
 final class LoopConfined<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
+    private var confined: Value
+    /// The claiming thread's `pthread_self()`; 0 before the hand-over (the creating thread may set it up).
+    private let owner = Atomic<UInt>(0)
+
+    init(_ value: Value) { confined = value }
+
+    /// The value; in debug builds, only from the thread that claimed it (any thread before).
+    var value: Value {
+        _read {
+            assertConfined()
+            yield confined
+        }
+        _modify {
+            assertConfined()
+            yield &confined
+        }
+    }
+
+    /// Takes the value over for the calling thread: the hand-over.
+    func claim() {
+        owner.store(UInt(pthread_self()), ordering: .releasing)
+    }
+
+    @inline(__always)
+    private func assertConfined() {
+        assert({
+            let owner = owner.load(ordering: .acquiring)
+            return owner == 0 || owner == UInt(pthread_self())
+        }(), "a loop-confined value was touched off the thread it was handed to")
+    }
 }

@@ -20,6 +20,8 @@ final class ConnectionPool: Sendable {
     struct State {
         var machine: Machine
         var closedWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The idle watch is scheduled (it runs while the pool has connections; see `watchIdleness`).
+        var watchingIdleness = false
     }
 
     let endpoint: APNsClientConfiguration.Endpoint
@@ -60,21 +62,35 @@ final class ConnectionPool: Sendable {
         let machine = Machine(configuration: pool, streamBudget: configuration.connection.streamBudget)
         if let limit = machine.limit { metrics.concurrencyLimit.record(limit.limit) }
         self.state = BlockingMutex(State(machine: machine))
-        if let idle = pool.idleTimeout { watchIdleness(every: max(.milliseconds(50), idle / 4)) }
     }
 
-    /// Lets an idle pool's connections go (checked every quarter of the idle timeout, on the pool's loop,
-    /// while the pool lives and until it shuts down).
+    /// Lets an idle pool's connections go: checked every quarter of the idle timeout, on the pool's loop,
+    /// from the first connection the pool opens while it has any (a pool never used, or closed for
+    /// idleness, has no timer), until it shuts down.
+    private func watchIdlenessIfNeeded() {
+        guard let idle = configuration.pool.idleTimeout else { return }
+        let start = state.withLock { s in
+            defer { s.watchingIdleness = true }
+            return !s.watchingIdleness
+        }
+        if start { watchIdleness(every: max(.milliseconds(50), idle / 4)) }
+    }
+
     private func watchIdleness(every interval: Duration) {
         timerLoop.schedule(after: interval) { [weak self] in
             guard let self else { return }
-            let (closing, stop) = state.withLock { s in (s.machine.closeIfIdle(now: .now), s.machine.isShuttingDown) }
-            if stop { return }
+            let (closing, stop) = state.withLock { s in
+                let closing = s.machine.closeIfIdle(now: .now)
+                // Nothing left to watch: the next connection opened starts the watch again.
+                let stop = s.machine.isShuttingDown || (s.machine.isDrained && closing.isEmpty)
+                if stop { s.watchingIdleness = false }
+                return (closing, stop)
+            }
             if !closing.isEmpty {
                 logger.info("closing idle connections: no request for the idle timeout", metadata: ["count": "\(closing.count)"])
             }
             for connection in closing { connection.drain() }
-            watchIdleness(every: interval)
+            if !stop { watchIdleness(every: interval) }
         }
     }
 
@@ -249,6 +265,7 @@ final class ConnectionPool: Sendable {
     // MARK: - Opening and closing
 
     private func openConnection() {
+        watchIdlenessIfNeeded()
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let connectionConfiguration = APNsConnectionConfiguration(
             endpoint: endpoint, trust: configuration.trust, proxy: configuration.proxy, settings: configuration.connection)

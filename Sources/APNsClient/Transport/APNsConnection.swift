@@ -119,6 +119,7 @@ final class APNsConnection: Sendable {
                 // The socket moves to the loop; this thread never touches it again.
                 let moved = LoopConfined(socket)
                 let accepted = loop.execute { core in
+                    moved.claim()
                     let io = ConnectionIO(
                         connection: connection, core: core, socket: moved.value, token: token, connectDeadline: deadline,
                         live: live, onEvent: onEvent, onReady: { result in opened(result.map { connection }) }
