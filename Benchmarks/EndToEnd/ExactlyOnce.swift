@@ -110,6 +110,7 @@ private final class PacedProduction: Sendable {
         configuration.clientID = "bench-paced-producer"
         configuration.linger = .zero
         producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
         topic = sandbox.options.inputTopic
     }
 

@@ -127,6 +127,7 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     producerConfiguration.clientID = "bench-trickle"
     producerConfiguration.linger = .zero
     let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+    try producer.start()
     let windowStart = Int64(Date().timeIntervalSince1970 * 1000)
     let trickleDone = Flag()
     let trickle = Task {

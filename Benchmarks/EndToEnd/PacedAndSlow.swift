@@ -12,6 +12,7 @@ func producePaced(_ sandbox: RelaySandbox, rate: Int, seconds: Int, payload: Int
     var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
     configuration.clientID = "bench-paced-producer"
     let producer = try KafkaProducer(configuration: configuration, logger: logger)
+    try producer.start()
     let body = SampleEvents.payload(bytes: payload)
     let ticks = seconds * 100
     let start = ContinuousClock.now

@@ -29,6 +29,7 @@ struct KafkaConsumeBenchmark: AsyncParsableCommand {
             var configuration = KafkaProducerConfiguration(bootstrapServers: [options.bootstrap])
             configuration.additionalProperties["queue.buffering.max.messages"] = "1000000"
             let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+            try producer.start()
             let value = [UInt8](repeating: UInt8(ascii: "x"), count: valueSize)
             let started = ContinuousClock.now
             let window = 20_000

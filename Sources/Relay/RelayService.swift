@@ -50,7 +50,7 @@ package final class RelayService: Service, Sendable {
 
     /// - Parameters:
     ///   - consumer: created but not started; the service subscribes, starts and closes it.
-    ///   - producer: the service flushes and closes it on shutdown.
+    ///   - producer: created but not started; the service starts it, and flushes and closes it on shutdown.
     ///   - clock: the wall clock (expirations, result timestamps); injectable for tests.
     package init(
         configuration: RelayConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
@@ -183,6 +183,8 @@ package final class RelayService: Service, Sendable {
         }
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
+            // The producer's and the consumer's threads start here, not when they are made.
+            try producer.start()
             if let exactlyOnce = configuration.exactlyOnce {
                 // Registers the transactional id, fencing an older instance with it and aborting its open
                 // transaction (a crashed predecessor's records never become visible).

@@ -92,8 +92,7 @@ package struct RelayApp: Sendable {
             producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
         }
 
-        // The consumer first: one that was never started is released silently, while the producer starts
-        // its poll thread at once (and warns if released unclosed), so nothing may fail after it.
+        // Neither starts a thread here: the relay starts both in its `run()`.
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
         let tracing = try Self.tracing(configuration, environment: environment, logger: logger)

@@ -13,6 +13,7 @@ package final class EventStream: Sendable {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [sandbox.bootstrapServers])
         configuration.clientID = "sandbox-stream"
         producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
         self.topic = topic ?? sandbox.options.inputTopic
     }
 

@@ -115,6 +115,7 @@ package final class OutputReader: Sendable {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrapServers])
         configuration.clientID = "output-reader-sentinels"
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
         var sentinelOffsets: [Int32: Int64] = [:]
         for partition in ends.keys {
             sentinelOffsets[partition] = try await producer.send(topic: topic, key: sentinel, value: "{}", partition: partition).offset

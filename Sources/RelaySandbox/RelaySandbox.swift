@@ -174,6 +174,7 @@ package final class RelaySandbox: Sendable {
         configuration.additionalProperties["queue.buffering.max.messages"] = String(max(100_000, events.count))
         configuration.additionalProperties.merge(options.inputProducerProperties) { $1 }
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
         let outcome = Latch<KafkaError?>()
         let remaining = Countdown(events.count)
         if events.isEmpty { outcome.set(nil) }

@@ -271,6 +271,7 @@ struct CheckCommand: AsyncParsableCommand {
         let producer: KafkaProducer
         do {
             producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+            try producer.start()
         } catch {
             return fail("Kafka transactions (kafka.exactlyOnce): \(error)")
         }

@@ -82,6 +82,7 @@ struct ReplayCommand: AsyncParsableCommand {
             producerConfiguration.clientID = kafka.clientID + "-replay"
             producerConfiguration.additionalProperties = kafka.properties.merging(kafka.producerProperties) { $1 }
             producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+            try producer?.start()
         }
         if !remaining.isEmpty {
             var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: kafka.bootstrapServers, groupID: "apns-relay-replay-\(UUID().uuidString.prefix(8))")

@@ -97,6 +97,7 @@ struct LoggingTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: ["127.0.0.1:1"])
         configuration.errorHandler = { errors.append($0) }
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
         try await errors.waitUntil("an error callback for the refused connection", within: .seconds(10)) { !$0.isEmpty }
         #expect(errors.entries.contains { $0.responseCode == .brokerTransport || $0.responseCode == .allBrokersDown })
         try await records.records.waitUntil("a librdkafka log line about the connection", within: .seconds(10)) {

@@ -61,6 +61,7 @@ struct FailLoudlyTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
         configuration.messageTimeout = .seconds(300)
         let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer", level: .critical))
+        try producer.start()
         _ = try await producer.send(topic: "gone", key: "warm-up", value: "x")
         try cluster.setBrokerDown(1)
         let clock = ContinuousClock()

@@ -46,6 +46,7 @@ struct MockKafkaCommandTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [bootstrap])
         configuration.messageTimeout = .seconds(20)
         let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer"))
+        try producer.start()
         try await produceKeyed(producer, topic: "relay-input", count: 30)
         try await producer.close()
 

@@ -101,6 +101,7 @@ struct ProducerTests {
         configuration.statisticsInterval = .milliseconds(100)
         configuration.statisticsHandler = { received.append($0) }
         let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.producer"))
+        try producer.start()
         try await received.waitUntil("a statistics callback", within: .seconds(10)) { !$0.isEmpty }
         #expect(received.entries[0].contains("\"type\": \"producer\"") || received.entries[0].contains("\"type\":\"producer\""))
         try await producer.close()

@@ -187,26 +187,4 @@ struct FaultInjectionTests {
         try cluster.setBrokerRoundTripTime(1, .zero)
         try await producer.close()
     }
-
-    /// run() is a service-style entry point: it polls until its task is cancelled, then closes cleanly.
-    @Test(.timeLimit(.minutes(1)))
-    func cancellingRunClosesTheConsumer() async throws {
-        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
-        try cluster.createTopic("service", partitions: 1)
-        let trail = GroupTrail()
-        var configuration = testConsumerConfiguration(cluster, group: uniqueGroupID())
-        trail.configure(&configuration)
-        let consumer = try KafkaConsumer(configuration: configuration, logger: trail.logger("test.consumer"))
-        try consumer.subscribe(topics: ["service"])
-        let service = Task { try await consumer.run() }
-        var iterator = consumer.events.makeAsyncIterator()
-        _ = try await trail.explaining { try await nextEvent(&iterator, within: .seconds(20), expecting: "an assignment while run() polls") }
-        service.cancel()
-        try await service.value
-        // The final revocation from leaving the group may still be in the buffer; then the events finish.
-        var remaining: [KafkaConsumerEvent] = []
-        while let event = try await iterator.next(within: .seconds(5)) { remaining.append(event) }
-        #expect(remaining.allSatisfy { if case .partitionsRevoked = $0 { true } else { false } },
-                "only the final revocation after run() closed the consumer: \(remaining)")
-    }
 }

@@ -145,11 +145,14 @@ struct TransactionTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: [servers])
         configuration.transactionalID = id
         configuration.messageTimeout = .seconds(30)
-        return try KafkaProducer(configuration: configuration, logger: logger)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        try producer.start()
+        return producer
     }
 
     private func produce(_ keys: [String], to topic: String, servers: String) async throws {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(bootstrapServers: [servers]), logger: logger)
+        try producer.start()
         for key in keys { _ = try await producer.send(topic: topic, key: key, value: key) }
         try await producer.close(timeout: .seconds(5))
     }

@@ -86,7 +86,9 @@ package final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Starts the poll thread. Call once.
+    /// Starts the poll thread (the group join happens there). Call once; ``close(timeout:)`` stops it. The
+    /// consumer's one lifecycle: an application that runs it as a service starts it in its `run()`, as
+    /// `RelayService` does.
     package func start() throws {
         try lifecycle.withLock { state throws(KafkaError) in
             guard case .created = state else { throw KafkaError.closed("KafkaConsumer.start() called twice or after close") }
@@ -100,20 +102,6 @@ package final class KafkaConsumer: Sendable {
         } catch {
             throw KafkaError(code: .clientCreation, message: "\(error)")
         }
-    }
-
-    /// Starts polling if needed and suspends until the consumer is closed: the shape of
-    /// swift-service-lifecycle's `Service.run()`. Cancelling the calling task starts the close sequence
-    /// (commit stored offsets, leave the group) and returns once it has finished.
-    package func run() async throws {
-        if lifecycle.withLock({ $0 == .created }) { try start() }
-        await withTaskCancellationHandler {
-            _ = await shared.closed.wait(ignoringCancellation: true)
-        } onCancel: {
-            beginClose()
-        }
-        lifecycle.withLock { $0 = .closed }
-        if let error = shared.closeResult.withLock({ $0 }) { throw error }
     }
 
     /// The synchronous part of closing: stop the poll loop and release a revocation waiting for the app.

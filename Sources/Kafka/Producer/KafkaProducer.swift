@@ -22,10 +22,16 @@ package struct KafkaDeliveryReport: Sendable, Hashable {
 /// delivery report (the hot path: no task per record); ``send(topic:key:value:headers:partition:)`` awaits
 /// the report. Either way a successful report means durable to the configured acks. A dedicated thread
 /// polls librdkafka for delivery reports, errors and statistics; it never runs on Swift's cooperative pool.
+///
+/// Lifecycle: `init` makes the handle (nothing runs yet), ``start()`` starts the poll thread, ``close(timeout:)``
+/// flushes and stops it. Records produced before `start()` wait in librdkafka for their reports until then.
 package final class KafkaProducer: Sendable {
     let client: KafkaClient
     private let logger: Logger
     private let pollThread = PollThreadControl()
+    private let started = Atomic<Bool>(false)
+    /// The poll timeout, in milliseconds.
+    private let pollTimeout: Int32
     private let closeStarted = Atomic<Bool>(false)
     /// Held while a record is handed to librdkafka and while ``withdrawAll()`` purges, so that no record
     /// can be queued after the purge that was meant to fail it. Uncontended on the hot path.
@@ -38,7 +44,7 @@ package final class KafkaProducer: Sendable {
     /// restarts). Await it with `fatalError.wait()`.
     package let fatalError: Latch<KafkaError>
 
-    /// Creates the producer and starts its delivery-report thread.
+    /// Creates the producer's handle; its delivery-report thread starts in ``start()``.
     /// - Throws: ``KafkaError`` `configuration` for contradictory or rejected settings (with librdkafka's
     ///   message), `clientCreation` if librdkafka refuses to create the handle.
     package init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
@@ -55,7 +61,14 @@ package final class KafkaProducer: Sendable {
         self.fatalError = fatalError
         client = try KafkaClient(kind: .producer(deliveryReport: true), properties: properties, context: context)
         self.logger = logger
-        let timeout = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
+        pollTimeout = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
+    }
+
+    /// Starts the thread that serves delivery reports, errors and statistics. Once; later calls do nothing.
+    /// - Throws: ``KafkaError`` `clientCreation` when the kernel refuses the thread.
+    package func start() throws(KafkaError) {
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let timeout = pollTimeout
         let client = self.client
         let pollThread = self.pollThread
         // The thread holds the client and the stop flag, not the producer, so releasing the producer stops it.
@@ -74,7 +87,7 @@ package final class KafkaProducer: Sendable {
 
     deinit {
         pollThread.isStopping.store(true, ordering: .releasing)
-        if !closeStarted.load(ordering: .acquiring) {
+        if started.load(ordering: .acquiring), !closeStarted.load(ordering: .acquiring) {
             logger.warning("KafkaProducer released without close(); unsent records may be lost")
         }
     }
@@ -197,7 +210,9 @@ package final class KafkaProducer: Sendable {
             }
         }
         pollThread.isStopping.store(true, ordering: .releasing)
-        _ = await pollThread.stopped.wait(timeout: .seconds(5), ignoringCancellation: true)
+        if started.load(ordering: .acquiring) {
+            _ = await pollThread.stopped.wait(timeout: .seconds(5), ignoringCancellation: true)
+        }
         // A send that passed its closed check just before close began may have queued a record after the
         // flush: fail it (and anything else left) so that no caller waits for a report nobody polls for.
         let client = self.client

@@ -44,7 +44,9 @@ func testConsumerConfiguration(
 func testProducer(_ cluster: MockKafkaCluster, _ label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
     configuration.messageTimeout = .seconds(30)
-    return try KafkaProducer(configuration: configuration, logger: testLogger("test.\(label)"))
+    let producer = try KafkaProducer(configuration: configuration, logger: testLogger("test.\(label)"))
+    try producer.start()
+    return producer
 }
 
 /// Sends `count` keyed records concurrently; returns the delivery report of each key.
