@@ -136,7 +136,7 @@ extension RelayAppConfiguration {
                 malformed = true
             }
             if malformed { return nil }
-            let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...35)
+            let minutes = settings.int(prefix + "token.rotationMinutes", default: APNs.tokenRotationMinutes, range: 20...34)
             return APNs.Credential(
                 name: name, keyPrefix: prefix,
                 auth: .token(keyID: keyID, teamID: teamID, privateKeyFile: keyFile, rotationEpoch: .seconds(minutes * 60)),

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceSupport
 import TestSupport
 import Testing
 @testable import APNsClient
@@ -126,27 +127,69 @@ import Testing
         #expect(try a.token(now: epochStart + 3600).keyID == "NEWKEY0002")
     }
 
-    @Test func rotationPolicyHoldsTwentyMinutesAndSwitchesBeforeFiftyFive() throws {
+    /// One connection over 6 hours, adopting its first token at offsets across the first epoch (to the
+    /// nanosecond) and checking every 10 s: every change comes at least APNs' 20 minutes plus the margin after
+    /// the previous one, and no token is ever 55 minutes old — for every allowed epoch. The bounds are
+    /// APNs' (apns-reference.md), not the policy's own numbers.
+    @Test(arguments: [20, 25, 30, 34])
+    func rotationPolicyHoldsTwentyMinutesWithAMarginAndSwitchesBeforeFiftyFive(epochMinutes: Int) throws {
         let key = try ECPrivateKey(rawPrivateKey: Self.rfcKey)
-        let signer = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let signer = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ", rotationEpoch: .seconds(epochMinutes * 60))
         let policy = TokenRotationPolicy()
-        // Simulate one connection over 6 hours, adopting at every offset within the first epoch.
-        for start in stride(from: Int64(1_700_000_000), to: 1_700_001_800, by: 97) {
-            var current = try signer.token(now: start)
+        let apnsHold: Int64 = 20 * 60 * 1_000_000_000
+        let epoch = Int64(epochMinutes * 60)
+        for start in stride(from: Int64(1_700_000_000) * 1_000_000_000, to: (1_700_000_000 + epoch) * 1_000_000_000, by: 97_300_000_001) {
+            var current = try signer.token(now: start / 1_000_000_000)
             var adoptedAt = start
             var changes: [Int64] = []
-            for now in stride(from: start, to: start + 6 * 3600, by: 10) {
-                #expect(now - current.issuedAt < 55 * 60, "token older than 55 minutes at \(now)")
-                let candidate = try signer.token(now: now)
-                if policy.shouldSwitch(current: current, adoptedAt: adoptedAt, candidate: candidate, now: now) {
+            for now in stride(from: start, to: start + 6 * 3600 * 1_000_000_000, by: 10_000_000_000) {
+                #expect(now / 1_000_000_000 - current.issuedAt < 55 * 60, "token older than 55 minutes at \(now)")
+                let candidate = try signer.token(now: now / 1_000_000_000)
+                if policy.shouldSwitch(current: current, adoptedAtNanoseconds: adoptedAt, candidate: candidate, nowNanoseconds: now) {
                     changes.append(now)
                     current = candidate
                     adoptedAt = now
                 }
             }
-            for (a, b) in zip(changes, changes.dropFirst()) { #expect(b - a >= 20 * 60) }
-            #expect(changes.first.map { $0 - start >= 20 * 60 } ?? false)
+            for (a, b) in zip([start] + changes, changes) {
+                #expect(b - a >= apnsHold + 60 * 1_000_000_000, "a switch \(Double(b - a) / 1e9) s after the previous token was taken")
+            }
+            #expect(changes.count >= 6 * 60 / 55, "it rotates: \(changes.count) changes in 6 hours")
         }
+    }
+
+    /// The longest epoch is what the hold and the 55-minute ceiling leave: 34 minutes. At 35 a connection
+    /// that took a token just before the next epoch would have to break one rule or the other.
+    @Test func theLongestEpochLeavesRoomForTheHoldBeforeFiftyFiveMinutes() throws {
+        let policy = TokenRotationPolicy()
+        #expect(ProviderTokenSigner.allowedEpochs.upperBound == policy.longestEpochSeconds)
+        #expect(ProviderTokenSigner.allowedEpochs.upperBound + policy.minimumHold.components.seconds <= 55 * 60)
+        #expect(35 * 60 + policy.minimumHold.components.seconds > 55 * 60)
+        #expect(throws: APNsClientError.self) {
+            try ProviderTokenSigner(key: try ECPrivateKey(rawPrivateKey: Self.rfcKey), keyID: "ABC123DEFG", teamID: "DEF123GHIJ", rotationEpoch: .seconds(35 * 60))
+        }
+    }
+
+    /// APNs counts a connection's 20 minutes from the first request it saw with the token. A connection that
+    /// took its token at .9 of a second once switched 1,199.1 s later as APNs saw it (its hold was counted in
+    /// whole seconds) and got 429 TooManyProviderTokenUpdates. Here the mock counts as APNs does, on the
+    /// same clock as the client: a request 1,199.2 s after the first, when a newer token exists, still
+    /// carries the first token and is accepted.
+    @Test func aConnectionKeepsItsTokenTwentyMinutesAsAPNsCountsThem() async throws {
+        let epochStart: Int64 = 1_700_001_000 - 1_700_001_000 % 1800
+        let clock = ManualWallClock(millisecondsSinceEpoch: (epochStart + 700) * 1000 + 900)
+        let mock = try await MockFixture.start(clock: clock)
+        let client = try mock.client(clock: clock.clock) { $0.pool.maxConnections = 1 }
+        #expect(try await client.send(try MockFixture.notification(0), timeout: hangGuard).status == 200)
+        clock.advance(by: .milliseconds(1_199_200))  // the next epoch's token exists (epochStart + 1800)
+        let early = try await client.send(try MockFixture.notification(1), timeout: hangGuard)
+        #expect(early.status == 200, "answered \(early.status) \(early.reason?.rawValue ?? ""): the token changed 1,199.2 s after APNs first saw it")
+        clock.advance(by: .seconds(61))  // 1,260.2 s: past APNs' 20 minutes and the margin
+        let later = try await client.send(try MockFixture.notification(2), timeout: hangGuard)
+        #expect(later.status == 200, "answered \(later.status) \(later.reason?.rawValue ?? "")")
+        #expect(client.connectionCount(for: .production) == 1, "one connection throughout")
+        await client.shutdown()
+        await mock.stop()
     }
 
     /// DER `SEQUENCE { INTEGER r, INTEGER s }` from raw r‖s.

@@ -66,6 +66,8 @@ import Testing
         (["kafka.bootstrapServers": ""], "kafka.bootstrapServers"),
         (["apns.token.keyId": ""], "apns.token"),
         (["apns.token.rotationMinutes": "60"], "apns.token.rotationMinutes"),
+        // 35 leaves no room for the 21-minute hold before a token is 55 minutes old (TokenRotationPolicy).
+        (["apns.token.rotationMinutes": "35"], "apns.token.rotationMinutes"),
         (["kafka.topics.results": "apns-notifications"], "both an input (kafka.topics.input) and an output"),
         (["kafka.topics.urgent": "apns-notifications"], "in both kafka.topics.input (the bulk lane; by default apns-notifications) and kafka.topics.urgent"),
         (["kafka.topics.urgent": "urgent,apns-results"], "both an input (kafka.topics.urgent) and an output"),

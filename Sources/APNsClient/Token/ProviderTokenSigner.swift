@@ -10,9 +10,10 @@ import Synchronization
 /// that learn of it at slightly different moments within an epoch still switch together, and tokens stay
 /// identical across the fleet.
 package final class ProviderTokenSigner: Sendable, CustomStringConvertible {
-    /// Allowed rotation epochs: at least 20 minutes (APNs' minimum between updates) and at most 35 minutes, so a
-    /// connection can hold a token 20 minutes and still switch before it is 55 minutes old.
-    package static let allowedEpochs: ClosedRange<Int64> = 20 * 60...35 * 60
+    /// Allowed rotation epochs: at least 20 minutes (APNs' minimum between updates) and at most 34 minutes
+    /// (`TokenRotationPolicy().longestEpochSeconds`), so a connection can hold a token 21 minutes and still
+    /// switch before it is 55 minutes old.
+    package static let allowedEpochs: ClosedRange<Int64> = 20 * 60...34 * 60
 
     package let teamID: String
     /// Rotation epoch in seconds.
@@ -31,7 +32,7 @@ package final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     ///   - pem: the `.p8` file's contents (PKCS#8 PEM, P-256).
     ///   - keyID: the 10-character Key ID (`kid`).
     ///   - teamID: the 10-character Team ID (`iss`).
-    ///   - rotationEpoch: 20–35 minutes; default 30.
+    ///   - rotationEpoch: 20–34 minutes; default 30.
     /// - Throws: `APNsClientError` with code `.invalidCredential`.
     package convenience init(pem: String, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
         try self.init(key: try ECPrivateKey(pem: Array(pem.utf8)), keyID: keyID, teamID: teamID, rotationEpoch: rotationEpoch)
@@ -40,7 +41,7 @@ package final class ProviderTokenSigner: Sendable, CustomStringConvertible {
     init(key: ECPrivateKey, keyID: String, teamID: String, rotationEpoch: Duration = .seconds(30 * 60)) throws(APNsClientError) {
         let epoch = rotationEpoch.components.seconds
         guard Self.allowedEpochs.contains(epoch) else {
-            throw APNsClientError(.invalidConfiguration, "token rotation epoch must be 20–35 minutes, got \(epoch) s")
+            throw APNsClientError(.invalidConfiguration, "token rotation epoch must be 20–34 minutes, got \(epoch) s")
         }
         try Self.check("keyID", keyID)
         try Self.check("teamID", teamID)
@@ -114,20 +115,41 @@ package final class ProviderTokenSigner: Sendable, CustomStringConvertible {
 
 /// When a connection switches to a newer token.
 ///
-/// APNs rejects token changes on a connection more often than every 20 minutes (429
-/// TooManyProviderTokenUpdates) and tokens older than an hour (403 ExpiredProviderToken). A connection
-/// therefore keeps its token at least `minimumHold` after adopting it and switches before the token is
-/// `maximumAge` old; with an epoch ≤ 35 minutes both always hold.
+/// APNs rejects a token change on a connection within 20 minutes of the previous one (429
+/// TooManyProviderTokenUpdates), counting on its side from the first request that carried the old token, and
+/// tokens older than an hour (403 ExpiredProviderToken). A connection therefore keeps its token at least
+/// `minimumHold` — APNs' 20 minutes plus `holdMargin` — after adopting it (just before its first request
+/// with it), measured to the nanosecond, and switches before the token is `maximumAge` (55 minutes) old.
+///
+/// The margin covers what makes our count longer than APNs': the time from adopting the token to APNs
+/// reading that first request (one way across the network, a proxy, a queue at APNs). Without it the
+/// first outside soak saw a switch 1,199.1 s after APNs first saw the token (the hold was counted in whole
+/// seconds from the adoption) and 9 pushes answered 429. Both rules always hold when a token's epoch is at
+/// most `maximumAge − minimumHold`: a connection may adopt a token just before the next epoch begins and
+/// must keep it `minimumHold` more. With the 60 s margin that is 34 minutes (`ProviderTokenSigner.allowedEpochs`:
+/// 20–34; it was 35 with no margin).
 package struct TokenRotationPolicy: Sendable, Hashable {
-    package var minimumHold: Int64 = 20 * 60
+    /// APNs' own minimum between two tokens on one connection.
+    package static let apnsMinimumHold: Duration = .seconds(20 * 60)
+    /// Added to `apnsMinimumHold` (see the type's comment).
+    package var holdMargin: Duration = .seconds(60)
+    /// A token older than this is replaced whatever the hold (APNs refuses one older than an hour).
     package var maximumAge: Int64 = 55 * 60
     package init() {}
 
-    /// Whether a connection that adopted `current` at `adoptedAt` should switch to `candidate` at `now`.
-    package func shouldSwitch(current: ProviderToken, adoptedAt: Int64, candidate: ProviderToken, now: Int64) -> Bool {
+    /// How long a connection keeps a token it adopted.
+    package var minimumHold: Duration { Self.apnsMinimumHold + holdMargin }
+
+    /// The longest token epoch with which a connection never switches within `minimumHold` and never
+    /// keeps a token past `maximumAge`.
+    package var longestEpochSeconds: Int64 { maximumAge - minimumHold.components.seconds - (minimumHold.components.attoseconds > 0 ? 1 : 0) }
+
+    /// Whether a connection that adopted `current` at `adoptedAtNanoseconds` should switch to `candidate`
+    /// at `nowNanoseconds` (Unix time).
+    package func shouldSwitch(current: ProviderToken, adoptedAtNanoseconds: Int64, candidate: ProviderToken, nowNanoseconds: Int64) -> Bool {
         guard candidate.issuedAt > current.issuedAt else { return false }
-        if now - current.issuedAt >= maximumAge { return true }
-        return now - adoptedAt >= minimumHold
+        if nowNanoseconds / 1_000_000_000 - current.issuedAt >= maximumAge { return true }
+        return Duration.nanoseconds(nowNanoseconds - adoptedAtNanoseconds) >= minimumHold
     }
 }
 

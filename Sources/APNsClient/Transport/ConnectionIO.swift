@@ -48,7 +48,8 @@ final class ConnectionIO {
 
     struct TokenState {
         var current: ProviderToken?
-        var adoptedAt: Int64 = 0
+        /// When the connection took `current` (Unix nanoseconds): just before its first request with it.
+        var adoptedAtNanoseconds: Int64 = 0
         var lastCheck: Int64 = .min
         var authorization: [UInt8]?
     }
@@ -239,17 +240,20 @@ final class ConnectionIO {
 
     private func refreshToken() {
         guard let token else { return }
-        let now = token.clock.nowSeconds()
+        let nowNanoseconds = token.clock.nowNanoseconds()
+        let now = nowNanoseconds / 1_000_000_000
         guard now != credentials.lastCheck else { return }
         credentials.lastCheck = now
         do {
             let candidate = try token.signer.token(now: now)
             if let current = credentials.current {
-                guard token.policy.shouldSwitch(current: current, adoptedAt: credentials.adoptedAt, candidate: candidate, now: now) else { return }
+                guard token.policy.shouldSwitch(
+                    current: current, adoptedAtNanoseconds: credentials.adoptedAtNanoseconds, candidate: candidate, nowNanoseconds: nowNanoseconds
+                ) else { return }
                 onEvent(.tokenRotated)
             }
             credentials.current = candidate
-            credentials.adoptedAt = now
+            credentials.adoptedAtNanoseconds = nowNanoseconds
             credentials.authorization = Array(candidate.authorization.utf8)
         } catch {
             logger.error("cannot sign the provider token: \(error)")
