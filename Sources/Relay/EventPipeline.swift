@@ -144,7 +144,10 @@ final class EventPipeline: Sendable {
             finishAbandoned(event)
             return
         }
-        let delivery = event.delivery!
+        // What is left to do needs the delivery only here: the event goes on without it, so publication
+        // carries (and the producer's thread releases) no more than it needs.
+        var event = event
+        guard let delivery = event.delivery.take() else { preconditionFailure("a delivered event has its delivery") }
         let decoded = delivery.event
         let notification = delivery.notification
         let broadcast = notification.isBroadcast

@@ -11,13 +11,15 @@ import APNsCore
 /// team restrict a key to the sandbox or to production, and a restricted key used in the other environment
 /// is refused (403 BadEnvironmentKeyInToken). The first matching credential wins.
 package struct CredentialDirectory: Sendable {
-    package struct Credential: Sendable {
+    /// One credential. A class: every event to deliver carries its credential, and a reference costs one
+    /// retain where the fields would cost four.
+    package final class Credential: Sendable {
         /// The credential's name (in logs and the token-removal guard's metrics).
-        package var name: String
-        package var patterns: [String]
-        package var environments: Set<APNsEnvironment>
-        package var authentication: AuthenticationKind
-        package var sender: any NotificationSender
+        package let name: String
+        package let patterns: [String]
+        package let environments: Set<APNsEnvironment>
+        package let authentication: AuthenticationKind
+        package let sender: any NotificationSender
 
         package init(
             name: String = "default", patterns: [String], environments: Set<APNsEnvironment> = Set(APNsEnvironment.allCases),
