@@ -11,7 +11,7 @@ struct EventLoopTests {
     /// healthy connection's requests all complete while the stalled ones are still waiting for theirs.
     @Test func oneLoopServesManyConnectionsAndOneStallingOrDyingDoesNotHoldUpTheOthers() async throws {
         let loops = try APNsEventLoopGroup(loops: 1)
-        let running = loops.runUntilCancelled()
+        let running = try loops.runUntilCancelled()
         defer { running.cancel() }
         let healthy = try await MockFixture.start()
         let stalled = try await MockFixture.start()
@@ -77,7 +77,7 @@ struct EveryRecordReadTests {
         // A long window makes one record per turn unmistakable: 60 answers would take 60 windows (18 s),
         // far past the requests' 5 s deadline; read in one or two turns they take well under a second.
         let loops = try APNsEventLoopGroup(loops: 1, batchWindow: .milliseconds(300))
-        let running = loops.runUntilCancelled()
+        let running = try loops.runUntilCancelled()
         defer { running.cancel() }
         let mock = try await MockFixture.start { $0.coalescesWrites = false }
         let client = try mock.client(eventLoops: loops) { $0.pool.maxConnections = 1 }

@@ -36,18 +36,19 @@ extension MockFixture {
 }
 
 extension APNsEventLoopGroup {
-    /// The loops the tests' clients run on unless a test brings its own: one loop, running from first use
-    /// for the rest of the test process.
+    /// The loops the tests' clients run on unless a test brings its own: one loop, started on first use (on
+    /// the calling thread, not in a task that a busy cooperative pool may start late) and running for the
+    /// rest of the test process.
     static let forTests: APNsEventLoopGroup = {
         let group = try! APNsEventLoopGroup(loops: 1)
-        Task.detached {
-            do { try await group.run() } catch { fatalError("the tests' APNs event loop did not start: \(error)") }
-        }
+        do { try group.startThreads() } catch { fatalError("the tests' APNs event loop did not start: \(error)") }
         return group
     }()
 
-    /// Runs the group until the returned task is cancelled (a test's own group).
-    func runUntilCancelled() -> Task<Void, any Error> {
-        Task { try await run() }
+    /// Starts the group's threads now and returns a task that stops them when it is cancelled (a test's own
+    /// group).
+    func runUntilCancelled() throws -> Task<Void, any Error> {
+        try startThreads()
+        return Task { try await run() }
     }
 }

@@ -58,7 +58,7 @@ package final class APNsEventLoopGroup: Service, Sendable {
     /// Runs `body` with the loops' threads running, then stops them (see `run()`).
     package func withRunningLoops<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            for loop in loops { try loop.start() }
+            try startThreads()
         } catch {
             await stop()
             throw error
@@ -72,6 +72,14 @@ package final class APNsEventLoopGroup: Service, Sendable {
         }
         await stop()
         return result
+    }
+
+    /// Starts every loop's thread now, on the calling thread (a loop already started is left as it is).
+    /// `run()` and `withRunningLoops(_:)` do; tests that keep a group for the whole process call it at once,
+    /// because a task that would run it may start late on a busy cooperative pool, and a connection handed
+    /// to a loop that has not started waits for its SETTINGS until its connect deadline.
+    func startThreads() throws(APNsClientError) {
+        for loop in loops { try loop.start() }
     }
 
     /// Ends every loop's thread after its current turn and waits for them.
