@@ -183,11 +183,9 @@ package final class RelayService: Service, Sendable {
         }
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
-            // The producer's and the consumer's threads start here, not when they are made.
-            try producer.start()
+            try producer.start()  // the Kafka clients' threads start here, not when they are made
             if let exactlyOnce = configuration.exactlyOnce {
-                // Registers the transactional id, fencing an older instance with it and aborting its open
-                // transaction (a crashed predecessor's records never become visible).
+                // Registers the transactional id: fences an older instance, aborts its open transaction.
                 do {
                     try await producer.initTransactions(timeout: Self.initTransactionsTimeout)
                 } catch {
@@ -393,7 +391,6 @@ package final class RelayService: Service, Sendable {
     private func abandon() {
         pipeline.abandon()
     }
-
 }
 
 /// A relay failure that stops the service (configuration or start-up problems, never input).
