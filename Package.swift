@@ -221,6 +221,21 @@ let package = Package(
             exclude: ["README.md"]
         ),
 
+        // MARK: Fuzzing (Fuzz/README.md, `make fuzz`)
+        // Each fuzz target's one entry, shared by the libFuzzer drivers (Fuzz/Drivers, built outside SwiftPM with
+        // sanitizers) and the corpus replay in `make test`: the C++ one for CEventJSON's C API, and the Swift ones.
+        .target(
+            name: "CEventJSONFuzz",
+            dependencies: ["CEventJSON"],
+            path: "Fuzz/EventJSON",
+            cxxSettings: [.unsafeFlags(["-std=c++17"])]
+        ),
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["CEventJSONFuzz", "Relay", "RelayApp", "APNsClient", "APNsCore"],
+            path: "Fuzz/Targets"
+        ),
+
         // MARK: Tests
         // What the test targets share: the mock APNs fixture, waiting with deadlines, processes, ports.
         .target(
@@ -235,6 +250,7 @@ let package = Package(
         // Pads every readdir entry of the test process (a Foundation over-read; see its source).
         .target(name: "ReaddirGuard", path: "Tests/ReaddirGuard", linkerSettings: [.linkedLibrary("dl")]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "KafkaMock", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "TestSupport"]),
         .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "KafkaMock", "ServiceSupport", "TestSupport"]),

@@ -31,17 +31,7 @@ extension ConnectionIO {
 
     func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         guard let r = request(onStream: streamID) else { return }
-        if name.elementsEqual(":status".utf8) {
-            var status = 0
-            for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
-            r.status = status
-        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
-            r.apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
-            r.apnsUniqueID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-channel-id".utf8) {
-            r.channelID = String(decoding: value, as: UTF8.self)
-        }
+        r.head.read(name: name, value: value)
     }
 
     func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
@@ -55,12 +45,8 @@ extension ConnectionIO {
         guard let (r, notProcessed) = table.closed(streamID: streamID) else { return }
         if notProcessed {
             finish(r, .init(transport: .notProcessed, message: "stream above GOAWAY last-stream-id"))
-        } else if let status = r.status {
-            let (reason, timestamp) = ResponseBody.parse(r.body)
-            var response = APNsResponse(status: status, apnsID: r.apnsID, apnsUniqueID: r.apnsUniqueID, reason: reason, timestamp: timestamp)
-            response.channelID = r.channelID
+        } else if var response = r.head.response(body: r.body, keepsBody: r.prepared.keepsResponseBody) {
             response.connectionID = connection.id
-            if r.prepared.keepsResponseBody { response.body = r.body }
             finish(r, .success(response))
         } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
             finish(r, .init(transport: .streamRefused, message: "RST_STREAM REFUSED_STREAM"), code: Int(errorCode))

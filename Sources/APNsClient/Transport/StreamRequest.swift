@@ -23,10 +23,8 @@ final class StreamRequest: @unchecked Sendable {
     private var ended = false
     var streamID: Int32 = 0
     var payloadOffset = 0
-    var status: Int?
-    var apnsID: String?
-    var apnsUniqueID: String?
-    var channelID: String?
+    /// The answer's headers so far.
+    var head = ResponseHead()
     /// At most `prepared.maxResponseBody` bytes.
     var body: [UInt8] = []
 

@@ -1,0 +1,48 @@
+import APNsCore
+
+/// What an answer's HEADERS say, read header by header as nghttp2 hands them over (`ConnectionIO.header`), and
+/// the `APNsResponse` they make with the body once the stream closes.
+///
+/// A value apart from the connection so that the `apns-answer` fuzz target (Fuzz/) reads headers and bodies
+/// exactly as a connection does.
+package struct ResponseHead: Sendable, Hashable {
+    /// `:status`; `nil` until one arrived.
+    package var status: Int?
+    package var apnsID: String?
+    package var apnsUniqueID: String?
+    package var channelID: String?
+
+    package init() {}
+
+    /// Takes one header of the answer; names APNs does not define are ignored.
+    package mutating func read(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        if name.elementsEqual(":status".utf8) {
+            // Three digits (RFC 9110 §15). nghttp2 refuses anything else before we see it; this parse must not
+            // rely on that: it summed every digit in the value, and a long one overflowed Int and trapped (found by
+            // the `apns-answer` fuzz target). A malformed status leaves the answer without one, which ends the
+            // stream as a connection failure, as nghttp2's own refusal does.
+            guard value.count == 3, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                status = nil
+                return
+            }
+            status = value.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
+            apnsID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-unique-id".utf8) {
+            apnsUniqueID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-channel-id".utf8) {
+            channelID = String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    /// The answer, once its stream closed; `nil` when no `:status` came (the stream ended without one).
+    /// - Parameter keepsBody: whether the caller needs the body (channel management), beyond its `reason`.
+    package func response(body: [UInt8], keepsBody: Bool) -> APNsResponse? {
+        guard let status else { return nil }
+        let (reason, timestamp) = ResponseBody.parse(body)
+        var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID, reason: reason, timestamp: timestamp)
+        response.channelID = channelID
+        if keepsBody { response.body = body }
+        return response
+    }
+}
