@@ -41,6 +41,8 @@ FULLNAME = "push-apns-relay"
 # The oldest Kubernetes the chart allows (Chart.yaml kubeVersion), a common one, and the newest the package ships.
 KUBE_VERSIONS = ["1.25.0", "1.30.0", kubernetes_validate.latest_version()]
 CRD_KINDS = {"ServiceMonitor", "ScaledObject", "PrometheusRule"}
+DASHBOARD_FILE = CHART / "dashboards" / "apns-relay.json"
+DASHBOARD_CONFIGMAP = f"{FULLNAME}-dashboard"
 
 BOOTSTRAP = "kafka-0.kafka:9092,kafka-1.kafka:9092"
 REQUIRED = {"kafka": {"bootstrapServers": BOOTSTRAP}}
@@ -75,7 +77,9 @@ ALL_ON = {
                                    "relabelings": [{"action": "replace", "targetLabel": "service",
                                                     "replacement": "apns-relay"}]},
                 "prometheusRule": {"enabled": True, "namespace": "monitoring", "labels": {"release": "prom"},
-                                   "runbookUrl": "https://git.example.com/platform/apns-relay/-/blob/main/README.md"}},
+                                   "runbookUrl": "https://git.example.com/platform/apns-relay/-/blob/main/README.md"},
+                "grafanaDashboard": {"enabled": True, "namespace": "monitoring",
+                                     "annotations": {"grafana_folder": "Messaging"}}},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
     "keda": {"enabled": True, "minReplicaCount": 1, "maxReplicaCount": 12, "lagThreshold": 500,
              "authenticationRef": {"name": "kafka-sasl"}, "extraMetadata": {"tls": "enable", "sasl": "scram_sha512"}},
@@ -182,10 +186,14 @@ def objects(values: dict) -> list[dict]:
 
 
 def by_kind(objs: list[dict]) -> dict[str, dict]:
+    """The objects by kind; the Grafana dashboard's ConfigMap, beside relay.yaml's, as "ConfigMap/dashboard"."""
     kinds: dict[str, dict] = {}
     for obj in objs:
-        assert obj["kind"] not in kinds, f"two objects of kind {obj['kind']}"
-        kinds[obj["kind"]] = obj
+        kind = obj["kind"]
+        if kind == "ConfigMap" and obj["metadata"]["name"] == DASHBOARD_CONFIGMAP:
+            kind = "ConfigMap/dashboard"
+        assert kind not in kinds, f"two objects of kind {kind}"
+        kinds[kind] = obj
     return kinds
 
 
@@ -606,8 +614,8 @@ def test_replicas_and_bootstrap_list():
 def test_all_on_renders_and_validates():
     objs = objects(ALL_ON)
     kinds = sorted(o["kind"] for o in objs)
-    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "ScaledObject", "Service",
-                     "ServiceAccount", "ServiceMonitor"], kinds
+    assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "ScaledObject",
+                     "Service", "ServiceAccount", "ServiceMonitor"], kinds
     validate_against_kubernetes(objs)
     check_security(objs)
     check_probes_and_ports(objs)
@@ -722,6 +730,112 @@ def test_all_on_prometheusrule():
         assert r["annotations"]["runbook_url"] == \
             "https://git.example.com/platform/apns-relay/-/blob/main/README.md#" + r["alert"].lower(), r
         assert 'job="push-apns-relay"' in r["expr"], "the release's series only"
+
+
+# The Grafana dashboard (metrics.grafanaDashboard). Its queries are evaluated against a real Prometheus scraping a
+# relay by the Swift test DashboardEndToEndTests; here: the ConfigMap, the JSON's shape, and the names it reads.
+DASHBOARD = merge(REQUIRED, {"metrics": {"grafanaDashboard": {"enabled": True}}})
+# Grafana's own variables a query may use; every other $name must be a variable of the dashboard.
+GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__range"}
+
+
+def dashboard_panels(panels: list[dict]) -> list[dict]:
+    """Every panel, those inside collapsed rows included, rows too."""
+    out = []
+    for panel in panels:
+        out.append(panel)
+        out += dashboard_panels(panel.get("panels", []))
+    return out
+
+
+def dashboard_configmap(values: dict) -> dict | None:
+    return by_kind(objects(values)).get("ConfigMap/dashboard")
+
+
+def test_grafana_dashboard_off_by_default():
+    assert chart().values["metrics"]["grafanaDashboard"]["enabled"] is False
+    assert dashboard_configmap(REQUIRED) is None
+    assert render(REQUIRED)["apns-relay/templates/grafana-dashboard.yaml"].strip() == ""
+
+
+def test_grafana_dashboard_configmap():
+    configmap = dashboard_configmap(DASHBOARD)
+    assert configmap, "metrics.grafanaDashboard.enabled rendered no dashboard ConfigMap"
+    meta = configmap["metadata"]
+    # The label Grafana's sidecar watches by default (kube-prometheus-stack: label grafana_dashboard, value "1").
+    assert meta["labels"]["grafana_dashboard"] == "1", meta["labels"]
+    assert meta["labels"]["app.kubernetes.io/instance"] == RELEASE
+    assert meta["namespace"] == NAMESPACE and "annotations" not in meta, meta
+    assert list(configmap["data"]) == ["apns-relay.json"], list(configmap["data"])
+    assert json.loads(configmap["data"]["apns-relay.json"]) == json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
+    validate_against_kubernetes([configmap])
+    # The relay's own ConfigMap is still there, unchanged.
+    assert relay_config(objects(DASHBOARD)) == relay_config(objects(REQUIRED))
+
+    configmap = dashboard_configmap(merge(DASHBOARD, {"metrics": {"grafanaDashboard": {
+        "namespace": "monitoring", "labels": {"team": "push"}, "annotations": {"grafana_folder": "Messaging"}}}}))
+    meta = configmap["metadata"]
+    assert meta["namespace"] == "monitoring"
+    assert meta["labels"]["grafana_dashboard"] == "1" and meta["labels"]["team"] == "push", meta["labels"]
+    assert meta["annotations"] == {"grafana_folder": "Messaging"}
+    # A sidecar watching another label: the default one can be dropped.
+    meta = dashboard_configmap(merge(DASHBOARD, {"metrics": {"grafanaDashboard": {
+        "labels": {"grafana_dashboard": None, "dashboards": "grafana"}}}}))["metadata"]
+    assert "grafana_dashboard" not in meta["labels"] and meta["labels"]["dashboards"] == "grafana", meta["labels"]
+
+    configmap = by_kind(objects(ALL_ON))["ConfigMap/dashboard"]
+    assert configmap["metadata"]["namespace"] == "monitoring"
+
+
+def test_grafana_dashboard_panels():
+    dashboard = json.loads(dashboard_configmap(DASHBOARD)["data"]["apns-relay.json"])
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    for name in ("namespace", "job", "instance"):
+        assert variables[name]["type"] == "query", variables[name]
+        assert variables[name]["datasource"]["uid"] == "${datasource}", variables[name]
+    panels = dashboard_panels(dashboard["panels"])
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), "panel ids repeat"
+    assert dashboard["panels"][0]["type"] == "row", "every panel sits in a row"
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    for wanted in ("Throughput", "Latency", "Lag", "APNs answers", "pools", "guard", "Dead letters",
+                   "Transactions", "Process"):
+        assert any(wanted.lower() in row.lower() for row in rows), f"no row for {wanted}: {rows}"
+    documented = metrics_table_names()
+    graphs = [p for p in panels if p["type"] != "row"]
+    assert len(graphs) >= 25, len(graphs)
+    for panel in graphs:
+        title = panel["title"]
+        assert title and panel.get("description"), f"panel {panel['id']} has no title or description"
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, f"{title}: {panel['datasource']}"
+        assert panel["targets"], f"{title}: no query"
+        for target in panel["targets"]:
+            assert target["datasource"] == panel["datasource"], f"{title}: {target}"
+            expr = target.get("expr", "")
+            assert expr.strip(), f"{title}: target {target['refId']} has no expr"
+            for name in re.findall(r"\$\{?(\w+)", expr):
+                assert name in variables or name in GRAFANA_VARIABLES, f"{title}: unknown variable ${name}"
+            # Each series is this release's: every selector carries the namespace, job and replica variables.
+            selectors = re.findall(r"([a-z_:]+)\{([^}]*)\}", expr)
+            assert selectors, f"{title}: {expr}"
+            for metric, matchers in selectors:
+                assert 'job=~"$job"' in matchers and 'namespace=~"$namespace"' in matchers, f"{title}: {expr}"
+                base = re.sub(r"_(bucket|count|sum)$", "", metric)
+                assert base in documented, f"{title} reads {metric}, not in README's metrics table"
+
+
+def metrics_table_names() -> set[str]:
+    """The series named in the first column of the project README's metrics table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names |= {re.sub(r"\{.*", "", name) for name in re.findall(r"`([a-z_]+(?:\{[^`]*\})?)`", line.split("|")[1])}
+    assert len(names) > 40, names
+    return names
 
 
 def test_hpa():
@@ -860,6 +974,9 @@ def test_package_roundtrip():
             assert {f["name"] for f in packaged.files} >= {"README.md"}
             rendered = packaged.render(values=REQUIRED, name=RELEASE, namespace=NAMESPACE)
             assert rendered == render(REQUIRED)
+            # The dashboard is a file of the chart (.Files.Get), not a template: it must survive packaging.
+            rendered = packaged.render(values=DASHBOARD, name=RELEASE, namespace=NAMESPACE, is_install=True)
+            assert rendered == render(DASHBOARD)
 
 
 def test_notes():
@@ -909,6 +1026,9 @@ WRONG = {
     "typo in relay.lanes": {"relay": {"lanes": {"urgentShares": 20}}},
     "urgent topics as a number": {"kafka": {"topics": {"urgent": 7}}},
     "an empty urgent topic in a list": {"kafka": {"topics": {"urgent": ["a", ""]}}},
+    "dashboard label as a number": {"metrics": {"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}}},
+    "dashboard annotation as a number": {"metrics": {"grafanaDashboard": {"annotations": {"grafana_folder": 7}}}},
+    "typo in grafanaDashboard": {"metrics": {"grafanaDashboard": {"enable": True}}},
 }
 WRONG_BOOTSTRAP = {
     "missing bootstrap servers": {},
