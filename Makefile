@@ -12,7 +12,7 @@ APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy prometheus
 # The benchmarks also read the relay's /metrics (curl) and build an allocation counter (gcc).
 APT_BENCH := curl gcc
 
-.PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults image-check clean help
+.PHONY: all build release demo test test-swift test-python deps deps-test venv bench faults soak fuzz image-check clean help
 
 all: build
 
@@ -20,6 +20,8 @@ help:
 	@echo "make demo         run the whole pipeline on an embedded mock Kafka cluster + mock APNs"
 	@echo "make test         build and run every test (Swift, schemas, chart)"
 	@echo "make bench        release benchmarks, each beside a floor measured in the same run"
+	@echo "make soak         a day in production, compressed: SOAK_MINUTES (65) of traffic and faults, watched for leaks"
+	@echo "make fuzz         libFuzzer (ASan, UBSan for C++): event JSON, configuration, APNs answers, FUZZ_SECONDS (60) each"
 	@echo "make image-check  the Dockerfile's runtime stage, assembled without Docker, starts and pushes (root)"
 
 # Installs missing Debian packages; explains itself when it cannot.
@@ -56,7 +58,7 @@ demo: deps
 
 venv: deps-test
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@{ $(PY) -c 'import jsonschema, helm_python, kubernetes_validate, yaml' 2>/dev/null && test -x $(VENV)/bin/noida-db; } || $(VENV)/bin/pip install -q -r Tests/requirements.txt
+	@{ $(PY) -c 'import jsonschema, helm_python, kubernetes_validate, yaml, matplotlib' 2>/dev/null && test -x $(VENV)/bin/noida-db; } || $(VENV)/bin/pip install -q -r Tests/requirements.txt
 
 test: deps-test venv test-swift test-python
 
@@ -68,7 +70,7 @@ TEST_TIMEOUT ?= 2700
 # The suites on noida-db run after the rest, alone: its consumers spin a core each (it answers an empty fetch at
 # once, whatever fetch.wait.max.ms says), and beside the parallel suite they starved other tests past their
 # deadlines (a CI run saw them take 46-65 s instead of 7 s, and two unrelated tests time out).
-NOIDA_SUITES := SecondBrokerTests|TransactionTests|ExactlyOnceTests
+NOIDA_SUITES := SecondBrokerTests|TransactionTests|ExactlyOnceTests|DashboardEndToEndTests
 test-swift:
 	$(SWIFT) build --build-tests
 	@mkdir -p .build; set -o pipefail; \
@@ -113,6 +115,27 @@ faults: deps-test
 		APNS_RELAY_FAULTS=full $(SWIFT) test --skip-build --filter 'RelayTests.ExactlyOnceTests' 2>&1 | tee bench-results/faults-exactly-once.log; \
 		status=$${PIPESTATUS[0]}; echo; echo "with kafka.exactlyOnce (noida-db; read_committed duplicates, target 0, beside the at-least-once figures above):"; \
 		grep -E '^(exactly once|zombie)' bench-results/faults-exactly-once.log; [ $$first = 0 ] && exit $$status; exit $$first
+
+# A day in production, compressed: the release relay for SOAK_MINUTES (default 65: two provider-token rotations)
+# between the mock cluster and the mock APNs, a paced production-like stream and a fault schedule, watched every
+# 10 s. Writes bench-results/soak/ (summary.txt, samples.csv, faults.csv, soak.png, the relays' logs).
+# `make test` runs a 150-second form of it.
+SOAK_MINUTES ?= 65
+soak: deps-test venv
+	$(SWIFT) build -c release --product apns-relay
+	$(SWIFT) build --build-tests
+	@mkdir -p bench-results/soak; set -o pipefail; \
+	APNS_RELAY_BINARY=$(CURDIR)/.build/release/apns-relay APNS_RELAY_SOAK_MINUTES=$(SOAK_MINUTES) \
+	APNS_RELAY_SOAK_OUTPUT=$(CURDIR)/bench-results/soak \
+	$(SWIFT) test --skip-build --filter 'RelayTests.SoakTests' 2>&1 | tee bench-results/soak/test.log
+
+# Fuzz targets (Fuzz/README.md) built with the toolchain's clang under .build-fuzz/, FUZZ_SECONDS each; one line per
+# target (executions, exec/s, cov/ft, corpus; line coverage for the C++). A crash fails it and leaves the input in
+# .build-fuzz/crashes/<target>/. FUZZ_TARGETS picks some; FUZZ_MERGE=1 merges the finds into Fuzz/corpus/, minimised.
+# `make test` replays Fuzz/corpus/ (FuzzCorpusTests).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash Fuzz/fuzz.sh
 
 clean:
 	rm -rf .build .build-* $(VENV)

@@ -166,6 +166,14 @@ package final class APNsMockServer: Sendable {
     /// Counters so far.
     package var statistics: MockStatistics { context.observations.statistics }
 
+    /// The `iat` of every provider token that verified, oldest first: each new one is a token rotation of the
+    /// fleet (replicas sharing a key sign the same `iat`).
+    package var providerTokensIssuedAt: [Int64] { context.authority.issuedAtOfVerifiedTokens }
+
+    /// Connections that changed their provider token and had the change accepted (a refused change is answered
+    /// 429 TooManyProviderTokenUpdates and counted in `statistics`).
+    package var acceptedConnectionTokenUpdates: Int { context.authority.acceptedConnectionTokenUpdates }
+
     /// Accepted notifications, oldest first (at most `configuration.acceptedHistoryLimit`).
     package var acceptedNotifications: [AcceptedNotification] { context.observations.accepted }
 

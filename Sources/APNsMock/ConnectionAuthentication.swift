@@ -87,6 +87,7 @@ struct ConnectionAuthentication {
             return .tooManyProviderTokenUpdates
         }
         guard authority.admitToFleet(tokenString, verified) else { return .tooManyProviderTokenUpdates }
+        if currentAuthorization != nil { authority.noteConnectionTokenUpdate() }
         currentAuthorization = authorization
         currentIssuedAt = verified.issuedAt
         currentSinceMilliseconds = nowMilliseconds

@@ -22,6 +22,10 @@ final class ProviderTokenAuthority: Sendable {
     private let fleet = Mutex<[String: [(token: String, issuedAt: Int64)]]>([:])
     let strictFleet: Bool
     let updateIntervalSeconds: Int64
+    /// The `iat` of every token that verified (a soak counts the fleet's token rotations by them).
+    private let verifiedIssuedAt = Mutex<Set<Int64>>([])
+    /// Token changes accepted on a connection that already had a token.
+    private let connectionUpdates = Atomic<Int>(0)
 
     struct Rejection: Error, Sendable {
         var reason: APNsReason
@@ -38,12 +42,21 @@ final class ProviderTokenAuthority: Sendable {
     func verify(_ token: String) -> Result<VerifiedProviderToken, Rejection> {
         if let cached = cache.withLock({ $0[token] }) { return cached }
         let result = Self.verifyUncached(token, keys: keys)
+        if case .success(let verified) = result { verifiedIssuedAt.withLock { _ = $0.insert(verified.issuedAt) } }
         cache.withLock { cache in
             if cache.count > 10_000 { cache.removeAll(keepingCapacity: true) }
             cache[token] = result
         }
         return result
     }
+
+    /// The `iat` of every token that verified, oldest first.
+    var issuedAtOfVerifiedTokens: [Int64] { verifiedIssuedAt.withLock { $0.sorted() } }
+
+    /// How many times a connection changed its token and the change was accepted.
+    var acceptedConnectionTokenUpdates: Int { connectionUpdates.load(ordering: .relaxed) }
+
+    func noteConnectionTokenUpdate() { connectionUpdates.add(1, ordering: .relaxed) }
 
     /// Strict fleet mode: admits `token` unless another token of the same key with an `iat` within the update
     /// interval was already accepted. Admitted tokens are remembered.

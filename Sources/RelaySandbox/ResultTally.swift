@@ -70,6 +70,12 @@ package struct ResultTally: Sendable {
         }
     }
 
+    /// Counts records read some other way (a reader that runs for hours reads in slices: `collect` keeps
+    /// every record of its call).
+    package mutating func add(_ records: [OutputReader.Record]) {
+        for record in records { add(record) }
+    }
+
     private mutating func add(_ record: OutputReader.Record) {
         guard record.topic == resultsTopic else { return }
         let key = record.key.map { String(decoding: $0, as: UTF8.self) } ?? ""

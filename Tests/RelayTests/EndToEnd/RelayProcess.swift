@@ -19,7 +19,9 @@ final class RelayProcess: @unchecked Sendable {
         output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = try Self.binary()
         process.arguments = ["run"]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // The soak's settings (`APNS_RELAY_SOAK_*`) are the test's, not the relay's: it would refuse them as unknown.
+        let inherited = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APNS_RELAY_SOAK_") }
+        process.environment = inherited.merging(environment) { $1 }
         process.standardOutput = output
         process.standardError = output
         let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)

@@ -1,0 +1,117 @@
+import Foundation
+import ServiceSupport
+
+/// How long the soak runs, how often it looks, and when each fault comes.
+///
+/// `make soak` sets `APNS_RELAY_SOAK_MINUTES` (default 65: two provider-token rotations at the default 30-minute
+/// epoch, each crossed by connections that hold a token 21 minutes); `make test` runs the short form, 150 s with
+/// the same faults shortened, sampled every 2 s.
+struct SoakPlan: Sendable, CustomStringConvertible {
+    enum Fault: String, Sendable, CaseIterable {
+        case relayKilled = "relay SIGKILLed and restarted"
+        case kafkaUnreachable = "Kafka unreachable"
+        case brokerDown = "a broker down and back"
+        case leaderMove = "partition leaders moved"
+        case relayJoins = "a second relay joins"
+        case relayLeaves = "the second relay leaves"
+        case apnsGoAway = "APNs GOAWAY"
+        case apnsStorm = "APNs 429/500/503 storm"
+        case connectionResets = "APNs connections reset"
+        case slowAnswers = "APNs answers slowly"
+    }
+
+    struct Step: Sendable {
+        var fault: Fault
+        /// From the soak's start.
+        var at: Duration
+        /// Zero for a fault that is one act (a kill, a move, a join).
+        var length: Duration
+    }
+
+    let full: Bool
+    let duration: Duration
+    /// The leak watch's period.
+    let sampleEvery: Duration
+    /// Bulk events per second (plus two urgent ones).
+    let rate: Int
+    /// The mock APNs' answer time outside the slow-answers fault.
+    let apnsRoundTrip: Duration = .milliseconds(40)
+    /// How long after a fault ends the relay has to be back at its baseline: threads and file descriptors as
+    /// before the first fault, p99 consume → result back in its pre-fault histogram bucket. Long enough for
+    /// librdkafka to reconnect (its backoff grows to 10 s), for a consumer group to settle after a member
+    /// comes or goes (`kafka.sessionTimeoutMs`: 45 s by default, 6 s in the short form) and for the backlog of
+    /// an outage to drain.
+    let recoveryAllowance: Duration
+    /// The samples before this are the warm-up; the baseline is the median of its second half.
+    let warmUp: Duration
+    let schedule: [Step]
+
+    static var current: SoakPlan {
+        if let text = ProcessInfo.processInfo.environment["APNS_RELAY_SOAK_MINUTES"], let minutes = Double(text), minutes > 0 {
+            return SoakPlan(full: true, minutes: minutes)
+        }
+        return SoakPlan(full: false, minutes: 2.5)
+    }
+
+    init(full: Bool, minutes: Double) {
+        self.full = full
+        duration = .milliseconds(Int64(minutes * 60_000))
+        sampleEvery = full ? .seconds(10) : .seconds(2)
+        rate = 100
+        recoveryAllowance = full ? .seconds(120) : .seconds(30)
+        warmUp = duration * 0.1
+        let faultLength: Duration = full ? .seconds(60) : .seconds(5)
+        let outage: Duration = full ? .seconds(60) : .seconds(10)
+        // The restarts come first and the second half holds only faults the process lives through, so the
+        // memory slope of the second half is one process's.
+        let steps: [(Fault, Double, Duration)] = [
+            (.relayKilled, 0.12, .zero), (.kafkaUnreachable, 0.20, outage), (.brokerDown, 0.30, faultLength),
+            (.leaderMove, 0.36, .zero), (.relayJoins, 0.42, .zero), (.relayLeaves, 0.48, .zero),
+            (.apnsGoAway, 0.55, faultLength), (.apnsStorm, 0.61, faultLength), (.connectionResets, 0.67, faultLength),
+            (.slowAnswers, 0.73, faultLength),
+        ]
+        let total = duration
+        schedule = steps.map { Step(fault: $0.0, at: total * $0.1, length: $0.2) }
+    }
+
+    /// The relay's settings beyond the sandbox's: defaults wherever the run allows, shortened intervals in the
+    /// short form so that what happens after minutes at the defaults happens within it.
+    func relaySettings(adminPort: Int) -> [String: String] {
+        var settings = [
+            "admin.host": "127.0.0.1", "admin.port": String(adminPort),
+            "log.level": "warning",
+            "relay.maxInFlightEvents": String(maxInFlight),
+            "kafka.autoCommitIntervalMs": String(commitInterval.milliseconds),
+            "kafka.sessionTimeoutMs": full ? "45000" : "6000",
+            "kafka.statisticsIntervalMs": full ? "15000" : "2000",
+        ]
+        if !full {
+            // Idle pools close during the Kafka outage and reopen after it; metadata refreshes every 5 s, not 5 min.
+            settings["apns.pool.idleTimeoutMs"] = "4000"
+            settings["kafka.properties"] = "topic.metadata.refresh.interval.ms=5000"
+        }
+        return settings
+    }
+
+    /// Brokers of the soak's cluster.
+    let brokers = 3
+    /// The most Kafka connections the relay's two clients (consumer, producer) hold: one per broker and one
+    /// per bootstrap address each.
+    var kafkaSocketBound: Int { 2 * (brokers + brokers) }
+
+    let maxInFlight = 500
+    let commitInterval: Duration = .seconds(1)
+
+    /// The duplicates the run's disruptions can explain, from the settings above (the fault suite's bound):
+    /// the kill (one relay), the join and the leave (two relays revoked each), and the restarted relay's
+    /// rejoin, the Kafka outage and the broker outage (one relay's uncommitted work each).
+    var duplicateBound: (bound: DuplicateBound, total: Int) {
+        let bound = DuplicateBound(maxInFlight: maxInFlight, apnsLatency: apnsRoundTrip, commitInterval: commitInterval, rebalanceNotice: .seconds(3))
+        return (bound, bound.kills(1) + bound.changes(membersPerChange: [2, 2, 1, 1, 1]))
+    }
+
+    var description: String {
+        "soak: \(full ? "full" : "short") form, \(duration.seconds) s, \(rate) bulk + 2 urgent events/s, samples every \(sampleEvery.seconds) s, APNs answers in \(apnsRoundTrip.milliseconds) ms; faults: "
+            + schedule.map { "\($0.fault.rawValue) at \(Int($0.at.seconds)) s\($0.length > .zero ? " for \(Int($0.length.seconds)) s" : "")" }.joined(separator: ", ")
+    }
+}

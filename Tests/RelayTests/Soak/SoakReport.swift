@@ -1,0 +1,156 @@
+import Foundation
+import ServiceSupport
+
+/// What the soak concludes from its samples: the baseline, each fault's recovery, the memory of the second
+/// half; and the files it leaves (`samples.csv`, `faults.csv`, `summary.txt`; `soak.png` is drawn from them by
+/// Tests/soak/plot.py).
+struct SoakReport {
+    struct FaultRecord: Sendable {
+        var fault: SoakPlan.Fault
+        var start: Double
+        var end: Double
+    }
+
+    struct Recovery {
+        var record: FaultRecord
+        /// Seconds after the fault's end until the relay's resources were back at the baseline (`isBack`);
+        /// nil: not within the allowance.
+        var resourcesBackAfter: Double?
+        /// The highest p99 from the fault's start until it was back, ms.
+        var p99Peak: Double?
+        /// Seconds after the fault's end until p99 was back under `p99Ceiling`; nil: not within the allowance.
+        var p99BackAfter: Double?
+    }
+
+    struct Baseline {
+        var threads: Int
+        /// File descriptors other than connections to APNs and Kafka (whose numbers follow the load and the
+        /// cluster, and are checked on their own).
+        var otherFds: Int
+        var rssMiB: Double
+        var heapMiB: Double
+        /// The highest p99 of the warm-up's second half, ms.
+        var p99: Double
+    }
+
+    let plan: SoakPlan
+    let samples: [SoakSample]
+    let faults: [FaultRecord]
+    let baseline: Baseline?
+    /// What "p99 back" means: under the top of the histogram bucket that holds the baseline's p99 (its
+    /// resolution). The short form shares two cores with the rest of `make test`, whose load comes and goes:
+    /// there, two buckets higher and at least 1 s, which a relay stuck after a fault (no results, or seconds
+    /// each) still fails.
+    let p99Ceiling: Double?
+    let recoveries: [Recovery]
+    /// The second half's memory: least-squares slopes, MiB per hour, and growth, MiB (the median of its last
+    /// quarter less that of its first, which a burst of work at either end does not move).
+    let rssSlope: Double?
+    let heapSlope: Double?
+    let rssGrowth: Double?
+    let heapGrowth: Double?
+    /// The latency histogram's bucket bounds, seconds (swift-prometheus's defaults).
+    static let latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    init(plan: SoakPlan, samples: [SoakSample], faults: [FaultRecord]) {
+        self.plan = plan
+        self.samples = samples
+        self.faults = faults
+        let warmUp = plan.warmUp.seconds
+        let settled = samples.filter { $0.seconds >= warmUp / 2 && $0.seconds < warmUp }
+        var baseline: Baseline?
+        if let threads = Self.median(settled.compactMap(\.threads)), let fds = Self.median(settled.compactMap(\.otherFds)),
+           let rss = Self.median(settled.compactMap(\.rssMiB)), let heap = Self.median(settled.compactMap(\.heapMiB)),
+           let p99 = settled.compactMap(\.p99Milliseconds).max() {
+            baseline = Baseline(threads: threads, otherFds: fds, rssMiB: rss, heapMiB: heap, p99: p99)
+        }
+        self.baseline = baseline
+        let buckets = Self.latencyBuckets.map { $0 * 1000 }
+        let ceiling = baseline.map { baseline in
+            let index = buckets.firstIndex { $0 >= baseline.p99 } ?? buckets.count - 1
+            return plan.full ? buckets[index] : max(1000, buckets[min(buckets.count - 1, index + 2)])
+        }
+        p99Ceiling = ceiling
+        let allowance = plan.recoveryAllowance.seconds
+        recoveries = faults.map { record in
+            var recovery = Recovery(record: record)
+            let after = samples.filter { $0.seconds >= record.end && $0.seconds <= record.end + allowance }
+            if let baseline {
+                recovery.resourcesBackAfter = after.first { Self.isBack($0, baseline: baseline, plan: plan) }.map { $0.seconds - record.end }
+            }
+            if let ceiling {
+                recovery.p99BackAfter = after.first { ($0.p99Milliseconds ?? .infinity) <= ceiling }.map { $0.seconds - record.end }
+                let until = record.end + (recovery.p99BackAfter ?? allowance)
+                recovery.p99Peak = samples.filter { $0.seconds >= record.start && $0.seconds <= until }.compactMap(\.p99Milliseconds).max()
+            }
+            return recovery
+        }
+        let secondHalf = samples.filter { $0.seconds >= plan.duration.seconds / 2 && $0.seconds <= plan.duration.seconds }
+        let lastPID = secondHalf.last?.pid
+        let oneProcess = secondHalf.filter { $0.pid == lastPID }
+        let rss = oneProcess.compactMap { sample in sample.rssMiB.map { (sample.seconds, $0) } }
+        let heap = oneProcess.compactMap { sample in sample.heapMiB.map { (sample.seconds, $0) } }
+        rssSlope = Self.slopePerHour(rss)
+        heapSlope = Self.slopePerHour(heap)
+        rssGrowth = Self.growth(rss.map(\.1))
+        heapGrowth = Self.growth(heap.map(\.1))
+    }
+
+    /// Whether the relay's resources are back where they were before the faults: no more threads (a process
+    /// may run one fewer: the first 65-minute soak's relay had 22 threads throughout, its restarted successor
+    /// 21, and "the same number" failed every fault on that), no more descriptors other than connections, no more Kafka connections than its two clients hold at most, and
+    /// no APNs socket beyond the pool's connections (a socket left open after its connection closed is a leak).
+    static func isBack(_ sample: SoakSample, baseline: Baseline, plan: SoakPlan) -> Bool {
+        guard let threads = sample.threads, let other = sample.otherFds, let kafka = sample.kafkaSockets,
+              let apns = sample.apnsSockets, let connections = sample.connections else { return false }
+        return threads <= baseline.threads && other <= baseline.otherFds && kafka <= plan.kafkaSocketBound && Double(apns) <= connections
+    }
+
+    static func median<T: Comparable>(_ values: [T]) -> T? { values.isEmpty ? nil : values.sorted()[values.count / 2] }
+
+    /// The median of the last quarter less the median of the first.
+    static func growth(_ values: [Double]) -> Double? {
+        guard values.count >= 8 else { return nil }
+        let quarter = values.count / 4
+        guard let first = median(Array(values.prefix(quarter))), let last = median(Array(values.suffix(quarter))) else { return nil }
+        return last - first
+    }
+
+    /// Least squares, in units per hour.
+    static func slopePerHour(_ points: [(Double, Double)]) -> Double? {
+        guard points.count >= 3 else { return nil }
+        let n = Double(points.count)
+        let meanX = points.map(\.0).reduce(0, +) / n
+        let meanY = points.map(\.1).reduce(0, +) / n
+        let covariance = points.map { ($0.0 - meanX) * ($0.1 - meanY) }.reduce(0, +)
+        let variance = points.map { ($0.0 - meanX) * ($0.0 - meanX) }.reduce(0, +)
+        return variance > 0 ? covariance / variance * 3600 : nil
+    }
+
+    /// Writes the CSVs and the summary into `directory`.
+    func write(to directory: URL, summary: String) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try ([SoakSample.csvHeader] + samples.map(\.csvLine)).joined(separator: "\n").appending("\n")
+            .write(to: directory.appendingPathComponent("samples.csv"), atomically: true, encoding: .utf8)
+        try (["fault,start_s,end_s"] + faults.map { "\($0.fault.rawValue),\(String(format: "%.1f", $0.start)),\(String(format: "%.1f", $0.end))" })
+            .joined(separator: "\n").appending("\n")
+            .write(to: directory.appendingPathComponent("faults.csv"), atomically: true, encoding: .utf8)
+        try summary.write(to: directory.appendingPathComponent("summary.txt"), atomically: true, encoding: .utf8)
+    }
+
+    /// One row per fault, for the summary.
+    var faultTable: String {
+        func ms(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "–" }
+        func s(_ value: Double?) -> String { value.map { String(format: "%.0f s", $0) } ?? "not within \(Int(plan.recoveryAllowance.seconds)) s" }
+        var rows = [
+            "| fault | at | for | threads and descriptors back after | peak p99 (ms) | p99 back under \(ms(p99Ceiling)) ms after |",
+            "|---|---|---|---|---|---|",
+        ]
+        for recovery in recoveries {
+            let record = recovery.record
+            rows.append(
+                "| \(record.fault.rawValue) | \(String(format: "%.0f s", record.start)) | \(String(format: "%.0f s", record.end - record.start)) | \(s(recovery.resourcesBackAfter)) | \(ms(recovery.p99Peak)) | \(s(recovery.p99BackAfter)) |")
+        }
+        return rows.joined(separator: "\n")
+    }
+}
