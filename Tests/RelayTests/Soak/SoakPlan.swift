@@ -30,6 +30,8 @@ struct SoakPlan: Sendable, CustomStringConvertible {
 
     let full: Bool
     let duration: Duration
+    /// Half an hour or more: the second half's memory is judged by its slope; shorter, by its growth.
+    var measuresSlope: Bool { duration >= .seconds(30 * 60) }
     /// The leak watch's period.
     let sampleEvery: Duration
     /// Bulk events per second (plus two urgent ones).
@@ -40,7 +42,8 @@ struct SoakPlan: Sendable, CustomStringConvertible {
     /// before the first fault, p99 consume → result back in its pre-fault histogram bucket. Long enough for
     /// librdkafka to reconnect (its backoff grows to 10 s), for a consumer group to settle after a member
     /// comes or goes (`kafka.sessionTimeoutMs`: 45 s by default, 6 s in the short form) and for the backlog of
-    /// an outage to drain.
+    /// an outage to drain; in the short form, which shares two cores with the rest of `make test`, 45 s (a CI
+    /// run took 20 s after the Kafka outage, local runs 8–16 s).
     let recoveryAllowance: Duration
     /// The samples before this are the warm-up; the baseline is the median of its second half.
     let warmUp: Duration
@@ -56,12 +59,16 @@ struct SoakPlan: Sendable, CustomStringConvertible {
     init(full: Bool, minutes: Double) {
         self.full = full
         duration = .milliseconds(Int64(minutes * 60_000))
-        sampleEvery = full ? .seconds(10) : .seconds(2)
+        // Timings scale with the run, so that a shorter `SOAK_MINUTES` still fits its faults: 65 minutes give
+        // 10 s samples and a minute per fault; the 150-second form 2 s samples and 5–10 s faults.
+        func clamp(_ value: Duration, _ low: Duration, _ high: Duration) -> Duration { min(high, max(low, value)) }
+        let total = duration
+        sampleEvery = clamp(total / 390, .seconds(2), .seconds(10))
         rate = 100
-        recoveryAllowance = full ? .seconds(120) : .seconds(30)
-        warmUp = duration * 0.1
-        let faultLength: Duration = full ? .seconds(60) : .seconds(5)
-        let outage: Duration = full ? .seconds(60) : .seconds(10)
+        recoveryAllowance = full ? .seconds(120) : .seconds(45)
+        warmUp = total * 0.1
+        let faultLength = clamp(total / 26, .seconds(5), .seconds(60))
+        let outage = clamp(total / 15, .seconds(10), .seconds(60))
         // The restarts come first and the second half holds only faults the process lives through, so the
         // memory slope of the second half is one process's.
         let steps: [(Fault, Double, Duration)] = [
@@ -70,7 +77,6 @@ struct SoakPlan: Sendable, CustomStringConvertible {
             (.apnsGoAway, 0.55, faultLength), (.apnsStorm, 0.61, faultLength), (.connectionResets, 0.67, faultLength),
             (.slowAnswers, 0.73, faultLength),
         ]
-        let total = duration
         schedule = steps.map { Step(fault: $0.0, at: total * $0.1, length: $0.2) }
     }
 
