@@ -70,12 +70,21 @@ package final class APNsClient: Sendable {
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
-        send(notification, deadline: deadline, ticket: nil, completion: completion)
+        send(notification, deadline: deadline, ticket: nil, completion: .typed(completion))
+    }
+
+    /// As `send(_:deadline:completion:)`, for a caller that takes any error (the relay's `NotificationSender`):
+    /// the error is handed over as it is, with no closure per request to convert it.
+    package func sendReportingAnyError(
+        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        send(notification, deadline: deadline, ticket: nil, completion: .erased(completion))
     }
 
     private func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
-        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+        completion: ConnectionPool.Completion
     ) {
         let pool = pools[notification.environment]!
         send(PreparedRequest(notification: notification, authority: pool.endpoint.host), on: pool, deadline: deadline, ticket: ticket, completion: completion)
@@ -83,7 +92,7 @@ package final class APNsClient: Sendable {
 
     private func send(
         _ prepared: PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
-        completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+        completion: ConnectionPool.Completion
     ) {
         pool.send(prepared, deadline: deadline, ticket: ticket, completion: completion)
     }
@@ -92,7 +101,7 @@ package final class APNsClient: Sendable {
     /// - Throws: `APNsClientError` (see `send(_:deadline:completion:)`), or `CancellationError` when the
     ///   calling task is cancelled (the request's stream is reset, or its wait ends).
     package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        try await awaitAnswer { ticket, completion in send(notification, deadline: deadline, ticket: ticket, completion: completion) }
+        try await awaitAnswer { ticket, completion in send(notification, deadline: deadline, ticket: ticket, completion: .typed(completion)) }
     }
 
     /// Sends a request that is not a push (channel management, on the management hosts this client's
@@ -106,7 +115,7 @@ package final class APNsClient: Sendable {
         let prepared = PreparedRequest(
             method: method, path: path, authority: pool.endpoint.host, headers: headers, body: body, maxResponseBody: maxResponseBody
         )
-        return try await awaitAnswer { ticket, completion in send(prepared, on: pool, deadline: deadline, ticket: ticket, completion: completion) }
+        return try await awaitAnswer { ticket, completion in send(prepared, on: pool, deadline: deadline, ticket: ticket, completion: .typed(completion)) }
     }
 
     /// Runs `start` with a cancellation ticket and waits for its completion.

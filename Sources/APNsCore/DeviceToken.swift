@@ -10,21 +10,35 @@ package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// Validates and normalises `hex` to lower case.
     /// - Throws: `DeviceToken.Invalid` naming the first rule the string breaks.
     package init(hex: String) throws(Invalid) {
-        guard !hex.isEmpty else { throw Invalid(reason: .empty) }
-        var lowered = [UInt8]()
-        lowered.reserveCapacity(hex.utf8.count)
-        for byte in hex.utf8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
-                lowered.append(byte)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                lowered.append(byte + 32)
-            default:
-                throw Invalid(reason: .notHex)
-            }
+        var hex = hex
+        let token = hex.withUTF8 { utf8 in
+            Result { () throws(Invalid) in try DeviceToken(hexUTF8: UnsafeRawBufferPointer(utf8)) }
         }
-        guard lowered.count % 2 == 0 else { throw Invalid(reason: .oddLength) }
-        self.hex = String(decoding: lowered, as: UTF8.self)
+        self = try token.get()
+    }
+
+    /// As `init(hex:)`, from the text's UTF-8 bytes (the event decoder's, read in place): the token's one
+    /// allocation is its lower-case `String`, written directly.
+    package init(hexUTF8 utf8: UnsafeRawBufferPointer) throws(Invalid) {
+        guard !utf8.isEmpty else { throw Invalid(reason: .empty) }
+        var invalid: Invalid.Reason?
+        let lowered = String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            for (index, byte) in utf8.enumerated() {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
+                    buffer[index] = byte
+                case UInt8(ascii: "A")...UInt8(ascii: "F"):
+                    buffer[index] = byte + 32
+                default:
+                    invalid = .notHex
+                    return 0
+                }
+            }
+            return utf8.count
+        }
+        if let invalid { throw Invalid(reason: invalid) }
+        guard utf8.count % 2 == 0 else { throw Invalid(reason: .oddLength) }
+        self.hex = lowered
     }
 
     /// The number of token bytes (half the hex length).

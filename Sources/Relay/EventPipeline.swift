@@ -126,15 +126,15 @@ final class EventPipeline: Sendable {
             finishAbandoned(event)
             return
         }
-        var records: [OutgoingRecord] = []
+        var deadLetter: OutgoingRecord?
         if let refusal {
             logger.info("event refused", metadata: event.logMetadata.merging([
                 "reason": "\(result.reason ?? "")", "eventId": "\(result.eventID ?? "")",
             ]) { $1 })
-            records.append(outputs.deadLetter(for: event.message, source: event.source, refusal: refusal))
+            deadLetter = outputs.deadLetter(for: event.message, source: event.source, refusal: refusal)
             metrics.deadLetters.increment()
         }
-        publish(event, result, with: records, broadcast: broadcast)
+        publish(event, result, with: deadLetter, broadcast: broadcast)
     }
 
     /// A valid event's delivery ended (on an APNs event loop, or a retry's task): publishes its result (and
@@ -170,19 +170,19 @@ final class EventPipeline: Sendable {
             attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: event.source,
             receivedAt: event.receivedAt, completedAt: clock.nowMilliseconds()
         )
-        var records: [OutgoingRecord] = []
+        var removal: OutgoingRecord?
         let removalAllowed = tokenRemovals.allowsRemoval(
             after: report, to: notification.target, credential: delivery.credential.name, environment: decoded.environment
         )
-        if removalAllowed, let removal = outputs.removal(for: decoded, report: report) {
-            records.append(removal)
+        if removalAllowed, let record = outputs.removal(for: decoded, report: report) {
+            removal = record
             (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
         logger.debug("event delivered", metadata: event.logMetadata.merging([
             "eventId": "\(decoded.id)", "outcome": "\(report.outcome.rawValue)",
             "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(notification.target)",
         ]) { $1 })
-        publish(event, result, with: records, broadcast: broadcast)
+        publish(event, result, with: removal, broadcast: broadcast)
     }
 
     // MARK: 3. Publication and the ledger
@@ -193,29 +193,45 @@ final class EventPipeline: Sendable {
     /// Exactly-once mode: the records are held, the event finishes in the ledger at once (its offset may be
     /// committed with them), and it leaves the gate when their transaction commits (on the transaction
     /// loop's task).
-    private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with records: [OutgoingRecord], broadcast: Bool) {
-        var all = [outputs.result(result, key: event.message.key, source: event.source)] + records
+    private func publish(_ event: InFlightEvent, _ result: DeliveryResult, with other: OutgoingRecord?, broadcast: Bool) {
+        var records = EventRecords(result: outputs.result(result, key: event.message.key, source: event.source), other: other)
         let publishSpan: (any Span)? = event.trace.flatMap { trace in
             if let id = result.eventID { trace.identify(eventID: id) }
-            return trace.publishing(&all, topic: configuration.topics.results)
+            return trace.publishing(&records, topic: configuration.topics.results)
         }
+        let answer = Answer(outcome: result.outcome, reason: result.reason, broadcast: broadcast)
         if let transactions {
+            let all = records.array
             let held = state.finishHeld(event.partition, offset: event.source.offset) {
                 transactions.hold(event.partition, offset: event.source.offset, records: all) { [self] committed in
-                    published(event, result, broadcast: broadcast, span: publishSpan, published: committed, held: true)
+                    published(event, answer, span: publishSpan, published: committed, held: true)
                 }
             }
             // Its partition went meanwhile (revoked or lost): the next owner redoes it.
-            if !held { published(event, result, broadcast: broadcast, span: publishSpan, published: false, held: true) }
+            if !held { published(event, answer, span: publishSpan, published: false, held: true) }
             return
         }
-        publisher.publish(all) { [self] published in
-            self.published(event, result, broadcast: broadcast, span: publishSpan, published: published, held: false)
+        publisher.publish(records, context: Published(event: event, answer: answer, span: publishSpan)) { [self] context, published in
+            self.published(context.event, context.answer, span: context.span, published: published, held: false)
         }
     }
 
+    /// What an event's end counts of its result.
+    private struct Answer: Sendable {
+        var outcome: DeliveryOutcome
+        var reason: String?
+        var broadcast: Bool
+    }
+
+    /// What the publisher hands back with an event's acknowledgement.
+    private struct Published: Sendable {
+        var event: InFlightEvent
+        var answer: Answer
+        var span: (any Span)?
+    }
+
     /// An event's records are in Kafka (`published`), or will never be: counts it and ends it.
-    private func published(_ event: InFlightEvent, _ result: DeliveryResult, broadcast: Bool, span: (any Span)?, published: Bool, held: Bool) {
+    private func published(_ event: InFlightEvent, _ result: Answer, span: (any Span)?, published: Bool, held: Bool) {
         event.trace?.end(publish: span, outcome: result.outcome.rawValue, reason: result.reason, published: published)
         guard published else {
             // The relay is stopping (shutdown deadline, or a failure), or the partition went: the offset is
@@ -225,7 +241,7 @@ final class EventPipeline: Sendable {
             finishAbandoned(event, traceEnded: true)
             return
         }
-        metrics.result(result.outcome, reason: result.reason, broadcast: broadcast)
+        metrics.result(result.outcome, reason: result.reason, broadcast: result.broadcast)
         let latency = max(0, clock.nowNanoseconds() - event.receivedAt * 1_000_000)
         metrics.latency.recordNanoseconds(latency)
         metrics.lanes[event.lane].latency.recordNanoseconds(latency)

@@ -12,9 +12,7 @@ extension APNsClient: NotificationSender {
         _ notification: APNsNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
-        send(notification, deadline: deadline) { (result: Result<APNsResponse, APNsClientError>) in
-            completion(result.mapError { $0 })
-        }
+        sendReportingAnyError(notification, deadline: deadline, completion: completion)
     }
 
     /// How this client authenticates.

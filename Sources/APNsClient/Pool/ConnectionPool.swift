@@ -12,10 +12,22 @@ import Synchronization
 /// on another connection while the deadline allows: they are provably safe, and only the pool knows another
 /// connection. Everything else (including 429/5xx) goes back to the relay, which owns retry policy.
 final class ConnectionPool: Sendable {
-    typealias Completion = @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    /// Who hears a request's end: a caller of the client's typed API, or one that takes any error (the relay's
+    /// `NotificationSender`), handed the error itself — no closure per request to convert between them.
+    enum Completion: Sendable {
+        case typed(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
+        case erased(@Sendable (Result<APNsResponse, any Error>) -> Void)
+
+        func callAsFunction(_ result: Result<APNsResponse, APNsClientError>) {
+            switch self {
+            case .typed(let completion): completion(result)
+            case .erased(let completion): completion(result.mapError { $0 })
+            }
+        }
+    }
     /// How a waiting request is resumed: with a connection that counted it, or why none came.
-    typealias Resume = @Sendable (Result<APNsConnection, APNsClientError>) -> Void
-    typealias Machine = PoolStateMachine<APNsConnection, Resume>
+    /// A waiter's payload is its request: handed a connection, it is submitted there; failed, it finishes.
+    typealias Machine = PoolStateMachine<APNsConnection, Send>
 
     struct State {
         var machine: Machine
@@ -104,7 +116,7 @@ final class ConnectionPool: Sendable {
     /// have it and a resend may push it twice.
     func send(
         _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
-        completion: @escaping Completion
+        completion: Completion
     ) {
         let now = ContinuousClock.now
         metrics.requests.increment()
@@ -131,21 +143,13 @@ final class ConnectionPool: Sendable {
             let live = ticket.enter { [self] in
                 let (waiter, lanes) = state.withLock { s in (s.machine.removeWaiter(id: id), s.machine.laneCountsDue(now: .now)) }
                 if let lanes { metrics.record(lanes) }
-                waiter?.payload(.failure(APNsClientError(.cancelled, "cancelled while waiting for a connection")))
+                if let waiter { finish(waiter.payload, .failure(APNsClientError(.cancelled, "cancelled while waiting for a connection"))) }
             }
             guard live else { return finish(send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
         }
-        // The closure that resumes a waiting request is made only when it has to wait: most requests get a
-        // connection at once, and an escaping closure costs an allocation.
+        // A request that has to wait waits as itself (no closure to resume it: that would cost an allocation).
         let (pick, actions) = withMachine { machine, now in
-            machine.request(id: id, deadline: send.deadline, class: send.request.waitClass, now: now) {
-                { [self] acquired in
-                    switch acquired {
-                    case .success(let connection): submit(send, on: connection)
-                    case .failure(let error): finish(send, .failure(error))
-                    }
-                }
-            }
+            machine.request(id: id, deadline: send.deadline, class: send.request.waitClass, payload: send, now: now)
         }
         perform(actions)
         switch pick {
@@ -181,10 +185,10 @@ final class ConnectionPool: Sendable {
             for (request, result) in batch {
                 let outcome = Self.outcome(of: result)
                 let load = loads.first { $0.id == request.connection.id }!.load
-                actions.merge(machine.finished(
+                machine.finished(
                     on: request.connection.id, lane: request.send.request.waitClass.lane, load: load, outcome: outcome,
-                    latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now
-                ))
+                    latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now, into: &actions
+                )
             }
             return machine.limit?.baseline?.seconds
         }
@@ -206,7 +210,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// The send's end: metrics, then its caller.
-    private func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>) {
+    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>) {
         metrics.streamsInUse.record(outstanding.subtract(1, ordering: .relaxed).newValue)
         switch result {
         case .success(let response):
@@ -258,8 +262,8 @@ final class ConnectionPool: Sendable {
         for _ in 0..<actions.open { openConnection() }
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
-        for (waiter, error) in actions.fail { waiter.payload(.failure(error)) }
-        for (waiter, connection) in actions.handOff { waiter.payload(.success(connection)) }
+        for (waiter, error) in actions.fail { finish(waiter.payload, .failure(error)) }
+        for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection) }
     }
 
     // MARK: - Opening and closing

@@ -123,6 +123,16 @@ struct PoolStateMachine<Connection, Payload> {
         now: ContinuousClock.Instant
     ) -> Actions {
         var actions = Actions()
+        finished(on: id, lane: lane, load: load, outcome: outcome, latency: latency, now: now, into: &actions)
+        return actions
+    }
+
+    /// As `finished(on:lane:load:outcome:latency:now:)`, adding to `actions`: a loop turn's answers share one
+    /// set of actions (no arrays per answer).
+    mutating func finished(
+        on id: Int, lane: DeliveryLane = WaitClass.default.lane, load: ConnectionLoad, outcome: Outcome, latency: Duration?,
+        now: ContinuousClock.Instant, into actions: inout Actions
+    ) {
         let limitBefore = limit?.limit
         learn(outcome, latency: latency, now: now)
         inFlight -= 1
@@ -156,9 +166,8 @@ struct PoolStateMachine<Connection, Payload> {
         // Requests still waiting ask for another connection, at most every few milliseconds.
         if retireThis != nil || (!waiters.isEmpty && now - lastOpenCheck >= Self.loadRefreshInterval) {
             lastOpenCheck = now
-            actions.open = connectionsToOpen()
+            actions.open += connectionsToOpen()  // each count is already added to `connecting`
         }
-        return actions
     }
 
     /// Ends waits whose deadline passed. `keepSweeping` is false once nobody waits (the sweeper stops).

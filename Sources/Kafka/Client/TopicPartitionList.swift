@@ -1,7 +1,8 @@
 import CRdKafka
 
 /// Owns one `rd_kafka_topic_partition_list_t` built from Swift values; destroyed in `deinit`.
-final class TopicPartitionList {
+// @unchecked Sendable: only `OffsetStoreLists` shares a list between threads, and uses it under its lock.
+final class TopicPartitionList: @unchecked Sendable {
     private let list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
 
     init(_ partitions: [KafkaTopicPartition], offsets: [Int64]? = nil) {

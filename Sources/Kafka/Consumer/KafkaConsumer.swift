@@ -119,17 +119,12 @@ package final class KafkaConsumer: Sendable {
     /// - Parameter offset: the offset of the processed message, **not** the next one.
     /// - Throws: ``KafkaError`` `offsetStore` if the partition is not assigned to this member (any more).
     package func storeOffset(topic: String, partition: Int32, offset: Int64) throws {
-        let list = TopicPartitionList([KafkaTopicPartition(topic: topic, partition: partition)], offsets: [offset + 1])
-        try client.withHandle { handle throws(KafkaError) in
-            try list.withList { list throws(KafkaError) in
-                let error = rd_kafka_offsets_store(handle, list)
-                let entryError = TopicPartitionList.entries(in: list).first?.error ?? RD_KAFKA_RESP_ERR_NO_ERROR
-                let failure = error != RD_KAFKA_RESP_ERR_NO_ERROR ? error : entryError
-                if failure != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    throw KafkaError(code: .offsetStore, rawResponse: failure,
-                                     message: "\(topic)[\(partition)]@\(offset): \(KafkaResponseCode(failure).explanation)")
-                }
-            }
+        let failure = client.withHandle { handle in
+            shared.offsetStoreLists.store(handle: handle, KafkaTopicPartition(topic: topic, partition: partition), nextOffset: offset + 1)
+        }
+        if failure != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(code: .offsetStore, rawResponse: failure,
+                             message: "\(topic)[\(partition)]@\(offset): \(KafkaResponseCode(failure).explanation)")
         }
     }
 

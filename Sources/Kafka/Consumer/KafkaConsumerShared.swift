@@ -21,6 +21,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let state: BlockingMutex<KafkaConsumerStateMachine>
     /// Set once close begins: the poll loop stops and revocations are no longer waited for.
     let isClosing = Atomic<Bool>(false)
+    /// The lists `KafkaConsumer.storeOffset` reuses; dropped after each rebalance and at close.
+    let offsetStoreLists = OffsetStoreLists()
     /// The revocation the poll thread is waiting on, so that close can release it.
     let pendingRevocation = BlockingMutex<KafkaPartitionRevocation?>(nil)
     let closed = Latch<Void>()
@@ -158,6 +160,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
     ) {
         let topicPartitions = TopicPartitionList.partitions(in: partitions)
+        // After the drain: a revoked partition's list (and librdkafka's reference on it) goes with it.
+        defer { offsetStoreLists.reset() }
         flushPolledBatch(handle: handle)
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
@@ -341,6 +345,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             // Serves the final revocation through our callback (not waited for: isClosing is set) and commits
             // the stored offsets, since auto commit is on.
             let error = rd_kafka_consumer_close(handle)
+            offsetStoreLists.close()
             client.destroyWithoutConsumerClose.store(true, ordering: .releasing)
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                 closeResult.withLock { $0 = KafkaError(code: .closed, rawResponse: error) }

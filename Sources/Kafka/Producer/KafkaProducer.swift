@@ -108,10 +108,20 @@ package final class KafkaProducer: Sendable {
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping DeliveryHandler
     ) throws(KafkaError) {
+        try produce(topic: topic, key: key, value: value, headers: headers, partition: partition, handler: ClosureDeliveryHandler(onDelivery))
+    }
+
+    /// As ``produce(topic:key:value:headers:partition:onDelivery:)``, with the delivery report going to
+    /// `handler` (retained until then): a caller that already has an object per record, or per group of
+    /// records, allocates nothing more per record.
+    package func produce(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        handler: some KafkaDeliveryHandler
+    ) throws(KafkaError) {
         guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
         // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
         // retained value back (kafkaDeliveryReportCallback). Released below if produce fails instead.
-        let opaque = Unmanaged.passRetained(DeliveryCallback(onDelivery)).toOpaque()
+        let opaque = Unmanaged.passRetained(handler as AnyObject).toOpaque()
         let failure = admission.withLock { admission -> KafkaError? in
             guard admission == .open else { return KafkaError.closed("producer withdrew its records (shutting down)") }
             return client.withHandle { handle in
@@ -120,7 +130,7 @@ package final class KafkaProducer: Sendable {
             }.map { KafkaError(code: .enqueue, consuming: $0) }
         }
         if let failure {
-            Unmanaged<DeliveryCallback>.fromOpaque(opaque).release()
+            Unmanaged<AnyObject>.fromOpaque(opaque).release()
             throw failure
         }
     }
@@ -237,8 +247,9 @@ package final class KafkaProducer: Sendable {
                     // Header names must outlive the call; librdkafka copies names and values.
                     let names = headers.map { strdup($0.name) }
                     defer { names.forEach { free($0) } }
-                    var items: [rd_kafka_vu_t] = []
-                    items.reserveCapacity(6 + headers.count)
+                    // On the stack: at most six items besides the headers.
+                    return withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 6 + headers.count) { storage in
+                    var items = ItemList(storage)
                     var item = rd_kafka_vu_t()
                     item.vtype = RD_KAFKA_VTYPE_TOPIC
                     item.u.cstr = topicName
@@ -280,7 +291,8 @@ package final class KafkaProducer: Sendable {
                             item.u.header.size = values[index].count
                             items.append(item)
                         }
-                        return rd_kafka_produceva(handle, items, items.count)
+                        return rd_kafka_produceva(handle, storage.baseAddress, items.count)
+                    }
                     }
                 }
             }
@@ -294,10 +306,31 @@ final class PollThreadControl: Sendable {
     let stopped = Latch<Void>()
 }
 
-/// The delivery handler of one record, carried through librdkafka as the message's opaque.
-final class DeliveryCallback: Sendable {
+/// What runs when a record's delivery report arrives, carried through librdkafka as the message's opaque
+/// (``KafkaProducer/produce(topic:key:value:headers:partition:handler:)``): an object of the caller's that
+/// keeps a record's (or an event's) own state with its report, without a closure per record.
+package protocol KafkaDeliveryHandler: AnyObject, Sendable {
+    /// Runs exactly once per record produced with this handler, on the producer's poll thread (or the
+    /// thread of a `flush`/`close`): it must not block; it may produce again.
+    func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>)
+}
+
+/// A closure as a delivery handler.
+final class ClosureDeliveryHandler: KafkaDeliveryHandler {
     let handler: KafkaProducer.DeliveryHandler
     init(_ handler: @escaping KafkaProducer.DeliveryHandler) { self.handler = handler }
+    func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) { handler(report) }
+}
+
+/// The items of one `rd_kafka_produceva` call, appended into stack storage sized by the caller.
+private struct ItemList {
+    let storage: UnsafeMutableBufferPointer<rd_kafka_vu_t>
+    private(set) var count = 0
+    init(_ storage: UnsafeMutableBufferPointer<rd_kafka_vu_t>) { self.storage = storage }
+    mutating func append(_ item: rd_kafka_vu_t) {
+        storage.initializeElement(at: count, to: item)
+        count += 1
+    }
 }
 
 /// Served by rd_kafka_poll on the producer's poll thread (or a flush thread).
@@ -305,17 +338,18 @@ let kafkaDeliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<r
     _, message, _ in
     guard let message, let opaque = message.pointee._private else { return }
     // Balances the passRetained in KafkaProducer.produce: each record has exactly one delivery report.
-    let callback = Unmanaged<DeliveryCallback>.fromOpaque(opaque).takeRetainedValue()
+    // Only handlers are produced with an opaque (`produce(…handler:)`): the cast cannot fail.
+    let callback = Unmanaged<AnyObject>.fromOpaque(opaque).takeRetainedValue() as! any KafkaDeliveryHandler
     let raw = message.pointee
     let topic = raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
     if raw.err == RD_KAFKA_RESP_ERR_NO_ERROR {
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        callback.handler(.success(KafkaDeliveryReport(
+        callback.delivered(.success(KafkaDeliveryReport(
             topic: topic, partition: raw.partition, offset: raw.offset,
             timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)))
     } else {
-        callback.handler(.failure(KafkaError(
+        callback.delivered(.failure(KafkaError(
             code: .delivery, rawResponse: raw.err,
             message: "\(topic)[\(raw.partition)]: \(KafkaResponseCode(raw.err).explanation)")))
     }

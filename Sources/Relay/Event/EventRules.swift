@@ -150,7 +150,7 @@ enum EventRules {
             throw violation("deviceToken", "must be at most \(maxDeviceTokenCharacters) characters")
         }
         do {
-            return .device(try DeviceToken(hex: string(event.device_token)))
+            return .device(try DeviceToken(hexUTF8: bytes(event.device_token)))
         } catch {
             throw violation("deviceToken", "does not match pattern ^([0-9a-fA-F]{2})+$ (\(error))")
         }

@@ -54,38 +54,83 @@ final class ResultPublisher: Sendable {
         stopped.store(true, ordering: .releasing)
     }
 
-    /// Publishes `records` and calls `completion` once, after the last one's delivery report: `true` when
-    /// Kafka acknowledged all of them, `false` when the relay gives the event up (shutdown, failure), whose
-    /// offset must then never be stored.
+    /// Publishes `records` and calls `completion` once, with `context`, after the last one's delivery report:
+    /// `true` when Kafka acknowledged all of them, `false` when the relay gives the event up (shutdown,
+    /// failure), whose offset must then never be stored.
     ///
     /// `completion` runs on the producer's poll thread (or, for a record librdkafka refused at once, on the
-    /// caller's thread): it must not block.
-    func publish(_ records: [OutgoingRecord], completion: @escaping @Sendable (Bool) -> Void) {
-        let event = Publication(records: records.count, completion: completion)
-        for record in records { attempt(record, of: event) }
+    /// caller's thread): it must not block. One allocation per event: the publication, which is also the
+    /// result record's delivery handler (a closure that captures only its owner allocates nothing).
+    func publish<Context: Sendable>(_ records: EventRecords, context: Context, completion: @escaping @Sendable (Context, Bool) -> Void) {
+        let event = Publication(records: records, context: context, completion: completion, publisher: self)
+        attempt(records.result, of: event, handler: event)
+        if let other = records.other { attempt(other, of: event, handler: RecordDelivery(other, of: event, publisher: self)) }
     }
 
     /// The records of one event still waiting for their reports, and whether all so far were acknowledged.
-    private final class Publication: Sendable {
+    // @unchecked Sendable: its state is atomic.
+    private class PublicationBase: KafkaDeliveryHandler, @unchecked Sendable {
+        func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {}
+
         private let remaining: Atomic<Int>
         private let failed = Atomic<Bool>(false)
-        private let completion: @Sendable (Bool) -> Void
 
-        init(records: Int, completion: @escaping @Sendable (Bool) -> Void) {
+        init(records: Int) {
             remaining = Atomic(records)
-            self.completion = completion
         }
 
         func recordDone(acknowledged: Bool) {
             if !acknowledged { failed.store(true, ordering: .relaxed) }
             // The last report decides; the atomic's ordering makes every earlier `failed` store visible.
             if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-                completion(!failed.load(ordering: .relaxed))
+                finished(!failed.load(ordering: .relaxed))
             }
+        }
+
+        func finished(_ acknowledged: Bool) {}
+    }
+
+    /// One event's publication, and the delivery handler of its result record's first attempt.
+    // @unchecked Sendable: `context`, `completion` and `publisher` are immutable; the counts are atomic.
+    private final class Publication<Context: Sendable>: PublicationBase, @unchecked Sendable {
+        private let context: Context
+        private let completion: @Sendable (Context, Bool) -> Void
+        private let result: OutgoingRecord
+        private let publisher: ResultPublisher
+
+        init(records: EventRecords, context: Context, completion: @escaping @Sendable (Context, Bool) -> Void, publisher: ResultPublisher) {
+            self.context = context
+            self.completion = completion
+            self.result = records.result
+            self.publisher = publisher
+            super.init(records: records.count)
+        }
+
+        override func finished(_ acknowledged: Bool) { completion(context, acknowledged) }
+
+        override func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {
+            publisher.delivered(report, record: result, of: self)
         }
     }
 
-    private func attempt(_ record: OutgoingRecord, of event: Publication) {
+    /// The delivery handler of any other record, and of every retry and replacement.
+    private final class RecordDelivery: KafkaDeliveryHandler {
+        let record: OutgoingRecord
+        let event: PublicationBase
+        let publisher: ResultPublisher
+
+        init(_ record: OutgoingRecord, of event: PublicationBase, publisher: ResultPublisher) {
+            self.record = record
+            self.event = event
+            self.publisher = publisher
+        }
+
+        func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {
+            publisher.delivered(report, record: record, of: event)
+        }
+    }
+
+    private func attempt(_ record: OutgoingRecord, of event: PublicationBase, handler: (any KafkaDeliveryHandler)? = nil) {
         guard !stopped.load(ordering: .acquiring), !failure.isSet else {
             event.recordDone(acknowledged: false)
             return
@@ -93,29 +138,32 @@ final class ResultPublisher: Sendable {
         if waiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
             progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
         }
+        let handler = handler ?? RecordDelivery(record, of: event, publisher: self)
         do {
-            try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers) { report in
-                self.waiting.wrappingSubtract(1, ordering: .relaxed)
-                switch report {
-                case .success(let report):
-                    self.progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-                    self.logger.trace("record acknowledged", metadata: [
-                        "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
-                        "key": "\(record.key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
-                    ])
-                    event.recordDone(acknowledged: true)
-                case .failure(let error):
-                    self.refused(record, of: event, error)
-                }
-            }
+            try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers, handler: handler)
         } catch {
             waiting.wrappingSubtract(1, ordering: .relaxed)
             refused(record, of: event, error)
         }
     }
 
+    private func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>, record: OutgoingRecord, of event: PublicationBase) {
+        waiting.wrappingSubtract(1, ordering: .relaxed)
+        switch report {
+        case .success(let report):
+            progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+            logger.trace("record acknowledged", metadata: [
+                "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
+                "key": "\(record.key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
+            ])
+            event.recordDone(acknowledged: true)
+        case .failure(let error):
+            refused(record, of: event, error)
+        }
+    }
+
     /// Kafka refused `record` (at once, or in its delivery report): retry, replace, or give up.
-    private func refused(_ record: OutgoingRecord, of event: Publication, _ error: KafkaError) {
+    private func refused(_ record: OutgoingRecord, of event: PublicationBase, _ error: KafkaError) {
         metrics.publishFailures.increment()
         switch error.sendFailure {
         case .closed:

@@ -11,14 +11,10 @@ struct OutputRecords: Sendable {
     /// The result record. Its key is the event's Kafka key, else its id, else its source position: never
     /// null (a compacted results topic refuses null keys) and never larger than `RecordLimits.maxKeyBytes`.
     func result(_ result: DeliveryResult, key: [UInt8]?, source: SourcePosition) -> OutgoingRecord {
-        let topic = topics.results
         let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
-        var small = result
-        small.metadata = nil
-        small.message = result.message.map { String($0.prefix(512)) }
         return OutgoingRecord(
-            topic: topic, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: result.jsonBytes(),
-            fallback: { [small] in OutgoingRecord(topic: topic, key: source.recordKey, value: small.jsonBytes()) }
+            topic: topics.results, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: result.jsonBytes(),
+            fallback: .result(result, topic: topics.results)
         )
     }
 
@@ -33,7 +29,7 @@ struct OutputRecords: Sendable {
         let letter = make(DeadLetter.Limits(maxBytes: maxDeadLetterBytes))
         return OutgoingRecord(
             topic: topic, key: letter.key, value: letter.value, headers: letter.headers.map(KafkaHeader.init),
-            fallback: {
+            fallback: .build {
                 let small = make(.fallback)
                 return OutgoingRecord(topic: topic, key: small.key, value: small.value, headers: small.headers.map(KafkaHeader.init))
             }
@@ -75,6 +71,6 @@ struct OutputRecords: Sendable {
 
     /// A record whose smaller form (`fallback`, without metadata) Kafka always accepts.
     private static func record(topic: String, key: [UInt8], value: [UInt8], fallback: [UInt8]) -> OutgoingRecord {
-        OutgoingRecord(topic: topic, key: key, value: value, fallback: { OutgoingRecord(topic: topic, key: key, value: fallback) })
+        OutgoingRecord(topic: topic, key: key, value: value, fallback: .encoded(topic: topic, key: key, value: fallback))
     }
 }

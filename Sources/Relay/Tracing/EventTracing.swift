@@ -122,7 +122,7 @@ final class EventTrace: Sendable {
     /// record's `traceparent` / `tracestate` to it, replacing any the record copied from the event (a dead
     /// letter keeps the event's other headers). A trace that is not sampled gets no publish span: its records
     /// carry the `process` span's context, so whoever reads them continues the same (unsampled) trace.
-    func publishing(_ records: inout [OutgoingRecord], topic: String) -> (any Span)? {
+    func publishing(_ records: inout EventRecords, topic: String) -> (any Span)? {
         let span = process.isRecording ? tracer.startSpan("\(topic) publish", context: process.context, ofKind: .producer) : nil
         if let span {
             var attributes = SpanAttributes()
@@ -135,9 +135,9 @@ final class EventTrace: Sendable {
         }
         var headers: [KafkaHeader] = []
         tracer.inject(span?.context ?? process.context, into: &headers, using: KafkaHeadersInjector())
-        for index in records.indices {
-            records[index].headers.removeAll { $0.name == TraceHeaders.parent || $0.name == TraceHeaders.state }
-            records[index].headers += headers
+        records.update { record in
+            record.headers.removeAll { $0.name == TraceHeaders.parent || $0.name == TraceHeaders.state }
+            record.headers += headers
         }
         return span
     }
