@@ -87,7 +87,7 @@ final class EventPipeline: Sendable {
     func take(_ message: KafkaConsumerMessage, triage: EventTriage) {
         metrics.consumed.increment()
         let now = clock.now()
-        var admitted = InFlightEvent(message, receivedAt: Int64(now * 1000))
+        let admitted = InFlightEvent(message, receivedAt: Int64(now * 1000))
         let (admission, counts) = state.admitCounting(admitted.partition, offset: message.offset, bytes: admitted.bytes, lane: admitted.lane)
         switch admission {
         case .skip:
@@ -112,7 +112,6 @@ final class EventPipeline: Sendable {
         case .answer(let answer, let refusal, let broadcast):
             refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
         case .deliver(let delivery):
-            var event = event
             event.delivery = delivery
             attempts.deliver(event) { [self] event, report in delivered(event, report: report) }
         }
@@ -146,7 +145,6 @@ final class EventPipeline: Sendable {
         }
         // What is left to do needs the delivery only here: the event goes on without it, so publication
         // carries (and the producer's thread releases) no more than it needs.
-        var event = event
         guard let delivery = event.delivery.take() else { preconditionFailure("a delivered event has its delivery") }
         let decoded = delivery.event
         let notification = delivery.notification

@@ -39,7 +39,7 @@ extension DeliveryAttempts {
     /// the report and the event's progress.
     func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
         let message = KafkaConsumerMessage(topic: "events", partition: 0, offset: 0, key: nil, value: Array("{}".utf8))
-        var event = InFlightEvent(message, receivedAt: 0)
+        let event = InFlightEvent(message, receivedAt: 0)
         var decoded = NotificationEvent(id: "e", deviceToken: try! DeviceToken(hex: "abcd"), topic: "t", pushType: .alert, payload: [])
         decoded.notification = notification
         event.delivery = Delivery(event: decoded, credential: .init(patterns: [], authentication: .token, sender: sender))

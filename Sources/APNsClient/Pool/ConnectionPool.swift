@@ -194,16 +194,16 @@ final class ConnectionPool: Sendable {
         }
         perform(actions)
         for (request, result) in batch {
-            var send = request.send
             if case .failure(let error) = result,
                 error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
-                send.resends < configuration.pool.maxTransparentResends, now < send.deadline
+                request.send.resends < configuration.pool.maxTransparentResends, now < request.send.deadline
             {
                 metrics.transparentResends.increment()
+                var send = request.send
                 send.resends += 1
                 attempt(send)
             } else {
-                finish(send, result)
+                finish(request.send, result)
             }
         }
         return baseline

@@ -1,4 +1,9 @@
 import APNsCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What an answer's HEADERS say, read header by header as nghttp2 hands them over (`ConnectionIO.header`), and
 /// the `APNsResponse` they make with the body once the stream closes.
@@ -16,7 +21,7 @@ package struct ResponseHead: Sendable, Hashable {
 
     /// Takes one header of the answer; names APNs does not define are ignored.
     package mutating func read(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        if name.elementsEqual(":status".utf8) {
+        if Self.is(name, ":status") {
             // Three digits (RFC 9110 §15). nghttp2 refuses anything else before we see it; this parse must not
             // rely on that: it summed every digit in the value, and a long one overflowed Int and trapped (found by
             // the `apns-answer` fuzz target). A malformed status leaves the answer without one, which ends the
@@ -26,13 +31,20 @@ package struct ResponseHead: Sendable, Hashable {
                 return
             }
             status = value.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        } else if name.elementsEqual("apns-id".utf8) || name.elementsEqual("apns-request-id".utf8) {
+        } else if Self.is(name, "apns-id") || Self.is(name, "apns-request-id") {
             apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
+        } else if Self.is(name, "apns-unique-id") {
             apnsUniqueID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-channel-id".utf8) {
+        } else if Self.is(name, "apns-channel-id") {
             channelID = String(decoding: value, as: UTF8.self)
         }
+    }
+
+    /// Whether a header's name is `literal` (nghttp2 hands names over lower-case): a length check and a
+    /// `memcmp`, for every header of every answer.
+    private static func `is`(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        guard name.count == literal.utf8CodeUnitCount, let base = name.baseAddress else { return false }
+        return memcmp(base, literal.utf8Start, name.count) == 0
     }
 
     /// The answer, once its stream closed; `nil` when no `:status` came (the stream ended without one).

@@ -10,7 +10,7 @@ import Synchronization
 /// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted),
 /// until it ends, after which nobody touches its response fields.
 final class StreamRequest: @unchecked Sendable {
-    let prepared: PreparedRequest
+    var prepared: PreparedRequest { send.request }
     /// When the stream must have its answer (`timedOut` after).
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
@@ -29,7 +29,6 @@ final class StreamRequest: @unchecked Sendable {
     var body: [UInt8] = []
 
     init(_ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant) {
-        self.prepared = send.request
         self.send = send
         self.connection = connection
         self.pool = pool

@@ -53,12 +53,10 @@ struct DeliveryAttempts: Sendable {
     }
 
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
-        var event = event
         event.delivery!.progress.attempts += 1
         let notification = event.delivery!.event.notification
         let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: notification.environment.host)
         event.delivery!.credential.sender.send(notification, deadline: .now + requestTimeout) { [event] result in
-            var event = event
             let decision: DeliveryDecision
             var response: APNsResponse?
             var failure: TransportFailure?

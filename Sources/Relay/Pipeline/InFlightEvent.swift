@@ -6,7 +6,16 @@ import RelayContract
 /// One consumed event on its way through the relay, from its admission on the consumer loop to its entry
 /// in the offset ledger: the one value every stage takes and hands on. Built when the event is admitted;
 /// triage adds what an event to deliver needs (`delivery`), the attempts record their progress there.
-struct InFlightEvent: Sendable {
+///
+/// An object, allocated once: every stage borrows it, and every hand-off (into a delivery's completion, a
+/// retry, the publisher) retains one reference instead of copying the record, the decoded event and the
+/// credential (a copy of the struct cost a dozen reference-count operations, in each closure that took it).
+///
+/// Invariant for `@unchecked Sendable`: one stage at a time has it, and each hands it to the next through a
+/// lock, a queue or librdkafka's callback (which order the writes): the consumer loop (admission, `trace`,
+/// `delivery`), then the delivery's attempts (`delivery.progress`, on an APNs event loop or a retry's task,
+/// one attempt after another), then publication (`delivery` taken). Nothing reads it concurrently.
+final class InFlightEvent: @unchecked Sendable {
     /// The Kafka record as consumed: its key goes into the result, its key, value and headers into the
     /// dead letter.
     let message: KafkaConsumerMessage
