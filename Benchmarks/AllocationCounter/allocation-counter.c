@@ -5,7 +5,11 @@
 // ordering: the dump reads whatever each core has published) and forwarded to the next definition
 // (glibc's), found with dlsym(RTLD_NEXT). On SIGUSR2 the counters are written to the file named by
 // BENCH_ALLOC_COUNTS_FILE as one line, `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N`, via a
-// temporary file renamed over it, so a reader that sees the file sees the whole line.
+// temporary file renamed over it, so a reader that sees the file sees the whole line. Then one line per thread
+// that allocated, `thread <tid> <name> N` (its allocations of every kind; the name from
+// /proc/self/task/<tid>/comm at the dump, `exited` for a thread gone by then): the stages of the relay run on
+// threads of their own (the consumer's poll thread, the APNs loops, the producer's poll thread, Swift's
+// executor for admission and triage), so the benchmark can say which stage allocates what.
 //
 // Build: gcc -O2 -shared -fPIC -o libbench-allocation-counter.so allocation-counter.c -ldl
 #define _GNU_SOURCE
@@ -18,11 +22,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum { COUNT_MALLOC, COUNT_CALLOC, COUNT_REALLOC, COUNT_POSIX_MEMALIGN, COUNT_ALIGNED_ALLOC, COUNT_KINDS };
 static const char *const count_names[COUNT_KINDS] = { "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc" };
 static unsigned long counts[COUNT_KINDS];
+
+// Per thread: a slot claimed at a thread's first counted allocation (initial-exec TLS: reading it never
+// allocates). Threads beyond the table share its last slot, named `other`.
+enum { THREAD_SLOTS = 512 };
+static unsigned long thread_counts[THREAD_SLOTS];
+static pid_t thread_ids[THREAD_SLOTS];
+static unsigned int slots_claimed;
+static __thread int thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -78,11 +91,45 @@ static void dump_counts(int signal_number) {
     }
     append(&cursor, "\n");
     int descriptor = open(counts_temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (descriptor >= 0) {
-        ssize_t written = write(descriptor, line, (size_t)(cursor - line));
-        close(descriptor);
-        if (written == cursor - line) rename(counts_temporary, counts_path);
+    if (descriptor < 0) {
+        errno = saved_errno;
+        return;
     }
+    int complete = write(descriptor, line, (size_t)(cursor - line)) == cursor - line;
+    unsigned int claimed = __atomic_load_n(&slots_claimed, __ATOMIC_ACQUIRE);
+    if (claimed > THREAD_SLOTS) claimed = THREAD_SLOTS;
+    for (unsigned int slot = 0; slot < claimed && complete; slot++) {
+        pid_t tid = __atomic_load_n(&thread_ids[slot], __ATOMIC_RELAXED);
+        char name[64] = "other";
+        if (tid > 0) {
+            char path[64];
+            char *p = path;
+            append(&p, "/proc/self/task/");
+            append_number(&p, (unsigned long)tid);
+            append(&p, "/comm");
+            *p = 0;
+            int comm = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t length = comm >= 0 ? read(comm, name, sizeof name - 1) : -1;
+            if (comm >= 0) close(comm);
+            if (length > 0) {
+                name[length] = 0;
+                for (ssize_t i = 0; i < length; i++) if (name[i] == '\n' || name[i] == ' ') name[i] = name[i] == ' ' ? '_' : 0;
+            } else {
+                strcpy(name, "exited");
+            }
+        }
+        cursor = line;
+        append(&cursor, "thread ");
+        append_number(&cursor, (unsigned long)(tid > 0 ? tid : 0));
+        append(&cursor, " ");
+        append(&cursor, name);
+        append(&cursor, " ");
+        append_number(&cursor, __atomic_load_n(&thread_counts[slot], __ATOMIC_RELAXED));
+        append(&cursor, "\n");
+        complete = write(descriptor, line, (size_t)(cursor - line)) == cursor - line;
+    }
+    close(descriptor);
+    if (complete) rename(counts_temporary, counts_path);
     errno = saved_errno;
 }
 
@@ -114,7 +161,17 @@ __attribute__((constructor)) static void start(void) {
     sigaction(SIGUSR2, &action, NULL);
 }
 
-static void count(int kind) { __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED); }
+static void count(int kind) {
+    __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
+    int slot = thread_slot;
+    if (slot < 0) {
+        unsigned int claimed = __atomic_fetch_add(&slots_claimed, 1, __ATOMIC_ACQ_REL);
+        slot = claimed < THREAD_SLOTS - 1 ? (int)claimed : THREAD_SLOTS - 1;
+        if (slot < THREAD_SLOTS - 1) __atomic_store_n(&thread_ids[slot], (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+        thread_slot = slot;
+    }
+    __atomic_fetch_add(&thread_counts[slot], 1, __ATOMIC_RELAXED);
+}
 
 void *malloc(size_t size) {
     resolve();

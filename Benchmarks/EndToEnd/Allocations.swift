@@ -40,28 +40,79 @@ func allocations() async throws {
     relay.stop()
     await reader.close()
     await sandbox.stop()
-    let calls = after.merging(before) { $0 - $1 }
+    let calls = after.kinds.merging(before.kinds) { $0 - $1 }
     let total = calls.values.reduce(0, +)
     let perEvent = Double(total) / Double(count)
     let breakdown = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"]
         .map { "\($0) \(f(Double(calls[$0] ?? 0) / Double(count), 1))" }.joined(separator: ", ")
     say("relay: \(total) allocations for \(count) events = \(f(perEvent, 1)) per event (\(breakdown)); \(tally.duplicates) duplicate results")
     row("allocations per event (0 ms, \(payload) B)", f(perEvent, 1))
+    // By stage: each runs on threads of its own.
+    // (By thread id: a thread that exited since is named `exited` in the second dump.)
+    let beforeByID = Dictionary(before.threads.map { ($0.key.id, $0.value) }, uniquingKeysWith: +)
+    var byStage: [String: Int] = [:]
+    for (thread, calls) in after.threads {
+        byStage[AllocationStage(thread: thread.name).rawValue, default: 0] += calls - (beforeByID[thread.id] ?? 0)
+    }
+    let stages = AllocationStage.allCases.compactMap { stage in
+        byStage[stage.rawValue].map { "\(stage.rawValue) \(f(Double($0) / Double(count), 1))" }
+    }
+    say("relay allocations per event by thread: " + stages.joined(separator: ", "))
+    let others = Set(after.threads.keys.filter { AllocationStage(thread: $0.name) == .other }.map(\.name)).sorted()
+    if !others.isEmpty { say("  (other: threads named \(others.joined(separator: ", ")))") }
+    row("allocations per event by thread (0 ms, \(payload) B)", stages.joined(separator: "; "))
 }
 
-/// The relay's allocation counts now: SIGUSR2 has the preloaded counter write them to `file`, which it
-/// renames into place complete; waits for it with a deadline.
-func allocationCounts(of relay: RelayUnderTest, file: String) async throws -> [String: Int] {
+/// The relay's threads, by the stage of an event they run.
+enum AllocationStage: String, CaseIterable {
+    case intake = "Kafka poll (record copies)"
+    case triage = "Swift executor (admission, decode, triage, request)"
+    case apns = "APNs loops (HTTP/2, answers, results, produce)"
+    case reports = "producer poll (delivery reports, offsets)"
+    case librdkafka = "librdkafka's own threads"
+    /// The main thread, threads that exited before the dump, and any other.
+    case other = "other"
+
+    init(thread name: String) {
+        switch name {
+        case "kafka-consumer": self = .intake
+        case "kafka-producer": self = .reports
+        case let name where name.hasPrefix("apns-loop"): self = .apns
+        case let name where name.hasPrefix("rdk:"): self = .librdkafka
+        // libdispatch's worker threads, which run Swift's global executor ("com.apple.root.default-qos" and
+        // its overcommit queue, cut to their last 15 characters).
+        case let name where name.contains("qos"): self = .triage
+        default: self = .other
+        }
+    }
+}
+
+/// A thread of the relay, as the counter names it.
+struct CountedThread: Hashable {
+    var id: Int
+    var name: String
+}
+
+/// The relay's allocation counts now, by kind and by thread: SIGUSR2 has the preloaded counter write them to
+/// `file`, which it renames into place complete; waits for it with a deadline.
+func allocationCounts(of relay: RelayUnderTest, file: String) async throws -> (kinds: [String: Int], threads: [CountedThread: Int]) {
     try? FileManager.default.removeItem(atPath: file)
     guard kill(relay.process.processIdentifier, SIGUSR2) == 0 else { throw BenchmarkError("kill SIGUSR2: errno \(errno)") }
     try await waitUntil("allocation counts in \(file) after SIGUSR2", timeout: .seconds(10), interval: .milliseconds(5)) {
         FileManager.default.fileExists(atPath: file)
     }
-    let line = try String(contentsOfFile: file, encoding: .utf8)
-    // `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N`
-    return Dictionary(uniqueKeysWithValues: line.split(whereSeparator: \.isWhitespace).compactMap { pair -> (String, Int)? in
+    let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+    // `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N`, then `thread <tid> <name> N` per thread.
+    let kinds = Dictionary(uniqueKeysWithValues: (lines.first ?? "").split(whereSeparator: \.isWhitespace).compactMap { pair -> (String, Int)? in
         let parts = pair.split(separator: "=")
         guard parts.count == 2, let value = Int(parts[1]) else { return nil }
         return (String(parts[0]), value)
     })
+    var threads: [CountedThread: Int] = [:]
+    for line in lines.dropFirst() {
+        let fields = line.split(separator: " ")
+        guard fields.count == 4, fields[0] == "thread", let id = Int(fields[1]), let calls = Int(fields[3]) else { continue }
+        threads[CountedThread(id: id, name: String(fields[2])), default: 0] += calls
+    }
+    return (kinds, threads)
 }
