@@ -5,9 +5,9 @@ package struct APNsResponse: Sendable, Hashable {
     /// The request's id as APNs answered it (echoed or generated): `apns-id` for device pushes,
     /// `apns-request-id` for broadcasts and channel management. APNs has answered upper-case ids; compare
     /// case-insensitively.
-    package var apnsID: String?
+    package var id: APNsID?
     /// `apns-unique-id`: sent for device pushes by the development environment only, for broadcasts always.
-    package var apnsUniqueID: String?
+    package var uniqueID: APNsID?
     /// `reason` from the JSON body of a failure.
     package var reason: APNsReason?
     /// With 410: when APNs last confirmed the token invalid, in milliseconds since the epoch.
@@ -21,10 +21,26 @@ package struct APNsResponse: Sendable, Hashable {
     package var connectionID: Int?
 
     package init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil, timestamp: Int64? = nil) {
+        self.init(status: status, id: apnsID.map(APNsID.init), uniqueID: apnsUniqueID.map(APNsID.init), reason: reason, timestamp: timestamp)
+    }
+
+    package init(status: Int, id: APNsID?, uniqueID: APNsID?, reason: APNsReason? = nil, timestamp: Int64? = nil) {
         self.status = status
-        self.apnsID = apnsID
-        self.apnsUniqueID = apnsUniqueID
+        self.id = id
+        self.uniqueID = uniqueID
         self.reason = reason
         self.timestamp = timestamp
+    }
+
+    /// `id` as text.
+    package var apnsID: String? {
+        get { id?.description }
+        set { id = newValue.map(APNsID.init) }
+    }
+
+    /// `uniqueID` as text.
+    package var apnsUniqueID: String? {
+        get { uniqueID?.description }
+        set { uniqueID = newValue.map(APNsID.init) }
     }
 }

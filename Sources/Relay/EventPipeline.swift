@@ -157,17 +157,18 @@ final class EventPipeline: Sendable {
         } else if report.failure == .connectFailed {
             metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
         }
-        let result = DeliveryResult(
+        var result = DeliveryResult(
             eventID: decoded.id, metadata: decoded.metadata, outcome: report.outcome,
             status: report.response?.status, reason: Self.reason(of: report),
             message: report.failure.map { failure in
                 "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
             },
-            apnsID: broadcast ? nil : report.response?.apnsID,
-            apnsRequestID: broadcast ? report.response?.apnsID : nil, apnsUniqueID: report.response?.apnsUniqueID,
             attempts: report.attempts, possibleDuplicates: report.possibleDuplicates, source: event.source,
             receivedAt: event.receivedAt, completedAt: clock.nowMilliseconds()
         )
+        // The ids as APNs sent them, never as `String`s (`APNsID`).
+        if broadcast { result.requestID = report.response?.id } else { result.pushID = report.response?.id }
+        result.uniqueID = report.response?.uniqueID
         var removal: OutgoingRecord?
         let removalAllowed = tokenRemovals.allowsRemoval(
             after: report, to: notification.target, credential: delivery.credential.name, environment: decoded.environment

@@ -26,11 +26,12 @@ package struct DeliveryResult: Sendable, Hashable {
     package var reason: String?
     /// Human-readable detail (validation message, transport error).
     package var message: String?
-    /// `apns-id` of a device push.
-    package var apnsID: String?
-    /// `apns-request-id` of a broadcast.
-    package var apnsRequestID: String?
-    package var apnsUniqueID: String?
+    /// `apns-id` of a device push (`apnsID` as text).
+    package var pushID: APNsID?
+    /// `apns-request-id` of a broadcast (`apnsRequestID` as text).
+    package var requestID: APNsID?
+    /// `apns-unique-id` (`apnsUniqueID` as text).
+    package var uniqueID: APNsID?
     package var attempts: Int
     /// Attempts that may have reached APNs without an answer (time-out, connection lost in flight): the
     /// device may have shown the notification that many extra times.
@@ -52,14 +53,29 @@ package struct DeliveryResult: Sendable, Hashable {
         self.status = status
         self.reason = reason
         self.message = message
-        self.apnsID = apnsID
-        self.apnsRequestID = apnsRequestID
-        self.apnsUniqueID = apnsUniqueID
+        self.pushID = apnsID.map(APNsID.init)
+        self.requestID = apnsRequestID.map(APNsID.init)
+        self.uniqueID = apnsUniqueID.map(APNsID.init)
         self.attempts = attempts
         self.possibleDuplicates = possibleDuplicates
         self.source = source
         self.receivedAt = receivedAt
         self.completedAt = completedAt
+    }
+
+    package var apnsID: String? {
+        get { pushID?.description }
+        set { pushID = newValue.map(APNsID.init) }
+    }
+
+    package var apnsRequestID: String? {
+        get { requestID?.description }
+        set { requestID = newValue.map(APNsID.init) }
+    }
+
+    package var apnsUniqueID: String? {
+        get { uniqueID?.description }
+        set { uniqueID = newValue.map(APNsID.init) }
     }
 
     /// The record's JSON value.
@@ -73,9 +89,9 @@ package struct DeliveryResult: Sendable, Hashable {
         writer.field("status", status)
         writer.field("reason", reason)
         if let message { writer.field("message", message) }
-        writer.field("apnsId", apnsID)
-        if let apnsRequestID { writer.field("apnsRequestId", apnsRequestID) }
-        writer.field("apnsUniqueId", apnsUniqueID)
+        writer.field("apnsId", pushID)
+        if let requestID { writer.field("apnsRequestId", requestID) }
+        writer.field("apnsUniqueId", uniqueID)
         writer.field("attempts", attempts)
         if possibleDuplicates > 0 { writer.field("possibleDuplicates", possibleDuplicates) }
         writer.field("receivedAt", receivedAt)

@@ -1,3 +1,5 @@
+import APNsCore
+
 /// Appends JSON to a byte buffer: the few shapes our records need, with correct string escaping.
 ///
 /// Records embed the producer's `metadata` verbatim (already validated JSON), which `JSONEncoder` cannot
@@ -14,6 +16,22 @@ package struct JSONWriter {
     package mutating func field(_ key: String, _ value: String?) {
         writeKey(key)
         if let value { writeString(value) } else { writeNull() }
+    }
+
+    /// An APNs id, written from its bytes (a UUID is never a `String` on the way).
+    package mutating func field(_ key: String, _ id: APNsID?) {
+        writeKey(key)
+        guard let id else { return writeNull() }
+        id.withUTF8 { utf8 in
+            // A UUID needs no escaping; other text goes through `writeString`.
+            if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                writeString(String(decoding: utf8, as: UTF8.self))
+            } else {
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(contentsOf: utf8)
+                bytes.append(UInt8(ascii: "\""))
+            }
+        }
     }
 
     package mutating func field(_ key: String, _ value: Int64?) {

@@ -80,6 +80,20 @@ import Testing
         #expect((json["metadata"] as? [String: Any])?["match"] as? Int == 7)
     }
 
+    /// `apnsId` is written as APNs sent it: a UUID in either case (kept as 16 bytes) or any other text
+    /// (kept as it came, escaped as a JSON string).
+    @Test(arguments: ["7C0CD09D-9A4B-4B1E-9D6E-2F0E6F7B2C11", "7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c11", "7C0cd09d-x", "a\"b"])
+    func theAPNsIDIsWrittenAsItCame(_ id: String) throws {
+        var result = DeliveryResult(
+            eventID: "p", metadata: nil, outcome: .delivered, status: 200, attempts: 1,
+            source: SourcePosition(topic: "t", partition: 0, offset: 1), receivedAt: 1, completedAt: 2
+        )
+        result.pushID = APNsID(id)
+        let json = try object(result.jsonBytes())
+        #expect(json["apnsId"] as? String == id)
+        #expect(json["apnsUniqueId"] is NSNull)
+    }
+
     /// A broadcast's result carries `apns-request-id` as `apnsRequestId` (and `apnsId` null).
     @Test func broadcastResultCarriesTheRequestID() throws {
         let result = DeliveryResult(

@@ -13,11 +13,15 @@ import Darwin
 package struct ResponseHead: Sendable, Hashable {
     /// `:status`; `nil` until one arrived.
     package var status: Int?
-    package var apnsID: String?
-    package var apnsUniqueID: String?
+    package var id: APNsID?
+    package var uniqueID: APNsID?
     package var channelID: String?
 
     package init() {}
+
+    /// `id` and `uniqueID` as text.
+    package var apnsID: String? { id?.description }
+    package var apnsUniqueID: String? { uniqueID?.description }
 
     /// Takes one header of the answer; names APNs does not define are ignored.
     package mutating func read(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -32,9 +36,9 @@ package struct ResponseHead: Sendable, Hashable {
             }
             status = value.reduce(0) { $0 * 10 + Int($1 - 0x30) }
         } else if Self.is(name, "apns-id") || Self.is(name, "apns-request-id") {
-            apnsID = String(decoding: value, as: UTF8.self)
+            id = APNsID(utf8: UnsafeRawBufferPointer(value))
         } else if Self.is(name, "apns-unique-id") {
-            apnsUniqueID = String(decoding: value, as: UTF8.self)
+            uniqueID = APNsID(utf8: UnsafeRawBufferPointer(value))
         } else if Self.is(name, "apns-channel-id") {
             channelID = String(decoding: value, as: UTF8.self)
         }
@@ -52,7 +56,7 @@ package struct ResponseHead: Sendable, Hashable {
     package func response(body: [UInt8], keepsBody: Bool) -> APNsResponse? {
         guard let status else { return nil }
         let (reason, timestamp) = ResponseBody.parse(body)
-        var response = APNsResponse(status: status, apnsID: apnsID, apnsUniqueID: apnsUniqueID, reason: reason, timestamp: timestamp)
+        var response = APNsResponse(status: status, id: id, uniqueID: uniqueID, reason: reason, timestamp: timestamp)
         response.channelID = channelID
         if keepsBody { response.body = body }
         return response
