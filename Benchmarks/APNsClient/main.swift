@@ -88,7 +88,7 @@ func bench(_ a: Arguments, eventLoops: APNsEventLoopGroup) async throws {
     let bundle = a["bundle"] ?? "com.example.app"
     let tokens = try (0..<64).map { _ in try DeviceToken(hex: randomHex(bytes: 32)) }
     // Warm-up: one request opens the first connection and lifts the 1-stream limit.
-    _ = try await client.send(APNsNotification(deviceToken: tokens[0], topic: bundle, pushType: .alert, payload: body), timeout: .seconds(10))
+    _ = try await client.send(APNsNotification(deviceToken: tokens[0], topic: bundle, pushType: .alert, payload: body[...]), timeout: .seconds(10))
     final class Counters: Sendable {
         let next = Atomic<Int>(0)
         let ok = Atomic<Int>(0)
@@ -104,7 +104,7 @@ func bench(_ a: Arguments, eventLoops: APNsEventLoopGroup) async throws {
                 while true {
                     let i = counters.next.add(1, ordering: .relaxed).oldValue
                     if i >= total { return }
-                    let n = APNsNotification(deviceToken: tokensCopy[i & 63], topic: bundle, pushType: .alert, payload: body)
+                    let n = APNsNotification(deviceToken: tokensCopy[i & 63], topic: bundle, pushType: .alert, payload: body[...])
                     do {
                         let r = try await client.send(n, timeout: .seconds(30))
                         if r.status == 200 { counters.ok.add(1, ordering: .relaxed) } else { counters.failed.add(1, ordering: .relaxed) }
@@ -154,7 +154,7 @@ func fleet(_ a: Arguments, eventLoops: APNsEventLoopGroup) async throws {
         if now < 0 { break }
         simulated.value.store(now, ordering: .relaxed)
         for _ in 0..<perStep {
-            let n = APNsNotification(deviceToken: device, topic: bundle, pushType: .alert, payload: payload(bytes: 64))
+            let n = APNsNotification(deviceToken: device, topic: bundle, pushType: .alert, payload: payload(bytes: 64)[...])
             do {
                 let r = try await client.send(n, timeout: .seconds(10))
                 counts[r.reason?.rawValue ?? String(r.status), default: 0] += 1

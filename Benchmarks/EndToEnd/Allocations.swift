@@ -10,7 +10,8 @@ func allocations() async throws {
     let count = option("events", 100_000)
     let payload = option("payload", 300)
     let preload = option("preload") ?? ProcessInfo.processInfo.environment["BENCH_ALLOC_PRELOAD"]
-        ?? URL(fileURLWithPath: relayBinary).deletingLastPathComponent().appendingPathComponent("libbench-allocation-counter.so").path
+        ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("libbench-allocation-counter.so").path
     guard FileManager.default.fileExists(atPath: preload) else {
         throw BenchmarkError("no allocation counter at \(preload); Benchmarks/end-to-end.sh builds it (gcc -O2 -shared -fPIC -o \(preload) Benchmarks/AllocationCounter/allocation-counter.c -ldl)")
     }

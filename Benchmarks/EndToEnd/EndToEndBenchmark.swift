@@ -13,7 +13,6 @@
 //   EndToEndBenchmark lanes        [--backlog N] [--app-backlog N] [--seconds S] [--answers A] [--rate R]
 //   EndToEndBenchmark tracing      [--events N] [--partitions P]
 //   EndToEndBenchmark exactly-once [--events N] [--partitions P] [--pairs K] [--rate R] [--seconds S] [--interval MS]
-//   EndToEndBenchmark exactly-once [--events N] [--partitions P] [--pairs K] [--rate R] [--seconds S] [--interval MS]
 //
 // Every mode prints human-readable lines and `ROW|figure|value|floor|relay/floor` lines, which
 // `Benchmarks/end-to-end.sh` gathers into the table `make bench` prints.
@@ -292,8 +291,7 @@ struct EndToEndBenchmark {
             case "lanes": try await lanes()
             case "tracing": try await tracingCost()
             case "exactly-once": try await exactlyOnceCost()
-            case "exactly-once": try await exactlyOnceCost()
-            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations, partitions, lanes or tracing")
+            default: throw BenchmarkError("unknown mode \(mode): throughput, backpressure, stages, paced, slow-apns, threads, idle, allocations, partitions, lanes, tracing or exactly-once")
             }
         } catch {
             print("error: \(error)")

@@ -38,7 +38,7 @@ enum EventDecoderTarget {
             switch decoded {
             case .success(let event):
                 precondition(referenceAccepts, "the decoder accepts an event the reference refuses: \(problems)")
-                for slice in [event.payload, event.metadata ?? [UInt8(ascii: "{"), UInt8(ascii: "}")]] {
+                for slice in [Array(event.payload), event.metadata ?? [UInt8(ascii: "{"), UInt8(ascii: "}")]] {
                     precondition(
                         slice.first == UInt8(ascii: "{") && slice.last == UInt8(ascii: "}") && parts.anyObject.isValid(slice),
                         "a payload or metadata slice is not a whole JSON object")

@@ -19,8 +19,8 @@ package struct APNsNotification: Sendable, Hashable {
     /// APNs generates one when absent.
     package var apnsID: String?
     package var environment: APNsEnvironment
-    /// The JSON body, byte for byte.
-    package var payload: [UInt8]
+    /// The JSON body, byte for byte: often a slice of the Kafka record it came in (not copied out).
+    package var payload: ArraySlice<UInt8>
     /// Where the push waits its turn on this side (never sent to APNs): urgent before bulk.
     package var lane: DeliveryLane = .bulk
 
@@ -33,7 +33,7 @@ package struct APNsNotification: Sendable, Hashable {
         collapseID: String? = nil,
         apnsID: String? = nil,
         environment: APNsEnvironment = .production,
-        payload: [UInt8]
+        payload: ArraySlice<UInt8>
     ) {
         self.target = target
         self.topic = topic
@@ -56,7 +56,7 @@ package struct APNsNotification: Sendable, Hashable {
         collapseID: String? = nil,
         apnsID: String? = nil,
         environment: APNsEnvironment = .production,
-        payload: [UInt8]
+        payload: ArraySlice<UInt8>
     ) {
         self.init(
             target: .device(deviceToken), topic: topic, pushType: pushType, priority: priority, expiration: expiration,
@@ -72,7 +72,7 @@ package struct APNsNotification: Sendable, Hashable {
         expiration: Int64? = nil,
         requestID: String? = nil,
         environment: APNsEnvironment = .production,
-        payload: [UInt8]
+        payload: ArraySlice<UInt8>
     ) {
         self.init(
             target: .channel(channelID), topic: bundleID, pushType: .liveactivity, priority: priority,

@@ -101,6 +101,13 @@ package struct RelayApp: Sendable {
         )
     }
 
+    /// `kafka.prefetchBytes` as librdkafka's queue bound and fetch response size, in bytes: the response is a
+    /// third of the budget, at most 2 MiB; the queue is the rest.
+    package static func prefetchSplit(_ budget: Int) -> (queued: Int, response: Int) {
+        let response = min(budget / 3, 2 * 1024 * 1024)
+        return (budget - response, response)
+    }
+
     /// The consumer's settings: the relay's keys, then librdkafka's prefetch from `kafka.prefetchBytes`,
     /// then `kafka.properties` and `kafka.consumerProperties`, which override anything before them.
     package static func consumerConfiguration(_ configuration: RelayAppConfiguration) -> KafkaConsumerConfiguration {
@@ -127,13 +134,14 @@ package struct RelayApp: Sendable {
         //   (a few hundred bytes each) when records are small.
         // - Those bounds are checked before a fetch: the response comes on top, up to `fetch.max.bytes`, which
         //   librdkafka otherwise sets to the whole queue budget. With a backlog every fetch comes back full,
-        //   so that is what made the relay's memory follow the backlog (1M events on 128 partitions: a
-        //   third of the budget measured 111 MiB peak RSS where 16 MiB responses gave 124–140).
-        let budget = configuration.kafka.prefetchBytes
+        //   so the response is what the peak holds beyond the queue: a third of the budget, at most 2 MiB
+        //   (1M events on 128 partitions peaked at 128 MiB RSS with 8 MiB responses, 107 MiB with 2 MiB,
+        //   at the same throughput; Benchmarks/README.md, issue #39). The rest of the budget is the queue.
+        let (queued, response) = prefetchSplit(configuration.kafka.prefetchBytes)
         let prefetch = [
-            "queued.max.messages.kbytes": String(budget * 2 / 3 / 1024),
+            "queued.max.messages.kbytes": String(queued / 1024),
             "queued.min.messages": "30000",
-            "fetch.max.bytes": String(budget / 3),
+            "fetch.max.bytes": String(response),
         ]
         consumerConfiguration.additionalProperties = prefetch
             .merging(configuration.kafka.properties) { $1 }

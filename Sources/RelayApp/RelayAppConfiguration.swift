@@ -35,10 +35,10 @@ package struct RelayAppConfiguration: Sendable {
         package var transactionalID: String?
         package var transactionInterval = RelayConfiguration.ExactlyOnce(transactionalID: "").interval
         package var transactionTimeout = RelayConfiguration.ExactlyOnce(transactionalID: "").transactionTimeout
-        /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: two
-        /// thirds queued (`queued.max.messages.kbytes`), a third for the fetch response on its way
-        /// (`fetch.max.bytes`). See `RelayApp`'s consumer settings.
-        package var prefetchBytes = 24 * 1024 * 1024
+        /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: the fetch
+        /// response on its way (`fetch.max.bytes`: a third, at most 2 MiB), and queued records, the rest
+        /// (`queued.max.messages.kbytes`). See `RelayApp.prefetchSplit`.
+        package var prefetchBytes = 18 * 1024 * 1024
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
         package var properties: [String: String] = [:]
         package var consumerProperties: [String: String] = [:]

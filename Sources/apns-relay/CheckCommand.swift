@@ -321,7 +321,7 @@ struct CheckCommand: AsyncParsableCommand {
         let notification = APNsNotification(
             deviceToken: try! DeviceToken(hex: String(repeating: "0", count: 64)), topic: bundle, pushType: .background,
             priority: .powerConsiderate, expiration: 0, environment: environment,
-            payload: Array(#"{"aps":{"content-available":1}}"#.utf8)
+            payload: ArraySlice(#"{"aps":{"content-available":1}}"#.utf8)
         )
         return await withCheckedContinuation { continuation in
             client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }

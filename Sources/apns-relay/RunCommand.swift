@@ -35,6 +35,9 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel { settings["log.level"] = logLevel }
         if let adminPort { settings["admin.port"] = String(adminPort) }
 
+        // Before the first large buffer: glibc's mmap threshold (see AllocatorSettings).
+        AllocatorSettings.apply(environment: ProcessInfo.processInfo.environment)
+
         // Start-up in the order that keeps a failure quiet and early: everything that needs no network is
         // checked before a Kafka client exists (librdkafka starts connecting, and logging, at once).
         // 1. The configuration: every problem at once.

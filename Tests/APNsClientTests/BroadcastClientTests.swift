@@ -26,7 +26,7 @@ import Testing
         let payload = bytes.map { Array(repeating: UInt8(ascii: " "), count: $0 - 2) } ?? []
         return APNsNotification(
             channelID: try ChannelID(base64: channel), bundleID: bundle, priority: .immediate, expiration: expiration,
-            requestID: requestID, payload: Array("{".utf8) + payload + Array("}".utf8)
+            requestID: requestID, payload: (Array("{".utf8) + payload + Array("}".utf8))[...]
         )
     }
 

@@ -30,7 +30,7 @@ extension MockFixture {
         APNsNotification(
             deviceToken: try DeviceToken(hex: String(format: "%064x", i + 1)), topic: pushType.topic(forBundleID: bundle),
             pushType: pushType, priority: pushType == .background ? .powerConsiderate : .immediate,
-            payload: Array(#"{"aps":{"alert":"hello"}}"#.utf8)
+            payload: ArraySlice(#"{"aps":{"alert":"hello"}}"#.utf8)
         )
     }
 }

@@ -12,7 +12,7 @@ import Testing
     static func notification(_ i: Int = 0, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)) throws -> APNsNotification {
         APNsNotification(
             deviceToken: try DeviceToken(hex: String(format: "%064x", i)), topic: "com.example.app", pushType: .alert,
-            priority: .immediate, apnsID: "123e4567-e89b-12d3-a456-426614174000", payload: payload
+            priority: .immediate, apnsID: "123e4567-e89b-12d3-a456-426614174000", payload: payload[...]
         )
     }
 

@@ -90,7 +90,7 @@ import Testing
     @Test func aNotificationIsClassedByLanePriorityAndTopic() throws {
         let token = try DeviceToken(hex: "00ff")
         func notification(_ priority: Priority?, _ lane: DeliveryLane? = nil) -> APNsNotification {
-            var n = APNsNotification(target: .device(token), topic: "com.example.app", pushType: .alert, priority: priority, payload: Array("{}".utf8))
+            var n = APNsNotification(target: .device(token), topic: "com.example.app", pushType: .alert, priority: priority, payload: ArraySlice("{}".utf8))
             if let lane { n.lane = lane }
             return n
         }

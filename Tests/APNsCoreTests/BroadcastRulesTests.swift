@@ -9,7 +9,7 @@ import Testing
     ) throws -> APNsNotification {
         APNsNotification(
             channelID: try ChannelID(base64: "dHN0LXNyY2gtY2hubA=="), bundleID: bundleID, priority: priority,
-            expiration: expiration, requestID: requestID, payload: Array(repeating: UInt8(ascii: " "), count: payloadBytes)
+            expiration: expiration, requestID: requestID, payload: ArraySlice(repeating: UInt8(ascii: " "), count: payloadBytes)
         )
     }
 

@@ -19,7 +19,7 @@ import Testing
             expiration: expiration,
             collapseID: collapseID,
             apnsID: apnsID,
-            payload: Array(repeating: UInt8(ascii: " "), count: payloadBytes)
+            payload: ArraySlice(repeating: UInt8(ascii: " "), count: payloadBytes)
         )
     }
 

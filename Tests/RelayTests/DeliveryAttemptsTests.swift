@@ -54,7 +54,7 @@ extension DeliveryAttempts {
 
 @Suite struct DeliveryAttemptsTests {
     private let notification = APNsNotification(
-        deviceToken: try! DeviceToken(hex: "abcd"), topic: "com.example", pushType: .alert, payload: Array("{}".utf8)
+        deviceToken: try! DeviceToken(hex: "abcd"), topic: "com.example", pushType: .alert, payload: ArraySlice("{}".utf8)
     )
     private func attempts(maxAttempts: Int = 5, now: Double = 0) -> DeliveryAttempts {
         DeliveryAttempts(

@@ -38,7 +38,7 @@ import APNsCore
                 _ = SalvagedEvent(salvaging: item.bytes)
             }
             if let decoded = try? fast.get() {
-                for (name, slice) in [("payload", decoded.payload), ("metadata", decoded.metadata)] {
+                for (name, slice) in [("payload", Array(decoded.payload)), ("metadata", decoded.metadata)] {
                     guard let slice else { continue }
                     if !anyObject.isValid(slice) || slice.first != UInt8(ascii: "{") || slice.last != UInt8(ascii: "}") {
                         failures.append("\(item.label): \(name) slice is not a JSON object: \(slice.escapedForMessage())")

@@ -37,7 +37,7 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
         #expect(decoded.collapseID == nil)
         #expect(decoded.apnsID == nil)
         #expect(decoded.environment == .production)
-        #expect(decoded.payload == #"{"aps":{"alert":"hi"}}"#.bytes)
+        #expect(Array(decoded.payload) == #"{"aps":{"alert":"hi"}}"#.bytes)
         #expect(decoded.metadata == nil)
     }
 
@@ -62,14 +62,14 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
     ])
     func preservesPayloadBytesExactly(payload: String) throws {
         let decoded = try EventDecoder().decode(event(payload: payload))
-        #expect(decoded.payload == payload.bytes)
+        #expect(Array(decoded.payload) == payload.bytes)
     }
 
     @Test func preservesPayloadWhenItIsNotTheLastMember() throws {
         let payload = "{ \"aps\" : { } }  "
         let bytes = (#"{"payload":"# + payload + #"  ,"id":"e","deviceToken":"abcd","topic":"t","pushType":"alert"}"#).bytes
         let decoded = try EventDecoder().decode(bytes)
-        #expect(decoded.payload == "{ \"aps\" : { } }".bytes)
+        #expect(Array(decoded.payload) == "{ \"aps\" : { } }".bytes)
     }
 
     @Test func unescapesStringFieldsAndEscapedKeys() throws {
@@ -218,7 +218,7 @@ private func decodeError(_ bytes: [UInt8]) throws -> EventDecodingError {
         let decoded = try bytes.withUnsafeBytes { all in
             try decoder.decode(UnsafeRawBufferPointer(rebasing: all[7..<(all.count - 4)]))
         }
-        #expect(decoded.payload == #"{ "a" : 1 }"#.bytes)
+        #expect(Array(decoded.payload) == #"{ "a" : 1 }"#.bytes)
         #expect(throws: EventDecodingError.self) { try decoder.decode(UnsafeRawBufferPointer(start: nil, count: 0)) }
     }
 

@@ -15,7 +15,7 @@ struct PreparedRequest: Sendable {
     }
     var bytes: [UInt8] = []
     var fields: [Field] = []
-    var payload: [UInt8]
+    var payload: ArraySlice<UInt8>
     /// How much of the response body to keep: a push's answer is a small JSON object; a channel list can be
     /// large (10,000 ids). Beyond this the body is cut, to keep memory bounded.
     var maxResponseBody = 4096
@@ -93,7 +93,7 @@ struct PreparedRequest: Sendable {
 
     /// Any other request to an APNs host (channel management): its response keeps its body.
     init(method: String, path: String, authority: String, headers: [(name: String, value: String)], body: [UInt8], maxResponseBody: Int) {
-        payload = body
+        payload = body[...]
         add(":method", method)
         add(":scheme", "https")
         add(":path", path, neverIndex: true)

@@ -41,12 +41,13 @@ package final class EventDecoder {
 
     /// Decodes and validates one event.
     /// - Throws: `EventDecodingError` naming the first problem found.
+    /// The event's `payload` is a slice of `bytes`, not a copy.
     package func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
         var decoded: NotificationEvent?
         var failure = EventDecodingError(code: .internalError, pointer: "", message: "no result")
         bytes.withUnsafeBytes { buffer in
             do throws(EventDecodingError) {
-                decoded = try decode(buffer)
+                decoded = try decode(buffer, source: bytes)
             } catch {
                 failure = error
             }
@@ -58,6 +59,11 @@ package final class EventDecoder {
     /// Decodes and validates one event from memory the caller owns (e.g. a Kafka message).
     /// - Throws: `EventDecodingError` naming the first problem found.
     package func decode(_ bytes: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
+        try decode(bytes, source: nil)
+    }
+
+    /// - Parameter source: the array `bytes` points into, if any: the payload is then sliced from it.
+    private func decode(_ bytes: UnsafeRawBufferPointer, source: [UInt8]?) throws(EventDecodingError) -> NotificationEvent {
         var event = cej_event()
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let status = cej_decode_event(handle, base, bytes.count, &event)
@@ -65,7 +71,7 @@ package final class EventDecoder {
             guard status == Int32(CEJ_OK) else {
                 throw Self.error(status: status, event: event, size: bytes.count)
             }
-            return try EventRules.check(event, input: bytes)
+            return try EventRules.check(event, input: bytes, source: source)
         } catch {
             guard let explainer, error.code != .internalError else { throw error }
             throw Self.explained(error, by: explainer, bytes: bytes)

@@ -18,7 +18,8 @@ enum EventRules {
     static let maxCollapseIDCharacters = 64
     static let maxExpiration: Int64 = 9_999_999_999
 
-    static func check(_ event: cej_event, input: UnsafeRawBufferPointer) throws(EventDecodingError) -> NotificationEvent {
+    /// - Parameter source: the array `input` points into, if any: the payload is a slice of it, not a copy.
+    static func check(_ event: cej_event, input: UnsafeRawBufferPointer, source: [UInt8]? = nil) throws(EventDecodingError) -> NotificationEvent {
         if event.present & requiredMask != requiredMask {
             for (field, name) in requiredFields where event.present & field == 0 {
                 throw violation(name, "is required")
@@ -105,7 +106,7 @@ enum EventRules {
             environment = value
         }
 
-        let payload = slice(input, event.payload)
+        let payload = source.map { slice($0, event.payload) } ?? slice(input, event.payload)[...]
         let metadata = event.present & UInt32(CEJ_FIELD_METADATA) != 0 ? slice(input, event.metadata) : nil
 
         switch target {
@@ -218,6 +219,11 @@ enum EventRules {
         default:
             false
         }
+    }
+
+    static func slice(_ source: [UInt8], _ range: cej_range) -> ArraySlice<UInt8> {
+        guard range.offset <= source.count, range.len <= source.count - range.offset else { return [] }
+        return source[range.offset..<(range.offset + range.len)]
     }
 
     static func slice(_ input: UnsafeRawBufferPointer, _ range: cej_range) -> [UInt8] {

@@ -27,7 +27,7 @@ package struct NotificationEvent: Sendable, Hashable {
         collapseID: String? = nil,
         apnsID: String? = nil,
         environment: APNsEnvironment = .production,
-        payload: [UInt8],
+        payload: ArraySlice<UInt8>,
         metadata: [UInt8]? = nil
     ) {
         self.id = id
@@ -50,7 +50,7 @@ package struct NotificationEvent: Sendable, Hashable {
         expiration: Int64? = nil,
         requestID: String? = nil,
         environment: APNsEnvironment = .production,
-        payload: [UInt8],
+        payload: ArraySlice<UInt8>,
         metadata: [UInt8]? = nil
     ) {
         self.id = id
