@@ -76,10 +76,12 @@ let package = Package(
             dependencies: ["CRdKafka", "Kafka", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "APNsCore"),
+        // A block pool for each nghttp2 session (its `nghttp2_mem`): a request's frames and streams without malloc.
+        .target(name: "CNGHTTP2Memory"),
         .target(
             name: "APNsClient",
             dependencies: [
-                "APNsCore", "CNGHTTP2", "COpenSSL", "ServiceSupport",
+                "APNsCore", "CNGHTTP2", "CNGHTTP2Memory", "COpenSSL", "ServiceSupport",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -253,7 +255,7 @@ let package = Package(
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "KafkaMock", "ServiceSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "TestSupport"]),
-        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "APNsMock", "KafkaMock", "ServiceSupport", "TestSupport"]),
+        .testTarget(name: "APNsClientTests", dependencies: ["APNsClient", "CNGHTTP2Memory", "APNsMock", "KafkaMock", "ServiceSupport", "TestSupport"]),
         .testTarget(
             name: "APNsMockTests",
             dependencies: [

@@ -1,4 +1,5 @@
 import CNGHTTP2
+import CNGHTTP2Memory
 
 /// Owns one connection's `nghttp2_session` (client side) and its callbacks.
 ///
@@ -7,6 +8,13 @@ import CNGHTTP2
 /// connection (`ConnectionIO`), on the connection's event loop. Not thread-safe: used by that loop only.
 final class HTTP2Session {
     private let session: OpaquePointer
+    /// The session's memory (`cnghttp2_pool`): the streams, frames and header buffers nghttp2 allocates for
+    /// every request come back from its free lists, not from malloc. Deleted after the session.
+    private let memory: OpaquePointer
+    /// The free blocks a session's pool keeps: enough for the few thousand blocks of ~1000 streams in flight
+    /// (a stream, its outbound frames, its copied request headers and the response's header buffers; most
+    /// under 512 bytes); beyond that a freed block goes back to malloc.
+    static let cachedBytesPerSession = 1 << 20
     /// Reused for every request's header array.
     private var nva: [nghttp2_nv] = []
 
@@ -30,12 +38,21 @@ final class HTTP2Session {
         defer { nghttp2_option_del(option) }
         // Until the server's SETTINGS arrive, assume one stream (APNs' limit before the first valid token).
         nghttp2_option_set_peer_max_concurrent_streams(option, 1)
+        guard let memory = cnghttp2_pool_new(Self.cachedBytesPerSession) else {
+            throw APNsClientError(transport: .connectFailed, "out of memory for an HTTP/2 session")
+        }
+        // nghttp2 copies the struct; the pool itself lives until deinit.
+        var allocator = nghttp2_mem(
+            mem_user_data: UnsafeMutableRawPointer(memory), malloc: cnghttp2_pool_malloc, free: cnghttp2_pool_free,
+            calloc: cnghttp2_pool_calloc, realloc: cnghttp2_pool_realloc)
         var session: OpaquePointer?
-        let rc = nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(connection).toOpaque(), option)
+        let rc = nghttp2_session_client_new3(&session, callbacks, Unmanaged.passUnretained(connection).toOpaque(), option, &allocator)
         guard rc == 0, let session else {
-            throw APNsClientError(transport: .connectFailed, "nghttp2_session_client_new2: \(Self.describe(rc))")
+            cnghttp2_pool_delete(memory)
+            throw APNsClientError(transport: .connectFailed, "nghttp2_session_client_new3: \(Self.describe(rc))")
         }
         self.session = session
+        self.memory = memory
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
@@ -43,7 +60,18 @@ final class HTTP2Session {
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
     }
 
-    deinit { nghttp2_session_del(session) }
+    deinit {
+        nghttp2_session_del(session)
+        assert(memoryStatistics.outstanding == 0, "nghttp2 kept \(memoryStatistics.outstanding) blocks past its session")
+        cnghttp2_pool_delete(memory)
+    }
+
+    /// What the session's pool has served, and how much of it malloc had to provide.
+    var memoryStatistics: cnghttp2_pool_stats {
+        var statistics = cnghttp2_pool_stats()
+        cnghttp2_pool_get_stats(memory, &statistics)
+        return statistics
+    }
 
     /// Feeds received bytes to nghttp2 (its callbacks run now). - Returns: an error message, or `nil`.
     func receive(_ bytes: UnsafeRawBufferPointer) -> String? {

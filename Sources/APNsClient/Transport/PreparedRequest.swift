@@ -4,17 +4,23 @@ import CNGHTTP2
 /// A request's headers flattened into one byte buffer, ready to become an `nghttp2_nv` array on the event
 /// loop. Built on the caller's thread so the loop only points into it.
 ///
+/// The buffer starts with the header table (one 16-byte ``Field`` per header, room for every header the
+/// request can have) and goes on with the names and values they point at: one allocation for all of it.
+///
 /// HPACK (apns-reference.md §2): `:path` and `authorization` are never indexed (they change per request or
 /// per token and would evict useful entries from APNs' small table); per-request values (`apns-id`,
 /// `apns-expiration`, `apns-collapse-id`) are also sent without indexing, which is what the guidance amounts
 /// to after their first use; stable headers are indexed incrementally.
 struct PreparedRequest: Sendable {
-    struct Field: Sendable {
-        var nameStart: Int32, nameLength: Int32, valueStart: Int32, valueLength: Int32
-        var neverIndex: Bool
+    /// Where one header's name and value are in `bytes`; the top bit of `nameLength` says never-index.
+    struct Field {
+        var nameStart: UInt32, nameLength: UInt32, valueStart: UInt32, valueLength: UInt32
+        static let neverIndexBit: UInt32 = 1 << 31
     }
-    var bytes: [UInt8] = []
-    var fields: [Field] = []
+    /// The header table (`tableCapacity` fields, `fieldCount` of them written), then names and values.
+    private var bytes: [UInt8] = []
+    private var fieldCount = 0
+    private var tableCapacity = 0
     var payload: ArraySlice<UInt8>
     /// How much of the response body to keep: a push's answer is a small JSON object; a channel list can be
     /// large (10,000 ids). Beyond this the body is cut, to keep memory bounded.
@@ -24,6 +30,16 @@ struct PreparedRequest: Sendable {
     /// Its place among requests waiting for a connection: by lane and apns-priority, then its app's turn;
     /// its lane is also what it counts against in the pool (bulk's cap).
     var waitClass = WaitClass.default
+
+    /// The number of headers, `authorization` aside.
+    var headerCount: Int { fieldCount }
+
+    /// Starts the buffer with an empty table for `fields` headers, and room for `text` bytes after it.
+    private mutating func reserve(fields: Int, text: Int) {
+        tableCapacity = fields
+        bytes.reserveCapacity(fields * MemoryLayout<Field>.stride + text)
+        bytes.append(contentsOf: repeatElement(0, count: fields * MemoryLayout<Field>.stride))
+    }
 
     private mutating func add(_ name: StaticString, _ value: String, neverIndex: Bool = false) {
         name.withUTF8Buffer { add(name: $0, value, neverIndex: neverIndex) }
@@ -35,10 +51,7 @@ struct PreparedRequest: Sendable {
         let valueStart = bytes.count
         prefix.withUTF8Buffer { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: value.utf8)
-        fields.append(Field(
-            nameStart: Int32(nameStart), nameLength: Int32(valueStart - nameStart),
-            valueStart: Int32(valueStart), valueLength: Int32(bytes.count - valueStart), neverIndex: neverIndex
-        ))
+        record(nameStart: nameStart, valueStart: valueStart, neverIndex: neverIndex)
     }
 
     private mutating func add(name: some Collection<UInt8>, _ value: String, neverIndex: Bool) {
@@ -46,10 +59,18 @@ struct PreparedRequest: Sendable {
         bytes.append(contentsOf: name)
         let valueStart = bytes.count
         bytes.append(contentsOf: value.utf8)
-        fields.append(Field(
-            nameStart: Int32(nameStart), nameLength: Int32(valueStart - nameStart),
-            valueStart: Int32(valueStart), valueLength: Int32(bytes.count - valueStart), neverIndex: neverIndex
-        ))
+        record(nameStart: nameStart, valueStart: valueStart, neverIndex: neverIndex)
+    }
+
+    /// Writes the table entry of the header just appended (its value ends where `bytes` ends).
+    private mutating func record(nameStart: Int, valueStart: Int, neverIndex: Bool) {
+        precondition(fieldCount < tableCapacity, "PreparedRequest: more headers than its table has room for")
+        let field = Field(
+            nameStart: UInt32(nameStart), nameLength: UInt32(valueStart - nameStart) | (neverIndex ? Field.neverIndexBit : 0),
+            valueStart: UInt32(valueStart), valueLength: UInt32(bytes.count - valueStart))
+        let offset = fieldCount * MemoryLayout<Field>.stride
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: field, toByteOffset: offset, as: Field.self) }
+        fieldCount += 1
     }
 
     /// A device push (`/3/device/<token>`, `apns-topic`, `apns-id`) or a broadcast
@@ -65,8 +86,8 @@ struct PreparedRequest: Sendable {
         case .device(let token): variable += token.hex.utf8.count
         case .channel(let channel): variable += channel.base64.utf8.count
         }
-        bytes.reserveCapacity(256 + variable)
-        fields.reserveCapacity(10)
+        // The ten headers below at most.
+        reserve(fields: 10, text: 256 + variable)
         add(":method", "POST")
         add(":scheme", "https")
         switch n.target {  // n.path, written without building the String first
@@ -94,6 +115,8 @@ struct PreparedRequest: Sendable {
     /// Any other request to an APNs host (channel management): its response keeps its body.
     init(method: String, path: String, authority: String, headers: [(name: String, value: String)], body: [UInt8], maxResponseBody: Int) {
         payload = body[...]
+        reserve(fields: 4 + headers.count, text: 128 + path.utf8.count + authority.utf8.count
+                    + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
         add(":method", method)
         add(":scheme", "https")
         add(":path", path, neverIndex: true)
@@ -116,16 +139,19 @@ struct PreparedRequest: Sendable {
     /// As `withHeaders(authorization:_:)`, building the array in `scratch` (a connection reuses one: no
     /// allocation per request).
     func withHeaders<R>(authorization: [UInt8]?, scratch nva: inout [nghttp2_nv], _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
-        bytes.withUnsafeBufferPointer { raw in
-            let base = UnsafeMutablePointer(mutating: raw.baseAddress!)
+        bytes.withUnsafeBytes { raw in
+            let base = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: UInt8.self))
             let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
             let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
             nva.removeAll(keepingCapacity: true)
-            nva.reserveCapacity(fields.count + 1)
-            for f in fields {
+            nva.reserveCapacity(fieldCount + 1)
+            for index in 0..<fieldCount {
+                let f = raw.loadUnaligned(fromByteOffset: index * MemoryLayout<Field>.stride, as: Field.self)
+                let neverIndex = f.nameLength & Field.neverIndexBit != 0
                 nva.append(nghttp2_nv(
                     name: base + Int(f.nameStart), value: base + Int(f.valueStart),
-                    namelen: Int(f.nameLength), valuelen: Int(f.valueLength), flags: f.neverIndex ? noIndex : none
+                    namelen: Int(f.nameLength & ~Field.neverIndexBit), valuelen: Int(f.valueLength),
+                    flags: neverIndex ? noIndex : none
                 ))
             }
             guard let authorization else { return nva.withUnsafeBufferPointer(body) }
