@@ -44,7 +44,8 @@ def main(directory):
     panels = [
         ("memory (MiB)", [("resident (RSS)", column(samples, "rss_mib")), ("C heap in use", column(samples, "heap_mib"))], False),
         ("descriptors, threads", [("descriptors", column(samples, "fds")), ("APNs sockets", column(samples, "apns_sockets")),
-                                  ("Kafka sockets", column(samples, "kafka_sockets")), ("threads", column(samples, "threads"))], False),
+                                  ("Kafka sockets", column(samples, "kafka_sockets")), ("threads", column(samples, "threads")),
+                                  ("of them libdispatch's", column(samples, "dispatch_threads"))], False),
         ("APNs connections", [("connections", column(samples, "connections"))], False),
         ("events", [("consumer lag", column(samples, "lag")), ("in flight", column(samples, "in_flight"))], False),
         ("events/s", [("produced", rate(produced)), ("results", rate(results))], False),

@@ -15,6 +15,9 @@ struct SoakSample: Sendable {
     var apnsSockets: Int?
     var kafkaSockets: Int?
     var threads: Int?
+    /// Of `threads`: libdispatch's workers (Swift's global executor, Foundation's queues), which libdispatch
+    /// starts and reaps on its own clock; the rest (`ownThreads`) are the relay's and librdkafka's.
+    var dispatchThreads: Int?
     var lag: Double?
     var inFlight: Double?
     var connections: Double?
@@ -23,18 +26,23 @@ struct SoakSample: Sendable {
     var produced: Int
     var results: Int
 
+    var ownThreads: Int? {
+        guard let threads, let dispatchThreads else { return nil }
+        return threads - dispatchThreads
+    }
+
     var otherFds: Int? {
         guard let fds, let apnsSockets, let kafkaSockets else { return nil }
         return fds - apnsSockets - kafkaSockets
     }
 
-    static let csvHeader = "seconds,pid,rss_mib,heap_mib,fds,apns_sockets,kafka_sockets,threads,lag,in_flight,connections,p99_ms,produced,results"
+    static let csvHeader = "seconds,pid,rss_mib,heap_mib,fds,apns_sockets,kafka_sockets,threads,lag,in_flight,connections,p99_ms,produced,results,dispatch_threads"
 
     var csvLine: String {
         func text(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "" }
         func text(_ value: Int?) -> String { value.map(String.init) ?? "" }
         return [String(format: "%.1f", seconds), String(pid), text(rssMiB), text(heapMiB), text(fds), text(apnsSockets), text(kafkaSockets), text(threads), text(lag),
-                text(inFlight), text(connections), text(p99Milliseconds), String(produced), String(results)].joined(separator: ",")
+                text(inFlight), text(connections), text(p99Milliseconds), String(produced), String(results), text(dispatchThreads)].joined(separator: ",")
     }
 }
 
@@ -61,6 +69,7 @@ struct LeakWatch: Sendable {
             if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
                 sample.rssMiB = Self.statusField(status, "VmRSS").map { $0 / 1024 }
                 sample.threads = Self.statusField(status, "Threads").map { Int($0) }
+                sample.dispatchThreads = Self.threadNames(of: pid)?.filter(Self.isDispatchWorker).count
             }
             if let descriptors = Self.descriptors(of: pid) {
                 sample.fds = descriptors.count
@@ -98,6 +107,20 @@ struct LeakWatch: Sendable {
             return (target, inode)
         }
     }
+
+    /// The names of the process's threads (`/proc/<pid>/task/*/comm`).
+    static func threadNames(of pid: Int32) -> [String]? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
+    /// Whether a thread is one of libdispatch's workers: they are named after their root queue,
+    /// `com.apple.root.<class>-qos[.overcommit]`, of which Linux keeps 15 characters (the tail:
+    /// `oot.default-qos`, `-qos.overcommit`). No thread of the relay's or librdkafka's has "qos" in its name.
+    static func isDispatchWorker(_ name: String) -> Bool { name.contains("qos") }
 
     /// The remote port of each connected TCP socket in the process's network namespace, by inode
     /// (`/proc/<pid>/net/tcp` and `tcp6`; listeners have none).

@@ -104,6 +104,10 @@ struct SoakPlan: Sendable, CustomStringConvertible {
     /// The most Kafka connections the relay's two clients (consumer, producer) hold: one per broker and one
     /// per bootstrap address each.
     var kafkaSocketBound: Int { 2 * (brokers + brokers) }
+    /// The most libdispatch workers the relay may run: Swift's global executor takes at most one per core,
+    /// and queues that block (Foundation's, timers) add overcommit workers; four per core leaves room for
+    /// those and still catches workers that pile up blocked.
+    var dispatchThreadBound: Int { 4 * ProcessInfo.processInfo.activeProcessorCount }
 
     let maxInFlight = 500
     let commitInterval: Duration = .seconds(1)

@@ -23,7 +23,8 @@ struct SoakReport {
     }
 
     struct Baseline {
-        var threads: Int
+        /// Threads other than libdispatch's workers (``SoakSample/ownThreads``).
+        var ownThreads: Int
         /// File descriptors other than connections to APNs and Kafka (whose numbers follow the load and the
         /// cluster, and are checked on their own).
         var otherFds: Int
@@ -59,10 +60,10 @@ struct SoakReport {
         let warmUp = plan.warmUp.seconds
         let settled = samples.filter { $0.seconds >= warmUp / 2 && $0.seconds < warmUp }
         var baseline: Baseline?
-        if let threads = Self.median(settled.compactMap(\.threads)), let fds = Self.median(settled.compactMap(\.otherFds)),
+        if let threads = Self.median(settled.compactMap(\.ownThreads)), let fds = Self.median(settled.compactMap(\.otherFds)),
            let rss = Self.median(settled.compactMap(\.rssMiB)), let heap = Self.median(settled.compactMap(\.heapMiB)),
            let p99 = settled.compactMap(\.p99Milliseconds).max() {
-            baseline = Baseline(threads: threads, otherFds: fds, rssMiB: rss, heapMiB: heap, p99: p99)
+            baseline = Baseline(ownThreads: threads, otherFds: fds, rssMiB: rss, heapMiB: heap, p99: p99)
         }
         self.baseline = baseline
         let buckets = Self.latencyBuckets.map { $0 * 1000 }
@@ -96,14 +97,18 @@ struct SoakReport {
         heapGrowth = Self.growth(heap.map(\.1))
     }
 
-    /// Whether the relay's resources are back where they were before the faults: no more threads (a process
-    /// may run one fewer: the first 65-minute soak's relay had 22 threads throughout, its restarted successor
-    /// 21, and "the same number" failed every fault on that), no more descriptors other than connections, no more Kafka connections than its two clients hold at most, and
-    /// no APNs socket beyond the pool's connections (a socket left open after its connection closed is a leak).
+    /// Whether the relay's resources are back where they were before the faults: no more threads of its own
+    /// or librdkafka's (a process may run one fewer: the first 65-minute soak's relay had 22 threads
+    /// throughout, its restarted successor 21, and "the same number" failed every fault on that), no more of
+    /// libdispatch's workers than ``SoakPlan/dispatchThreadBound`` (their number follows the load: 1 to 4 in
+    /// one 150 s run on 2 cores, and a count of all threads failed a run on that alone), no more descriptors
+    /// other than connections, no more Kafka connections than its two clients hold at most, and no APNs
+    /// socket beyond the pool's connections (a socket left open after its connection closed is a leak).
     static func isBack(_ sample: SoakSample, baseline: Baseline, plan: SoakPlan) -> Bool {
-        guard let threads = sample.threads, let other = sample.otherFds, let kafka = sample.kafkaSockets,
-              let apns = sample.apnsSockets, let connections = sample.connections else { return false }
-        return threads <= baseline.threads && other <= baseline.otherFds && kafka <= plan.kafkaSocketBound && Double(apns) <= connections
+        guard let own = sample.ownThreads, let dispatch = sample.dispatchThreads, let other = sample.otherFds,
+              let kafka = sample.kafkaSockets, let apns = sample.apnsSockets, let connections = sample.connections else { return false }
+        return own <= baseline.ownThreads && dispatch <= plan.dispatchThreadBound && other <= baseline.otherFds
+            && kafka <= plan.kafkaSocketBound && Double(apns) <= connections
     }
 
     static func median<T: Comparable>(_ values: [T]) -> T? { values.isEmpty ? nil : values.sorted()[values.count / 2] }

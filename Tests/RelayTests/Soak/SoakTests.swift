@@ -201,8 +201,8 @@ struct SoakTests {
                 events \(expected.count) (bulk \(sent.bulk), urgent \(sent.urgent)); results \(tally.results); lost \(lost.count); duplicates \(tally.duplicates) (bound \(duplicateBound.total): \(duplicateBound.bound))
                 outcomes: \(outcomes)
                 provider tokens: \(tokens.count) verified by APNs (iat \(tokens.map(String.init).joined(separator: ", "))), \(apns.acceptedConnectionTokenUpdates) token changes on a connection accepted; refused: TooManyProviderTokenUpdates \(tooManyUpdates), ExpiredProviderToken \(expired)
-                baseline (the warm-up's second half): threads \(i(baseline?.threads)), descriptors other than connections \(i(baseline?.otherFds)), RSS \(f(baseline?.rssMiB, "%.1f")) MiB, heap in use \(f(baseline?.heapMiB, "%.1f")) MiB, p99 \(f(baseline?.p99, "%.0f")) ms
-                end: threads \(i(last?.threads)), descriptors other than connections \(i(last?.otherFds)), Kafka connections \(i(last?.kafkaSockets)) (at most \(plan.kafkaSocketBound)), APNs sockets \(i(last?.apnsSockets)) for \(f(last?.connections, "%.0f")) pool connections, RSS \(f(last?.rssMiB, "%.1f")) MiB, heap in use \(f(last?.heapMiB, "%.1f")) MiB
+                baseline (the warm-up's second half): threads other than libdispatch's \(i(baseline?.ownThreads)), descriptors other than connections \(i(baseline?.otherFds)), RSS \(f(baseline?.rssMiB, "%.1f")) MiB, heap in use \(f(baseline?.heapMiB, "%.1f")) MiB, p99 \(f(baseline?.p99, "%.0f")) ms
+                end: threads other than libdispatch's \(i(last?.ownThreads)), libdispatch's \(i(last?.dispatchThreads)) (at most \(plan.dispatchThreadBound)), descriptors other than connections \(i(last?.otherFds)), Kafka connections \(i(last?.kafkaSockets)) (at most \(plan.kafkaSocketBound)), APNs sockets \(i(last?.apnsSockets)) for \(f(last?.connections, "%.0f")) pool connections, RSS \(f(last?.rssMiB, "%.1f")) MiB, heap in use \(f(last?.heapMiB, "%.1f")) MiB
                 second half: \(memory)
 
                 \(report.faultTable)
@@ -234,7 +234,7 @@ struct SoakTests {
                 #expect(recovery.p99BackAfter != nil, "\(name): p99 not back under \(f(report.p99Ceiling)) ms within \(plan.recoveryAllowance)")
             }
             let end = try #require(last)
-            #expect(SoakReport.isBack(end, baseline: settled, plan: plan), "at the end: threads \(i(end.threads)), descriptors \(i(end.otherFds)), Kafka connections \(i(end.kafkaSockets)), APNs sockets \(i(end.apnsSockets)) for \(f(end.connections)) connections; baseline threads \(settled.threads), descriptors \(settled.otherFds)")
+            #expect(SoakReport.isBack(end, baseline: settled, plan: plan), "at the end: threads other than libdispatch's \(i(end.ownThreads)), libdispatch's \(i(end.dispatchThreads)) (at most \(plan.dispatchThreadBound)), descriptors \(i(end.otherFds)), Kafka connections \(i(end.kafkaSockets)), APNs sockets \(i(end.apnsSockets)) for \(f(end.connections)) connections; baseline threads \(settled.ownThreads), descriptors \(settled.otherFds)")
             if plan.measuresSlope {
                 let heapSlope = try #require(report.heapSlope), rssSlope = try #require(report.rssSlope)
                 #expect(heapSlope <= Self.heapSlopeBound, "heap in use grew \(heapSlope) MiB/h in the second half")
