@@ -82,6 +82,12 @@ package final class APNsClient: Sendable {
         send(notification, deadline: deadline, ticket: nil, completion: .erased(completion))
     }
 
+    /// As `sendReportingAnyError(_:deadline:completion:)`, telling `handler` (retained until then): a caller
+    /// with an object per request allocates nothing more to hear its answer.
+    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler) {
+        send(notification, deadline: deadline, ticket: nil, completion: .handler(handler))
+    }
+
     private func send(
         _ notification: APNsNotification, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
         completion: ConnectionPool.Completion

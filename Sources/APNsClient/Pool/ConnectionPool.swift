@@ -12,16 +12,19 @@ import Synchronization
 /// on another connection while the deadline allows: they are provably safe, and only the pool knows another
 /// connection. Everything else (including 429/5xx) goes back to the relay, which owns retry policy.
 final class ConnectionPool: Sendable {
-    /// Who hears a request's end: a caller of the client's typed API, or one that takes any error (the relay's
-    /// `NotificationSender`), handed the error itself — no closure per request to convert between them.
+    /// Who hears a request's end: a caller of the client's typed API, one that takes any error, handed the
+    /// error itself (no closure per request to convert between them), or an object the caller already has
+    /// for the request (the relay's in-flight event: no closure at all).
     enum Completion: Sendable {
         case typed(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
         case erased(@Sendable (Result<APNsResponse, any Error>) -> Void)
+        case handler(any APNsAnswerHandler)
 
         func callAsFunction(_ result: Result<APNsResponse, APNsClientError>) {
             switch self {
             case .typed(let completion): completion(result)
             case .erased(let completion): completion(result.mapError { $0 })
+            case .handler(let handler): handler.answered(result.mapError { $0 })
             }
         }
     }

@@ -1,6 +1,7 @@
 import APNsCore
 import RelayContract
 import ServiceSupport
+import Tracing
 
 /// The end of delivering one notification: its outcome and what APNs said last.
 package struct DeliveryReport: Sendable, Hashable {
@@ -54,53 +55,61 @@ struct DeliveryAttempts: Sendable {
 
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
         event.delivery!.progress.attempts += 1
-        let notification = event.delivery!.event.notification
-        let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: notification.environment.host)
-        event.delivery!.credential.sender.send(notification, deadline: .now + requestTimeout) { [event] result in
-            let decision: DeliveryDecision
-            var response: APNsResponse?
-            var failure: TransportFailure?
-            var failureMessage: String?
-            switch result {
-            case .success(let answer):
-                response = answer
-                decision = DeliveryDecision(response: answer)
-            case .failure(let error):
-                let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
-                failure = cause
-                failureMessage = (error as? any TransportFailureError)?.message ?? "\(error)"
-                decision = DeliveryDecision(failure: cause)
-                // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
-                if cause == .notSent { event.delivery!.progress.attempts -= 1 }
+        let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: event.delivery!.notification.environment.host)
+        // The answer comes to the event itself (`InFlightEvent.answered`), which hands it to `answered` below
+        // with what it keeps here: no closure per attempt.
+        event.awaitedAnswer = AwaitedAnswer(attempts: self, span: span, completion: completion)
+        event.delivery!.credential.sender.send(event.delivery!.notification, deadline: .now + requestTimeout, answeringTo: event)
+    }
+
+    /// An attempt's answer: finish with a report, or retry after the policy's delay.
+    func answered(
+        _ result: Result<APNsResponse, any Error>, for event: InFlightEvent, span: (any Span)?,
+        completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void
+    ) {
+        let decision: DeliveryDecision
+        var response: APNsResponse?
+        var failure: TransportFailure?
+        var failureMessage: String?
+        switch result {
+        case .success(let answer):
+            response = answer
+            decision = DeliveryDecision(response: answer)
+        case .failure(let error):
+            let cause = (error as? any TransportFailureError)?.transportFailure ?? .connectionLost
+            failure = cause
+            failureMessage = (error as? any TransportFailureError)?.message ?? "\(error)"
+            decision = DeliveryDecision(failure: cause)
+            // Never sent (it waited for the client's concurrency limit or a stream): not an APNs attempt.
+            if cause == .notSent { event.delivery!.progress.attempts -= 1 }
+        }
+        if let span { event.trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
+        var generator = SystemRandomNumberGenerator()
+        let progress = event.delivery!.progress
+        let step = policy.nextStep(
+            after: decision, attempt: progress.attempts, tokenRefreshes: progress.tokenRefreshes,
+            now: clock.now(), expiration: event.delivery!.notification.expiration, using: &generator
+        )
+        func report(_ outcome: DeliveryOutcome, _ progress: DeliveryProgress) -> DeliveryReport {
+            DeliveryReport(
+                outcome: outcome, response: response, failure: failure, failureMessage: failureMessage,
+                attempts: progress.attempts, decision: decision, possibleDuplicates: progress.possibleDuplicates)
+        }
+        switch step {
+        case .finish(let outcome):
+            completion(event, report(outcome, progress))
+        case .retry(let delay, let strategy):
+            if strategy == .refreshToken { event.delivery!.progress.tokenRefreshes += 1 }
+            if failure?.mayHaveReachedAPNs == true { event.delivery!.progress.possibleDuplicates += 1 }
+            var giveUp = report(.failed, event.delivery!.progress)
+            giveUp.abandoned = true
+            let next = { [event] in
+                if isAbandoned() { completion(event, giveUp) } else { attempt(event, completion) }
             }
-            if let span { event.trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
-            var generator = SystemRandomNumberGenerator()
-            let progress = event.delivery!.progress
-            let step = policy.nextStep(
-                after: decision, attempt: progress.attempts, tokenRefreshes: progress.tokenRefreshes,
-                now: clock.now(), expiration: notification.expiration, using: &generator
-            )
-            func report(_ outcome: DeliveryOutcome, _ progress: DeliveryProgress) -> DeliveryReport {
-                DeliveryReport(
-                    outcome: outcome, response: response, failure: failure, failureMessage: failureMessage,
-                    attempts: progress.attempts, decision: decision, possibleDuplicates: progress.possibleDuplicates)
-            }
-            switch step {
-            case .finish(let outcome):
-                completion(event, report(outcome, progress))
-            case .retry(let delay, let strategy):
-                if strategy == .refreshToken { event.delivery!.progress.tokenRefreshes += 1 }
-                if failure?.mayHaveReachedAPNs == true { event.delivery!.progress.possibleDuplicates += 1 }
-                var giveUp = report(.failed, event.delivery!.progress)
-                giveUp.abandoned = true
-                let next = { [event] in
-                    if isAbandoned() { completion(event, giveUp) } else { attempt(event, completion) }
-                }
-                guard delay > .zero else { return next() }
-                Task {
-                    try? await Task.sleep(for: delay)
-                    next()
-                }
+            guard delay > .zero else { return next() }
+            Task {
+                try? await Task.sleep(for: delay)
+                next()
             }
         }
     }

@@ -13,10 +13,20 @@ package protocol NotificationSender: Sendable {
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     )
 
+    /// As `send(_:deadline:completion:)`, telling `handler` (the event's own object: no closure per request).
+    /// The default wraps it in a closure; a sender that can take the object as it is (the APNs client) does.
+    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler)
+
     /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
     /// sent (`.notSent`); those already sent finish. Irrevocable. (No default: a sender that forgot it would
     /// silently lose "no new pushes while Kafka is unreachable".)
     func holdUnsentRequests()
+}
+
+extension NotificationSender {
+    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler) {
+        send(notification, deadline: deadline) { handler.answered($0) }
+    }
 }
 
 /// An error that may carry why a request got no APNs response. Errors that do not conform, or carry no

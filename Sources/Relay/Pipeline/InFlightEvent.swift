@@ -2,6 +2,7 @@ import APNsCore
 import Kafka
 import Logging
 import RelayContract
+import Tracing
 
 /// One consumed event on its way through the relay, from its admission on the consumer loop to its entry
 /// in the offset ledger: the one value every stage takes and hands on. Built when the event is admitted;
@@ -13,8 +14,10 @@ import RelayContract
 ///
 /// Invariant for `@unchecked Sendable`: one stage at a time has it, and each hands it to the next through a
 /// lock, a queue or librdkafka's callback (which order the writes): the consumer loop (admission, `trace`,
-/// `delivery`), then the delivery's attempts (`delivery.progress`, on an APNs event loop or a retry's task,
-/// one attempt after another), then publication (`delivery` taken). Nothing reads it concurrently.
+/// `delivery`), then the delivery's attempts (`delivery.progress` and `awaitedAnswer`, set before each send
+/// and taken by its answer, on an APNs event loop or a retry's task, one attempt after another; the APNs
+/// client's locks order the send and its answer), then publication (`delivery` taken). Nothing reads it
+/// concurrently.
 final class InFlightEvent: @unchecked Sendable {
     /// The Kafka record as consumed: its key goes into the result, its key, value and headers into the
     /// dead letter.
@@ -33,6 +36,8 @@ final class InFlightEvent: @unchecked Sendable {
     var trace: EventTrace?
     /// A valid event's delivery, from triage on; `nil` for an event answered without sending.
     var delivery: Delivery?
+    /// While an attempt is out at APNs: what its answer goes to (``APNsAnswerHandler/answered(_:)``).
+    var awaitedAnswer: AwaitedAnswer?
 
     init(_ message: KafkaConsumerMessage, receivedAt: Int64) {
         self.message = message
@@ -48,6 +53,22 @@ final class InFlightEvent: @unchecked Sendable {
     var logMetadata: Logger.Metadata {
         ["topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(source.offset)"]
     }
+}
+
+/// The event is what hears its attempts' answers: the APNs client keeps it for the request, and no closure is
+/// allocated per attempt.
+extension InFlightEvent: APNsAnswerHandler {
+    func answered(_ result: Result<APNsResponse, any Error>) {
+        guard let awaited = awaitedAnswer.take() else { preconditionFailure("an APNs answer for an event with no attempt out") }
+        awaited.attempts.answered(result, for: self, span: awaited.span, completion: awaited.completion)
+    }
+}
+
+/// An attempt out at APNs: who takes its answer (set by `DeliveryAttempts` before each send).
+struct AwaitedAnswer: Sendable {
+    let attempts: DeliveryAttempts
+    let span: (any Span)?
+    let completion: @Sendable (InFlightEvent, DeliveryReport) -> Void
 }
 
 /// A valid event on its way to APNs: what triage found, and how far its attempts got.
