@@ -28,13 +28,13 @@ func allocations() async throws {
     // Warm-up: a first event has the relay join its group and open a connection, so start-up allocations
     // (configuration, TLS, librdkafka's clients) stay out of the window. Its result also says the counter's
     // constructor has run long ago: SIGUSR2 before it had installed its handler would kill the relay.
-    try await sandbox.produce([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: payload)))])
+    try await sandbox.produceKept([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: payload)))])
     try await tally.collect(from: reader, untilResults: 1, timeout: .seconds(60))
     let before = try await allocationCounts(of: relay, file: countsFile)
     // Produced while the relay runs (the throughput row's events wait in Kafka before it starts): the sandbox's
     // producer is several times faster than the relay, so the relay still works through a backlog.
     let producing = ContinuousClock.now
-    try await sandbox.produce(events)
+    try await sandbox.produceKept(events)
     say("produced \(count) events in \(ContinuousClock.now - producing) while the relay consumed")
     try await tally.collect(from: reader, untilResults: count + 1, timeout: .seconds(900))
     let after = try await allocationCounts(of: relay, file: countsFile)

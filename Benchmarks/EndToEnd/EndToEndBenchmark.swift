@@ -161,7 +161,7 @@ func throughput() async throws {
     say("== end to end (\(label)): \(count) events over \(options.partitions) partitions, mock Kafka + mock APNs in the benchmark process, relay in its own")
     let events = makeEvents(count, payload: payload)
     say("event size \(events[0].value.count) B; producing…")
-    try await sandbox.produce(events)
+    try await sandbox.produceKept(events)
 
     // Floors first, on the same sandbox: librdkafka (kcat) consume+produce, h2load against the same mock.
     var kafkaFloor = 0.0
@@ -240,7 +240,7 @@ func backpressure() async throws {
     options.partitions = 16
     let sandbox = try await RelaySandbox(options: options, logger: logger)
     say("== memory under backpressure: \(count) events in Kafka, APNs withholds every reply for \(seconds) s")
-    try await sandbox.produce(makeEvents(count, payload: 300))
+    try await sandbox.produceKept(makeEvents(count, payload: 300))
     sandbox.apns.faults.withholdAllReplies = true
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
     var tally = ResultTally(resultsTopic: options.topics.results)

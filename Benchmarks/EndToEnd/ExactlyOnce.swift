@@ -30,7 +30,7 @@ func exactlyOnceCost() async throws {
             var options = RelaySandbox.Options()
             options.partitions = partitions
             let sandbox = try await RelaySandbox(options: options, logger: logger)
-            try await sandbox.produce(makeEvents(count, payload: 300))
+            try await sandbox.produceKept(makeEvents(count, payload: 300))
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: options.topics.results)
             let started = ContinuousClock.now

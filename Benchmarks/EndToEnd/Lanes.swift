@@ -104,7 +104,7 @@ private func laneRun(_ scenario: LaneScenario, backlog: Int, seconds: Int, answe
     let events = (0..<backlog).map { n in
         (key: "b\(n)", value: SampleEvents.event(id: "b\(n)", deviceToken: SampleEvents.token(n), topic: "com.example.a", payload: body))
     }
-    try await sandbox.produce(events)
+    try await sandbox.produceKept(events)
     sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
     let relay = try RelayUnderTest(sandbox, extra: ["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES": "fetch.wait.max.ms=10"])

@@ -50,7 +50,7 @@ func paced() async throws {
     var tally = ResultTally(resultsTopic: options.topics.results, keepTimings: true)
     let relay = try RelayUnderTest(sandbox, extra: fetchWait > 0 ? ["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES": "fetch.wait.max.ms=\(fetchWait)"] : [:])
     // Warm-up: the relay joins its group and opens its connections on a first event.
-    try await sandbox.produce([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
+    try await sandbox.produceKept([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
     try await tally.collect(from: reader, untilResults: 1, timeout: .seconds(60))
     let cpuBefore = relay.probe.cpuSeconds ?? 0
     let produced = try await producePaced(sandbox, rate: rate, seconds: seconds, payload: 300)
@@ -80,7 +80,7 @@ func slowAPNs() async throws {
     let sandbox = try await RelaySandbox(options: options, logger: logger)
     say("== slow APNs: \(answers) answers/s, \(count) events in Kafka, default configuration")
     let events = makeEvents(count, payload: 300)
-    try await sandbox.produce(events)
+    try await sandbox.produceKept(events)
     sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
     let reader = try OutputReader(sandbox: sandbox, logger: logger)
     var tally = ResultTally(resultsTopic: options.topics.results)

@@ -21,7 +21,7 @@ func partitions() async throws {
         let label = "\(run.events / 1000)k events, \(run.partitions) partitions"
         say("== partitions: \(label), \(payload) B payloads; producing…")
         let events = makeEvents(run.events, payload: payload)
-        try await sandbox.produce(events)
+        try await sandbox.produceKept(events)
 
         let floorBefore = childrenContextSwitches()
         let kcat = try kcatFloor(sandbox, messages: run.events)

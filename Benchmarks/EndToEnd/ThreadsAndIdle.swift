@@ -44,7 +44,7 @@ func relayThreads(connections: Int) async throws -> Int {
         guard ready < connections else { return true }
         let keys = (0..<16).map { "t\(rounds)-\($0)" }
         rounds += 1
-        try await sandbox.produce(keys.enumerated().map { n, key in (key: key, value: SampleEvents.event(id: key, deviceToken: SampleEvents.token(n), payload: body)) })
+        try await sandbox.produceKept(keys.enumerated().map { n, key in (key: key, value: SampleEvents.event(id: key, deviceToken: SampleEvents.token(n), payload: body)) })
         try await tally.collect(from: reader, expected: Set(keys), timeout: .seconds(60))
         return false
     }
@@ -68,7 +68,7 @@ func idle() async throws {
     let relay = try RelayUnderTest(sandbox)
     // Warm-up: the relay joins its group and opens a connection for a first event; its result says both
     // happened. The pool keeps the connection for apns.pool.idleTimeoutMs (10 minutes by default).
-    try await sandbox.produce([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
+    try await sandbox.produceKept([(key: "warm-up", value: SampleEvents.event(id: "warm-up", deviceToken: SampleEvents.token(0), payload: SampleEvents.payload(bytes: 300)))])
     try await tally.collect(from: reader, untilResults: 1, timeout: .seconds(60))
     let openBefore = sandbox.apns.openConnections
     let cpuBefore = relay.probe.cpuSeconds ?? 0

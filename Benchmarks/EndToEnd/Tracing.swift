@@ -19,7 +19,7 @@ func tracingCost() async throws {
         var options = RelaySandbox.Options()
         options.partitions = partitions
         let sandbox = try await RelaySandbox(options: options, logger: logger)
-        try await sandbox.produce(makeEvents(count, payload: 300))
+        try await sandbox.produceKept(makeEvents(count, payload: 300))
         let collector = try OTLPCollector(keepsSpans: false)
         if collectorDown { collector.stop() }
         let adminPort = try freeLocalPort()
