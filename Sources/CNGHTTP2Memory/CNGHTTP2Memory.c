@@ -28,12 +28,11 @@ struct cnghttp2_pool {
 
 static inline size_t class_size(uint32_t class_index) { return (size_t)1 << (class_index + SMALLEST_SHIFT); }
 
-/// The smallest class that holds `size`, or LARGE.
+/// The smallest class that holds `size`, or LARGE: the bit length of `size - 1`, less the smallest class's.
 static inline uint32_t class_for(size_t size) {
+    if (size <= class_size(0)) return 0;
     if (size > class_size(CLASS_COUNT - 1)) return LARGE;
-    uint32_t index = 0;
-    while (class_size(index) < size) index++;
-    return index;
+    return (uint32_t)(64 - __builtin_clzll((unsigned long long)(size - 1))) - SMALLEST_SHIFT;
 }
 
 static inline block_header *header_of(void *block) { return (block_header *)block - 1; }

@@ -38,6 +38,24 @@ struct SessionMemoryTests {
         #expect(pool.stats.outstanding == 0)
     }
 
+    @Test func eachSizeGetsTheSmallestClassThatHoldsIt() {
+        // (requested size, its class): a freed block of the class serves every size up to it, none above.
+        for (size, classSize) in [(1, 32), (32, 32), (33, 64), (64, 64), (65, 128), (2048, 2048), (2049, 4096), (4096, 4096)] {
+            let pool = Pool(cap: 1 << 20)
+            let block = pool.malloc(size)
+            pool.free(block)
+            #expect(pool.stats.cached_bytes == classSize, "\(size) bytes")
+            let same = pool.malloc(classSize)
+            #expect(same == block, "\(size) bytes: a \(classSize)-byte request reuses its block")
+            pool.free(same)
+            if classSize < 4096 {
+                let bigger = pool.malloc(classSize + 1)
+                #expect(bigger != block, "\(size) bytes: a \(classSize + 1)-byte request needs the next class")
+                pool.free(bigger)
+            }
+        }
+    }
+
     @Test func blocksAreAlignedForAnyType() {
         let pool = Pool(cap: 1 << 20)
         let blocks = [1, 31, 32, 33, 500, 4096, 4097, 100_000].map { pool.malloc($0) }
