@@ -31,9 +31,6 @@ struct PreparedRequest: Sendable {
     /// its lane is also what it counts against in the pool (bulk's cap).
     var waitClass = WaitClass.default
 
-    /// The number of headers, `authorization` aside.
-    var headerCount: Int { fieldCount }
-
     /// Starts the buffer with an empty table for `fields` headers, and room for `text` bytes after it.
     private mutating func reserve(fields: Int, text: Int) {
         tableCapacity = fields
