@@ -14,7 +14,8 @@
 #      CPU per event (÷ full speed), context switches per event
 #   7. relay threads with 1 and with 64 APNs connections open
 #   8. idle: relay CPU (% of a core) with its connections open and no events for IDLE_SECONDS
-#   9. allocations per event at full speed (a relay run of its own with Benchmarks/AllocationCounter preloaded)
+#   9. allocations, retains + releases, clock reads and copies per event at full speed, in total and by stage (a
+#      relay run of its own with Benchmarks/AllocationCounter preloaded)
 #  10. the Kafka side as the work grows: 100k events on 16 and on 128 partitions, 1M on 128 (CPU, context
 #      switches, peak RSS, librdkafka threads' CPU), each beside kcat on the same topic; then 128 ÷ 16
 #      partitions and 1M ÷ 100k backlog (PARTITION_RUNS=EVENTSxPARTITIONS,… to change the runs)

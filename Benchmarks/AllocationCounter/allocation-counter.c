@@ -1,19 +1,29 @@
-// Counts a process's heap allocations, for EndToEndBenchmark's `allocations` mode (LD_PRELOAD; built by
-// Benchmarks/end-to-end.sh with gcc into the scratch directory, beside the benchmark).
+// Counts what a process does per unit of work, for EndToEndBenchmark's `allocations` mode (LD_PRELOAD; built by
+// Benchmarks/end-to-end.sh with gcc into the scratch directory, beside the benchmark):
+// - heap allocations: malloc, calloc, realloc, posix_memalign and aligned_alloc;
+// - Swift reference counting: swift_retain, swift_retain_n, swift_release and swift_release_n on objects (not
+//   on nil), through the runtime's instrumentation hooks (`_swift_retain`, …, and the flag that routes every call
+//   through them; InstrumentsSupport.h in the Swift runtime), found with dlsym when libswiftCore is a shared
+//   library, or in the executable's own symbol table when the runtime is linked in (`--static-swift-stdlib`);
+// - clock reads: clock_gettime calls (ContinuousClock, Date and librdkafka all end there);
+// - copies: memcpy and memmove calls, and their bytes.
 //
-// malloc, calloc, realloc, posix_memalign and aligned_alloc are counted with relaxed atomics (a count, not an
-// ordering: the dump reads whatever each core has published) and forwarded to the next definition
-// (glibc's), found with dlsym(RTLD_NEXT). On SIGUSR2 the counters are written to the file named by
-// BENCH_ALLOC_COUNTS_FILE as one line, `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N`, via a
-// temporary file renamed over it, so a reader that sees the file sees the whole line. Then one line per thread
-// that allocated, `thread <tid> <name> N` (its allocations of every kind; the name from
-// /proc/self/task/<tid>/comm at the dump, `exited` for a thread gone by then): the stages of the relay run on
-// threads of their own (the consumer's poll thread, the APNs loops, the producer's poll thread, Swift's
-// executor for admission and triage), so the benchmark can say which stage allocates what.
+// Each is forwarded to the next definition (glibc's, found with dlsym(RTLD_NEXT)), or to the runtime's original.
+// Counts are kept per thread, in a slot of its own (a cache line each: no shared counter bounces between cores;
+// only the thread writes it, the dump reads whatever each core has published). On SIGUSR2 the counters are written
+// to the file named by BENCH_ALLOC_COUNTS_FILE, via a temporary file renamed over it, so a reader that sees the
+// file sees all of it: first one line of totals, `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N
+// retain=N release=N clock=N copy=N copy_bytes=N` (retain and release only when the hooks were found), then one
+// line per thread that counted anything, `thread <tid> <name> <allocations> <retains> <releases> <clocks> <copies>
+// <copied bytes>` (the name from /proc/self/task/<tid>/comm at the dump, `exited` for a thread gone by then): the
+// stages of the relay run on threads of their own (the consumer's poll thread, the APNs loops, the producer's poll
+// thread, Swift's executor for admission and triage), so the benchmark can say which stage does what.
 //
 // Build: gcc -O2 -shared -fPIC -o libbench-allocation-counter.so allocation-counter.c -ldl
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,20 +32,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { COUNT_MALLOC, COUNT_CALLOC, COUNT_REALLOC, COUNT_POSIX_MEMALIGN, COUNT_ALIGNED_ALLOC, COUNT_KINDS };
 static const char *const count_names[COUNT_KINDS] = { "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc" };
 static unsigned long counts[COUNT_KINDS];
 
-// Per thread: a slot claimed at a thread's first counted allocation (initial-exec TLS: reading it never
-// allocates). Threads beyond the table share its last slot, named `other`.
+// Per thread: a slot claimed at a thread's first counted call (initial-exec TLS: reading it never allocates).
+// Threads beyond the table share its last slot, named `other` (its counts may then miss a few: not seen, 512 is
+// far above the relay's threads).
 enum { THREAD_SLOTS = 512 };
-static unsigned long thread_counts[THREAD_SLOTS];
-static pid_t thread_ids[THREAD_SLOTS];
+struct thread_counts {
+    unsigned long allocations, retains, releases, clocks, copies, copied_bytes;
+    pid_t tid;
+} __attribute__((aligned(64)));
+static struct thread_counts threads[THREAD_SLOTS];
 static unsigned int slots_claimed;
-static __thread int thread_slot __attribute__((tls_model("initial-exec"))) = -1;
+static __thread struct thread_counts *thread_slot __attribute__((tls_model("initial-exec")));
+
+static struct thread_counts *my_slot(void) {
+    struct thread_counts *slot = thread_slot;
+    if (!slot) {
+        unsigned int claimed = __atomic_fetch_add(&slots_claimed, 1, __ATOMIC_ACQ_REL);
+        unsigned int index = claimed < THREAD_SLOTS - 1 ? claimed : THREAD_SLOTS - 1;
+        slot = &threads[index];
+        if (index < THREAD_SLOTS - 1) __atomic_store_n(&slot->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+        thread_slot = slot;
+    }
+    return slot;
+}
+
+// One writer per slot: a relaxed load and store, no locked instruction.
+#define BUMP(field, by) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (by), __ATOMIC_RELAXED)
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -43,6 +75,9 @@ static void *(*real_realloc)(void *, size_t);
 static void (*real_free)(void *);
 static int (*real_posix_memalign)(void **, size_t, size_t);
 static void *(*real_aligned_alloc)(size_t, size_t);
+static int (*real_clock_gettime)(clockid_t, struct timespec *);
+static void *(*real_memcpy)(void *, const void *, size_t);
+static void *(*real_memmove)(void *, const void *, size_t);
 
 // dlsym allocates (glibc's dlerror state is calloc'd), so while it runs our calloc would call a function
 // not yet found: allocations made meanwhile come from this buffer, and free ignores them.
@@ -60,6 +95,9 @@ static void *bootstrap_alloc(size_t size) {
 static int is_bootstrap(const void *pointer) {
     return (const char *)pointer >= bootstrap_buffer && (const char *)pointer < bootstrap_buffer + sizeof bootstrap_buffer;
 }
+
+// Whether Swift's reference counting is counted (its hooks were found and installed at start).
+static int swift_hooks_installed;
 
 // The counts file and its temporary, kept from start-up: the signal handler may not call getenv or malloc.
 static char counts_path[4096];
@@ -81,7 +119,7 @@ static void dump_counts(int signal_number) {
     (void)signal_number;
     if (!counts_path[0]) return;
     int saved_errno = errno;
-    char line[256];
+    char line[512];
     char *cursor = line;
     for (int kind = 0; kind < COUNT_KINDS; kind++) {
         if (kind) append(&cursor, " ");
@@ -89,6 +127,28 @@ static void dump_counts(int signal_number) {
         append(&cursor, "=");
         append_number(&cursor, __atomic_load_n(&counts[kind], __ATOMIC_RELAXED));
     }
+    unsigned int claimed = __atomic_load_n(&slots_claimed, __ATOMIC_ACQUIRE);
+    if (claimed > THREAD_SLOTS) claimed = THREAD_SLOTS;
+    unsigned long retains = 0, releases = 0, clocks = 0, copies = 0, copied_bytes = 0;
+    for (unsigned int slot = 0; slot < claimed; slot++) {
+        retains += __atomic_load_n(&threads[slot].retains, __ATOMIC_RELAXED);
+        releases += __atomic_load_n(&threads[slot].releases, __ATOMIC_RELAXED);
+        clocks += __atomic_load_n(&threads[slot].clocks, __ATOMIC_RELAXED);
+        copies += __atomic_load_n(&threads[slot].copies, __ATOMIC_RELAXED);
+        copied_bytes += __atomic_load_n(&threads[slot].copied_bytes, __ATOMIC_RELAXED);
+    }
+    if (swift_hooks_installed) {
+        append(&cursor, " retain=");
+        append_number(&cursor, retains);
+        append(&cursor, " release=");
+        append_number(&cursor, releases);
+    }
+    append(&cursor, " clock=");
+    append_number(&cursor, clocks);
+    append(&cursor, " copy=");
+    append_number(&cursor, copies);
+    append(&cursor, " copy_bytes=");
+    append_number(&cursor, copied_bytes);
     append(&cursor, "\n");
     int descriptor = open(counts_temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (descriptor < 0) {
@@ -96,10 +156,9 @@ static void dump_counts(int signal_number) {
         return;
     }
     int complete = write(descriptor, line, (size_t)(cursor - line)) == cursor - line;
-    unsigned int claimed = __atomic_load_n(&slots_claimed, __ATOMIC_ACQUIRE);
-    if (claimed > THREAD_SLOTS) claimed = THREAD_SLOTS;
     for (unsigned int slot = 0; slot < claimed && complete; slot++) {
-        pid_t tid = __atomic_load_n(&thread_ids[slot], __ATOMIC_RELAXED);
+        const struct thread_counts *counted = &threads[slot];
+        pid_t tid = __atomic_load_n(&counted->tid, __ATOMIC_RELAXED);
         char name[64] = "other";
         if (tid > 0) {
             char path[64];
@@ -123,8 +182,11 @@ static void dump_counts(int signal_number) {
         append_number(&cursor, (unsigned long)(tid > 0 ? tid : 0));
         append(&cursor, " ");
         append(&cursor, name);
-        append(&cursor, " ");
-        append_number(&cursor, __atomic_load_n(&thread_counts[slot], __ATOMIC_RELAXED));
+        const unsigned long *fields[] = { &counted->allocations, &counted->retains, &counted->releases, &counted->clocks, &counted->copies, &counted->copied_bytes };
+        for (size_t field = 0; field < sizeof fields / sizeof fields[0]; field++) {
+            append(&cursor, " ");
+            append_number(&cursor, __atomic_load_n(fields[field], __ATOMIC_RELAXED));
+        }
         append(&cursor, "\n");
         complete = write(descriptor, line, (size_t)(cursor - line)) == cursor - line;
     }
@@ -142,12 +204,147 @@ static void resolve(void) {
     real_free = dlsym(RTLD_NEXT, "free");
     real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
     real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+    real_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
+    real_memcpy = dlsym(RTLD_NEXT, "memcpy");
+    real_memmove = dlsym(RTLD_NEXT, "memmove");
     resolving = 0;
+}
+
+// MARK: Swift's reference counting
+
+static void *(*original_retain)(void *);
+static void *(*original_retain_n)(void *, uint32_t);
+static void (*original_release)(void *);
+static void (*original_release_n)(void *, uint32_t);
+
+// Each gets the object as the caller passed it (the runtime's own functions skip nil and tagged values).
+static void *counting_retain(void *object) {
+    if ((intptr_t)object > 0) BUMP(my_slot()->retains, 1);
+    return original_retain(object);
+}
+
+static void *counting_retain_n(void *object, uint32_t n) {
+    if ((intptr_t)object > 0) BUMP(my_slot()->retains, 1);
+    return original_retain_n(object, n);
+}
+
+static void counting_release(void *object) {
+    if ((intptr_t)object > 0) BUMP(my_slot()->releases, 1);
+    original_release(object);
+}
+
+static void counting_release_n(void *object, uint32_t n) {
+    if ((intptr_t)object > 0) BUMP(my_slot()->releases, 1);
+    original_release_n(object, n);
+}
+
+// The load address of the object whose file is `path` (the main program for "").
+struct object_search {
+    const char *path;
+    uintptr_t base;
+    int found;
+};
+
+static int note_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct object_search *search = data;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    if (strcmp(name, search->path) == 0) {
+        search->base = info->dlpi_addr;
+        search->found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+// The addresses of `names` in the symbol table (.symtab: local symbols too) of the object loaded from `path`
+// ("" for the main program), 0 where absent.
+static void find_symbols(const char *path, const char *const *names, uintptr_t *addresses, int count) {
+    struct object_search search = { path, 0, 0 };
+    dl_iterate_phdr(note_object, &search);
+    if (!search.found) return;
+    int descriptor = open(path[0] ? path : "/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) return;
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || (size_t)status.st_size < sizeof(Elf64_Ehdr)) {
+        close(descriptor);
+        return;
+    }
+    size_t size = (size_t)status.st_size;
+    const unsigned char *file = mmap(NULL, size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+    close(descriptor);
+    if (file == MAP_FAILED) return;
+    const Elf64_Ehdr *header = (const Elf64_Ehdr *)file;
+    if (memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 || header->e_ident[EI_CLASS] != ELFCLASS64
+        || header->e_shoff + (size_t)header->e_shnum * sizeof(Elf64_Shdr) > size) {
+        munmap((void *)file, size);
+        return;
+    }
+    const Elf64_Shdr *sections = (const Elf64_Shdr *)(file + header->e_shoff);
+    for (int index = 0; index < header->e_shnum; index++) {
+        if (sections[index].sh_type != SHT_SYMTAB || sections[index].sh_link >= header->e_shnum) continue;
+        const Elf64_Shdr *strings = &sections[sections[index].sh_link];
+        if (sections[index].sh_offset + sections[index].sh_size > size || strings->sh_offset + strings->sh_size > size) continue;
+        const Elf64_Sym *symbols = (const Elf64_Sym *)(file + sections[index].sh_offset);
+        size_t symbol_count = sections[index].sh_size / sizeof(Elf64_Sym);
+        const char *names_table = (const char *)(file + strings->sh_offset);
+        for (size_t symbol = 0; symbol < symbol_count; symbol++) {
+            if (symbols[symbol].st_name >= strings->sh_size || symbols[symbol].st_value == 0) continue;
+            const char *name = names_table + symbols[symbol].st_name;
+            for (int wanted = 0; wanted < count; wanted++) {
+                if (!addresses[wanted] && strcmp(name, names[wanted]) == 0) addresses[wanted] = search.base + symbols[symbol].st_value;
+            }
+        }
+    }
+    munmap((void *)file, size);
+}
+
+// Routes the runtime's retains and releases through the counting functions. The runtime calls its hooks only
+// while a flag is set (InstrumentsSupport.h): swift_retain_n, swift_release and swift_release_n then call
+// `_swift_retain_n`, `_swift_release`, `_swift_release_n` with the object as given; swift_retain calls
+// `_swift_retain_adapter`, which masks the pointer's spare bits before it calls `_swift_retain` (and so passes a
+// tagged value on as an address), so its counting function replaces the adapter and calls the original
+// `_swift_retain` itself. These are the runtime's private symbols, read from its symbol table: in the program
+// with `--static-swift-stdlib`, else in libswiftCore. If one is missing, nothing is installed and the dump has
+// no retain and release counts. Before main: no Swift code has run yet.
+static void install_swift_hooks(void) {
+    static const char *const names[] = {
+        "_swift_retain", "_swift_retain_n", "_swift_release", "_swift_release_n",
+        "_swift_enableSwizzlingOfAllocationAndRefCountingFunctions_forInstrumentsOnly", "_ZL21_swift_retain_adapter",
+    };
+    enum { NAMES = sizeof names / sizeof names[0] };
+    uintptr_t addresses[NAMES] = { 0 };
+    const char *path = "";
+    Dl_info where;
+    void *exported = dlsym(RTLD_DEFAULT, "_swift_retain");
+    if (exported && dladdr(exported, &where) && where.dli_fname) {
+        // libswiftCore as a shared library (the main program's own symbols are not exported).
+        struct object_search search = { where.dli_fname, 0, 0 };
+        dl_iterate_phdr(note_object, &search);
+        if (search.found) path = where.dli_fname;
+    }
+    find_symbols(path, names, addresses, NAMES);
+    for (int index = 0; index < NAMES; index++) if (!addresses[index]) return;
+    void **retain = (void **)addresses[0], **retain_n = (void **)addresses[1];
+    void **release = (void **)addresses[2], **release_n = (void **)addresses[3];
+    void **retain_adapter = (void **)addresses[5];
+    original_retain = (void *(*)(void *))*retain;
+    original_retain_n = (void *(*)(void *, uint32_t))*retain_n;
+    original_release = (void (*)(void *))*release;
+    original_release_n = (void (*)(void *, uint32_t))*release_n;
+    if (!original_retain || !original_retain_n || !original_release || !original_release_n || !*retain_adapter) return;
+    *retain_adapter = (void *)counting_retain;
+    *retain_n = (void *)counting_retain_n;
+    *release = (void *)counting_release;
+    *release_n = (void *)counting_release_n;
+    __atomic_store_n((unsigned char *)addresses[4], 1, __ATOMIC_RELEASE);
+    swift_hooks_installed = 1;
 }
 
 // Before main (and before any thread): find the real functions, then listen for SIGUSR2.
 __attribute__((constructor)) static void start(void) {
     resolve();
+    install_swift_hooks();
     const char *path = getenv("BENCH_ALLOC_COUNTS_FILE");
     if (!path || strlen(path) >= sizeof counts_path) return;
     strcpy(counts_path, path);
@@ -163,14 +360,7 @@ __attribute__((constructor)) static void start(void) {
 
 static void count(int kind) {
     __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
-    int slot = thread_slot;
-    if (slot < 0) {
-        unsigned int claimed = __atomic_fetch_add(&slots_claimed, 1, __ATOMIC_ACQ_REL);
-        slot = claimed < THREAD_SLOTS - 1 ? (int)claimed : THREAD_SLOTS - 1;
-        if (slot < THREAD_SLOTS - 1) __atomic_store_n(&thread_ids[slot], (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
-        thread_slot = slot;
-    }
-    __atomic_fetch_add(&thread_counts[slot], 1, __ATOMIC_RELAXED);
+    BUMP(my_slot()->allocations, 1);
 }
 
 void *malloc(size_t size) {
@@ -222,4 +412,45 @@ void *aligned_alloc(size_t alignment, size_t size) {
     if (!real_aligned_alloc) return NULL;
     count(COUNT_ALIGNED_ALLOC);
     return real_aligned_alloc(alignment, size);
+}
+
+// MARK: Clock reads and copies
+
+int clock_gettime(clockid_t clock, struct timespec *time) {
+    resolve();
+    if (!real_clock_gettime) return (int)syscall(SYS_clock_gettime, clock, time);
+    BUMP(my_slot()->clocks, 1);
+    return real_clock_gettime(clock, time);
+}
+
+// For the calls made while dlsym runs, before the real functions are known; kept a plain loop (not turned into a
+// call to memcpy, which would be this file's own).
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void *copy_bytes(void *destination, const void *source, size_t size) {
+    unsigned char *to = destination;
+    const unsigned char *from = source;
+    if (to < from) {
+        for (size_t index = 0; index < size; index++) to[index] = from[index];
+    } else {
+        for (size_t index = size; index > 0; index--) to[index - 1] = from[index - 1];
+    }
+    return destination;
+}
+
+void *memcpy(void *destination, const void *source, size_t size) {
+    resolve();
+    if (!real_memcpy) return copy_bytes(destination, source, size);
+    struct thread_counts *slot = my_slot();
+    BUMP(slot->copies, 1);
+    BUMP(slot->copied_bytes, size);
+    return real_memcpy(destination, source, size);
+}
+
+void *memmove(void *destination, const void *source, size_t size) {
+    resolve();
+    if (!real_memmove) return copy_bytes(destination, source, size);
+    struct thread_counts *slot = my_slot();
+    BUMP(slot->copies, 1);
+    BUMP(slot->copied_bytes, size);
+    return real_memmove(destination, source, size);
 }

@@ -1,11 +1,13 @@
 import Foundation
 import RelaySandbox
 
-// Heap allocations per event at full speed: a relay run of its own with Benchmarks/AllocationCounter
-// preloaded (an atomic increment per call on a shared counter costs CPU, so no other row's relay carries it).
+// What an event costs in calls, at full speed: a relay run of its own with Benchmarks/AllocationCounter preloaded
+// (counting every retain and copy costs CPU, so no other row's relay carries it).
 
-/// `allocations [--events N] [--partitions P] [--payload BYTES] [--preload PATH]`: malloc, calloc, realloc,
-/// posix_memalign and aligned_alloc calls of the relay per event, over N (100k) events, start-up excluded.
+/// `allocations [--events N] [--partitions P] [--payload BYTES] [--preload PATH]`: per event over N (100k) events,
+/// start-up excluded, in total and by thread (which is by stage): heap allocations (malloc, calloc, realloc,
+/// posix_memalign, aligned_alloc), Swift retains and releases, clock reads (clock_gettime) and copies (memcpy,
+/// memmove, with their bytes).
 func allocations() async throws {
     let count = option("events", 100_000)
     let payload = option("payload", 300)
@@ -42,26 +44,68 @@ func allocations() async throws {
     await reader.close()
     await sandbox.stop()
     let calls = after.kinds.merging(before.kinds) { $0 - $1 }
-    let total = calls.values.reduce(0, +)
+    let allocationKinds = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"]
+    let total = allocationKinds.reduce(0) { $0 + (calls[$1] ?? 0) }
     let perEvent = Double(total) / Double(count)
-    let breakdown = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"]
-        .map { "\($0) \(f(Double(calls[$0] ?? 0) / Double(count), 1))" }.joined(separator: ", ")
+    let breakdown = allocationKinds.map { "\($0) \(f(Double(calls[$0] ?? 0) / Double(count), 1))" }.joined(separator: ", ")
     say("relay: \(total) allocations for \(count) events = \(f(perEvent, 1)) per event (\(breakdown)); \(tally.duplicates) duplicate results")
     row("allocations per event (0 ms, \(payload) B)", f(perEvent, 1))
+    let perEventOf = { (kind: String) in Double(calls[kind] ?? 0) / Double(count) }
+    if calls["retain"] != nil {
+        let traffic = perEventOf("retain") + perEventOf("release")
+        say("relay: \(f(traffic, 1)) retains + releases per event (swift_retain \(f(perEventOf("retain"), 1)), swift_release \(f(perEventOf("release"), 1)))")
+        row("retains + releases per event (0 ms, \(payload) B)", f(traffic, 1))
+    } else {
+        say("relay: retains and releases not counted (the counter found no Swift runtime hooks in the relay)")
+    }
+    let copyBytes = perEventOf("copy_bytes")
+    say("relay: \(f(perEventOf("clock"), 1)) clock reads and \(f(perEventOf("copy"), 1)) copies (memcpy, memmove) of \(f(copyBytes, 0)) bytes per event")
+    row("clock reads per event (0 ms, \(payload) B)", f(perEventOf("clock"), 1))
+    row("copies per event, memcpy + memmove (0 ms, \(payload) B)", "\(f(perEventOf("copy"), 1)) (\(f(copyBytes, 0)) B)")
     // By stage: each runs on threads of its own.
     // (By thread id: a thread that exited since is named `exited` in the second dump.)
     let beforeByID = Dictionary(before.threads.map { ($0.key.id, $0.value) }, uniquingKeysWith: +)
-    var byStage: [String: Int] = [:]
-    for (thread, calls) in after.threads {
-        byStage[AllocationStage(thread: thread.name).rawValue, default: 0] += calls - (beforeByID[thread.id] ?? 0)
+    var byStage: [String: ThreadCounts] = [:]
+    for (thread, counted) in after.threads {
+        byStage[AllocationStage(thread: thread.name).rawValue, default: ThreadCounts()] += counted - (beforeByID[thread.id] ?? ThreadCounts())
     }
-    let stages = AllocationStage.allCases.compactMap { stage in
-        byStage[stage.rawValue].map { "\(stage.rawValue) \(f(Double($0) / Double(count), 1))" }
+    func stages(_ figure: KeyPath<ThreadCounts, Int>, label: String) {
+        let parts = AllocationStage.allCases.compactMap { stage in
+            byStage[stage.rawValue].map { "\(stage.rawValue) \(f(Double($0[keyPath: figure]) / Double(count), 1))" }
+        }
+        say("relay \(label) per event by thread: " + parts.joined(separator: ", "))
+        row("\(label) per event by thread (0 ms, \(payload) B)", parts.joined(separator: "; "))
     }
-    say("relay allocations per event by thread: " + stages.joined(separator: ", "))
+    stages(\.allocations, label: "allocations")
+    if calls["retain"] != nil { stages(\.referenceCounting, label: "retains + releases") }
+    stages(\.clocks, label: "clock reads")
+    stages(\.copies, label: "copies")
     let others = Set(after.threads.keys.filter { AllocationStage(thread: $0.name) == .other }.map(\.name)).sorted()
     if !others.isEmpty { say("  (other: threads named \(others.joined(separator: ", ")))") }
-    row("allocations per event by thread (0 ms, \(payload) B)", stages.joined(separator: "; "))
+}
+
+/// What the counter counted on one thread.
+struct ThreadCounts: Equatable {
+    var allocations = 0
+    var retains = 0
+    var releases = 0
+    var clocks = 0
+    var copies = 0
+    var copiedBytes = 0
+
+    var referenceCounting: Int { retains + releases }
+
+    static func + (a: ThreadCounts, b: ThreadCounts) -> ThreadCounts {
+        ThreadCounts(allocations: a.allocations + b.allocations, retains: a.retains + b.retains, releases: a.releases + b.releases,
+                     clocks: a.clocks + b.clocks, copies: a.copies + b.copies, copiedBytes: a.copiedBytes + b.copiedBytes)
+    }
+
+    static func - (a: ThreadCounts, b: ThreadCounts) -> ThreadCounts {
+        ThreadCounts(allocations: a.allocations - b.allocations, retains: a.retains - b.retains, releases: a.releases - b.releases,
+                     clocks: a.clocks - b.clocks, copies: a.copies - b.copies, copiedBytes: a.copiedBytes - b.copiedBytes)
+    }
+
+    static func += (a: inout ThreadCounts, b: ThreadCounts) { a = a + b }
 }
 
 /// The relay's threads, by the stage of an event they run.
@@ -96,24 +140,28 @@ struct CountedThread: Hashable {
 
 /// The relay's allocation counts now, by kind and by thread: SIGUSR2 has the preloaded counter write them to
 /// `file`, which it renames into place complete; waits for it with a deadline.
-func allocationCounts(of relay: RelayUnderTest, file: String) async throws -> (kinds: [String: Int], threads: [CountedThread: Int]) {
+func allocationCounts(of relay: RelayUnderTest, file: String) async throws -> (kinds: [String: Int], threads: [CountedThread: ThreadCounts]) {
     try? FileManager.default.removeItem(atPath: file)
     guard kill(relay.process.processIdentifier, SIGUSR2) == 0 else { throw BenchmarkError("kill SIGUSR2: errno \(errno)") }
     try await waitUntil("allocation counts in \(file) after SIGUSR2", timeout: .seconds(10), interval: .milliseconds(5)) {
         FileManager.default.fileExists(atPath: file)
     }
     let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
-    // `malloc=N calloc=N realloc=N posix_memalign=N aligned_alloc=N`, then `thread <tid> <name> N` per thread.
+    // `malloc=N … aligned_alloc=N [retain=N release=N] clock=N copy=N copy_bytes=N`, then per thread
+    // `thread <tid> <name> <allocations> <retains> <releases> <clocks> <copies> <copied bytes>` (allocation-counter.c).
     let kinds = Dictionary(uniqueKeysWithValues: (lines.first ?? "").split(whereSeparator: \.isWhitespace).compactMap { pair -> (String, Int)? in
         let parts = pair.split(separator: "=")
         guard parts.count == 2, let value = Int(parts[1]) else { return nil }
         return (String(parts[0]), value)
     })
-    var threads: [CountedThread: Int] = [:]
+    var threads: [CountedThread: ThreadCounts] = [:]
     for line in lines.dropFirst() {
         let fields = line.split(separator: " ")
-        guard fields.count == 4, fields[0] == "thread", let id = Int(fields[1]), let calls = Int(fields[3]) else { continue }
-        threads[CountedThread(id: id, name: String(fields[2])), default: 0] += calls
+        guard fields.count == 9, fields[0] == "thread", let id = Int(fields[1]) else { continue }
+        let numbers = fields[3...].compactMap { Int($0) }
+        guard numbers.count == 6 else { continue }
+        threads[CountedThread(id: id, name: String(fields[2])), default: ThreadCounts()] += ThreadCounts(
+            allocations: numbers[0], retains: numbers[1], releases: numbers[2], clocks: numbers[3], copies: numbers[4], copiedBytes: numbers[5])
     }
     return (kinds, threads)
 }
