@@ -59,7 +59,7 @@ BIN="$SCRATCH/release"
 export APNS_RELAY_BINARY=${APNS_RELAY_BINARY:-$RELAY_SCRATCH/release/apns-relay}
 echo "relay under test: $APNS_RELAY_BINARY"
 # The allocation counter the `allocations` mode preloads into the relay (EndToEndBenchmark looks beside itself).
-gcc -O2 -shared -fPIC -o "$BIN/libbench-allocation-counter.so" Benchmarks/AllocationCounter/allocation-counter.c -ldl
+gcc -O2 -fno-omit-frame-pointer -shared -fPIC -o "$BIN/libbench-allocation-counter.so" Benchmarks/AllocationCounter/allocation-counter.c -ldl
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
 

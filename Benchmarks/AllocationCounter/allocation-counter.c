@@ -19,7 +19,7 @@
 // stages of the relay run on threads of their own (the consumer's poll thread, the APNs loops, the producer's poll
 // thread, Swift's executor for admission and triage), so the benchmark can say which stage does what.
 //
-// Build: gcc -O2 -shared -fPIC -o libbench-allocation-counter.so allocation-counter.c -ldl
+// Build: gcc -O2 -fno-omit-frame-pointer -shared -fPIC -o libbench-allocation-counter.so allocation-counter.c -ldl
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
@@ -99,6 +99,24 @@ static int is_bootstrap(const void *pointer) {
 // Whether Swift's reference counting is counted (its hooks were found and installed at start).
 static int swift_hooks_installed;
 
+// Optional (BENCH_REFCOUNT_SITES_FILE): retains and releases by call site, the return address of the runtime
+// entry (swift_retain and swift_release reach the counting functions by tail calls, so that is their caller's
+// call site). An open-addressing table claimed with compare-and-swap; sites beyond it are not counted. The dump
+// writes `refcount <site> <its function's caller> <retains> <releases>` per pair, the first two as hex offsets in the
+// main program, for addr2line -f -e <program>; and `copy <site> <caller> <calls> <bytes>` for memcpy and memmove
+// (its caller is not walked: the libraries that copy keep no frame pointers; a site in a shared library shows as
+// an offset outside the program).
+enum { SITE_SLOTS = 1 << 16 };
+struct site_counts {
+    uintptr_t site, caller;
+    unsigned long retains, releases;
+};
+static struct site_counts *sites;
+// The same for copies (memcpy, memmove): calls and bytes by call site.
+static struct site_counts *copy_sites;
+static char sites_path[4096];
+static uintptr_t main_program_base;
+
 // The counts file and its temporary, kept from start-up: the signal handler may not call getenv or malloc.
 static char counts_path[4096];
 static char counts_temporary[4096 + 8];
@@ -112,6 +130,33 @@ static void append_number(char **cursor, unsigned long value) {
     int n = 0;
     do { digits[n++] = (char)('0' + value % 10); value /= 10; } while (value);
     while (n) *(*cursor)++ = digits[--n];
+}
+
+// One line per site of `table`: `<kind> <site> <its function's caller> <count> <count>` (hex offsets in the main
+// program; refcount: retains, releases; copy: calls, bytes). Async-signal-safe.
+static void dump_sites(int file, const struct site_counts *table, const char *kind) {
+    char line[160];
+    for (size_t index = 0; index < SITE_SLOTS; index++) {
+        uintptr_t site = __atomic_load_n(&table[index].site, __ATOMIC_RELAXED);
+        if (!site) continue;
+        char *cursor = line;
+        append(&cursor, kind);
+        uintptr_t offsets[2] = { site - main_program_base, __atomic_load_n(&table[index].caller, __ATOMIC_RELAXED) - 1 - main_program_base };
+        for (int which = 0; which < 2; which++) {
+            uintptr_t offset = offsets[which];
+            char hex[20];
+            int n = 0;
+            do { hex[n++] = "0123456789abcdef"[offset & 15]; offset >>= 4; } while (offset);
+            append(&cursor, " 0x");
+            while (n) *cursor++ = hex[--n];
+        }
+        append(&cursor, " ");
+        append_number(&cursor, __atomic_load_n(&table[index].retains, __ATOMIC_RELAXED));
+        append(&cursor, " ");
+        append_number(&cursor, __atomic_load_n(&table[index].releases, __ATOMIC_RELAXED));
+        append(&cursor, "\n");
+        if (write(file, line, (size_t)(cursor - line)) != cursor - line) return;
+    }
 }
 
 // Async-signal-safe only: open, write, close, rename, and the counters.
@@ -191,6 +236,14 @@ static void dump_counts(int signal_number) {
         complete = write(descriptor, line, (size_t)(cursor - line)) == cursor - line;
     }
     close(descriptor);
+    if (sites && sites_path[0]) {
+        int site_file = open(sites_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (site_file >= 0) {
+            dump_sites(site_file, sites, "refcount");
+            if (copy_sites) dump_sites(site_file, copy_sites, "copy");
+            close(site_file);
+        }
+    }
     if (complete) rename(counts_temporary, counts_path);
     errno = saved_errno;
 }
@@ -212,29 +265,81 @@ static void resolve(void) {
 
 // MARK: Swift's reference counting
 
+
+static void count_site_in(struct site_counts *sites, uintptr_t site, uintptr_t caller, unsigned long first, unsigned long second) {
+    uintptr_t key = site ^ (caller * 31);
+    size_t index = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 48) & (SITE_SLOTS - 1);
+    for (size_t probe = 0; probe < 64; probe++, index = (index + 1) & (SITE_SLOTS - 1)) {
+        uintptr_t seen = __atomic_load_n(&sites[index].site, __ATOMIC_ACQUIRE);
+        if (seen == 0) {
+            // Claimed with the pair: the caller is written first, then the site publishes both.
+            uintptr_t expected = 0;
+            if (__atomic_compare_exchange_n(&sites[index].caller, &expected, caller + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                __atomic_store_n(&sites[index].site, site, __ATOMIC_RELEASE);
+                seen = site;
+            } else {
+                while ((seen = __atomic_load_n(&sites[index].site, __ATOMIC_ACQUIRE)) == 0) {}
+            }
+        }
+        if (seen == site && __atomic_load_n(&sites[index].caller, __ATOMIC_RELAXED) == caller + 1) {
+            if (first) __atomic_fetch_add(&sites[index].retains, first, __ATOMIC_RELAXED);
+            if (second) __atomic_fetch_add(&sites[index].releases, second, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+#pragma GCC diagnostic ignored "-Wframe-address"
+// The call site, and its function's own caller through the frame-pointer chain (Swift code and the runtime keep
+// frame pointers; the hook is reached by tail calls, so frame 1 is the caller of the function that retained).
+#define COUNT_SITE(release) do { if (sites) count_site_in(sites, (uintptr_t)__builtin_return_address(0), (uintptr_t)__builtin_return_address(1), !(release), (release)); } while (0)
+
 static void *(*original_retain)(void *);
 static void *(*original_retain_n)(void *, uint32_t);
 static void (*original_release)(void *);
 static void (*original_release_n)(void *, uint32_t);
 
+// Whether a retain or release of `object` writes its reference count: not for nil and tagged values (the runtime
+// skips them), nor for immortal objects (the empty array, dictionary and set singletons, static objects), whose
+// count has the slow-path bit and an all-ones strong count: the runtime reads it and returns (swift_retain's
+// slow path in the disassembly; RefCount.h).
+static int writes_count(void *object) {
+    if ((intptr_t)object <= 0) return 0;
+    const uint64_t *header = (const uint64_t *)((uintptr_t)object & 0x00fffffffffffff8ull);
+    uint64_t bits = __atomic_load_n(&header[1], __ATOMIC_RELAXED);
+    return !((int64_t)bits < 0 && (uint32_t)bits == 0xffffffffu);
+}
+
 // Each gets the object as the caller passed it (the runtime's own functions skip nil and tagged values).
 static void *counting_retain(void *object) {
-    if ((intptr_t)object > 0) BUMP(my_slot()->retains, 1);
+    if (writes_count(object)) {
+        BUMP(my_slot()->retains, 1);
+        COUNT_SITE(0);
+    }
     return original_retain(object);
 }
 
 static void *counting_retain_n(void *object, uint32_t n) {
-    if ((intptr_t)object > 0) BUMP(my_slot()->retains, 1);
+    if (writes_count(object)) {
+        BUMP(my_slot()->retains, 1);
+        COUNT_SITE(0);
+    }
     return original_retain_n(object, n);
 }
 
 static void counting_release(void *object) {
-    if ((intptr_t)object > 0) BUMP(my_slot()->releases, 1);
+    if (writes_count(object)) {
+        BUMP(my_slot()->releases, 1);
+        COUNT_SITE(1);
+    }
     original_release(object);
 }
 
 static void counting_release_n(void *object, uint32_t n) {
-    if ((intptr_t)object > 0) BUMP(my_slot()->releases, 1);
+    if (writes_count(object)) {
+        BUMP(my_slot()->releases, 1);
+        COUNT_SITE(1);
+    }
     original_release_n(object, n);
 }
 
@@ -323,6 +428,9 @@ static void install_swift_hooks(void) {
         dl_iterate_phdr(note_object, &search);
         if (search.found) path = where.dli_fname;
     }
+    struct object_search program = { "", 0, 0 };
+    dl_iterate_phdr(note_object, &program);
+    main_program_base = program.base;
     find_symbols(path, names, addresses, NAMES);
     for (int index = 0; index < NAMES; index++) if (!addresses[index]) return;
     void **retain = (void **)addresses[0], **retain_n = (void **)addresses[1];
@@ -337,6 +445,16 @@ static void install_swift_hooks(void) {
     *retain_n = (void *)counting_retain_n;
     *release = (void *)counting_release;
     *release_n = (void *)counting_release_n;
+    const char *sites_file = getenv("BENCH_REFCOUNT_SITES_FILE");
+    if (sites_file && strlen(sites_file) < sizeof sites_path) {
+        void *table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *copy_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (table != MAP_FAILED && copy_table != MAP_FAILED) {
+            strcpy(sites_path, sites_file);
+            copy_sites = copy_table;
+            sites = table;
+        }
+    }
     __atomic_store_n((unsigned char *)addresses[4], 1, __ATOMIC_RELEASE);
     swift_hooks_installed = 1;
 }
@@ -443,6 +561,7 @@ void *memcpy(void *destination, const void *source, size_t size) {
     struct thread_counts *slot = my_slot();
     BUMP(slot->copies, 1);
     BUMP(slot->copied_bytes, size);
+    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 1, size);
     return real_memcpy(destination, source, size);
 }
 
@@ -452,5 +571,6 @@ void *memmove(void *destination, const void *source, size_t size) {
     struct thread_counts *slot = my_slot();
     BUMP(slot->copies, 1);
     BUMP(slot->copied_bytes, size);
+    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 1, size);
     return real_memmove(destination, source, size);
 }

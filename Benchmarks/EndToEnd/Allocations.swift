@@ -15,7 +15,7 @@ func allocations() async throws {
         ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("libbench-allocation-counter.so").path
     guard FileManager.default.fileExists(atPath: preload) else {
-        throw BenchmarkError("no allocation counter at \(preload); Benchmarks/end-to-end.sh builds it (gcc -O2 -shared -fPIC -o \(preload) Benchmarks/AllocationCounter/allocation-counter.c -ldl)")
+        throw BenchmarkError("no allocation counter at \(preload); Benchmarks/end-to-end.sh builds it (gcc -O2 -fno-omit-frame-pointer -shared -fPIC -o \(preload) Benchmarks/AllocationCounter/allocation-counter.c -ldl)")
     }
     var options = RelaySandbox.Options()
     options.partitions = option("partitions", 32)

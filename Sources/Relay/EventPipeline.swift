@@ -84,11 +84,12 @@ final class EventPipeline: Sendable {
 
     // MARK: 1. Admission and triage, on the consumer loop
 
-    func take(_ message: KafkaConsumerMessage, triage: EventTriage) {
+    func take(_ message: consuming KafkaConsumerMessage, triage: EventTriage) {
         metrics.consumed.increment()
         let now = clock.now()
+        // The record moves into the event (`consuming`): no copy of its buffers.
         let admitted = InFlightEvent(message, receivedAt: Int64(now * 1000))
-        let (admission, counts) = state.admitCounting(admitted.partition, offset: message.offset, bytes: admitted.bytes, lane: admitted.lane)
+        let (admission, counts) = state.admitCounting(admitted.partition, offset: admitted.source.offset, bytes: admitted.bytes, lane: admitted.lane)
         switch admission {
         case .skip:
             logger.debug("skipping an event already in flight, done, or not assigned here", metadata: admitted.logMetadata)
@@ -99,14 +100,14 @@ final class EventPipeline: Sendable {
             break
         }
         if let counts { updateInFlightGauges(counts, admitted.lane) }
-        if let tracing { admitted.trace = tracing.begin(message) }
+        if let tracing { admitted.trace = tracing.begin(admitted.message) }
         let event = admitted
         switch triage.triage(event, nowSeconds: Int64(now)) {
         case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
             // refusal is published from there.
             explanations.async { [self] in
-                let (result, refusal) = EventTriage.explained(answer, refusal, bytes: message.value ?? [], by: explainer!)
+                let (result, refusal) = EventTriage.explained(answer, refusal, bytes: event.message.value ?? [], by: explainer!)
                 refuse(event, result: result, refusal: refusal)
             }
         case .answer(let answer, let refusal, let broadcast):
@@ -146,9 +147,9 @@ final class EventPipeline: Sendable {
         // What is left to do needs the delivery only here: the event goes on without it, so publication
         // carries (and the producer's thread releases) no more than it needs.
         guard let delivery = event.delivery.take() else { preconditionFailure("a delivered event has its delivery") }
-        let decoded = delivery.event
-        let notification = delivery.notification
-        let broadcast = notification.isBroadcast
+        // Read in place (`delivery.event.…`): a local copy of the decoded event or its notification would retain
+        // each of its strings and buffers.
+        let broadcast = delivery.event.notification.isBroadcast
         if report.attempts > 1 { metrics.retries.increment(by: report.attempts - 1) }
         if report.possibleDuplicates > 0 { metrics.possibleDuplicatePushes.increment(by: report.possibleDuplicates) }
         if report.response != nil {
@@ -158,7 +159,7 @@ final class EventPipeline: Sendable {
             metrics.connectFailureStreak.record(connectFailureStreak.add(1, ordering: .relaxed).newValue)
         }
         var result = DeliveryResult(
-            eventID: decoded.id, metadata: decoded.metadata, outcome: report.outcome,
+            eventID: delivery.event.id, metadata: delivery.event.metadata, outcome: report.outcome,
             status: report.response?.status, reason: Self.reason(of: report),
             message: report.failure.map { failure in
                 "no response from APNs: \(failure)" + (report.failureMessage.map { " (\($0))" } ?? "")
@@ -171,15 +172,15 @@ final class EventPipeline: Sendable {
         result.uniqueID = report.response?.uniqueID
         var removal: OutgoingRecord?
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, to: notification.target, credential: delivery.credential.name, environment: decoded.environment
+            after: report, to: delivery.event.notification.target, credential: delivery.credential.name, environment: delivery.event.environment
         )
-        if removalAllowed, let record = outputs.removal(for: decoded, report: report) {
+        if removalAllowed, let record = outputs.removal(for: delivery.event, report: report) {
             removal = record
             (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
         logger.debug("event delivered", metadata: event.logMetadata.merging([
-            "eventId": "\(decoded.id)", "outcome": "\(report.outcome.rawValue)",
-            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(notification.target)",
+            "eventId": "\(delivery.event.id)", "outcome": "\(report.outcome.rawValue)",
+            "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(delivery.event.notification.target)",
         ]) { $1 })
         publish(event, result, with: removal, broadcast: broadcast)
     }

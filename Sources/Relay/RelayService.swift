@@ -237,20 +237,21 @@ package final class RelayService: Service, Sendable {
             if let transactions { group.addTask { await transactions.run() } }
             // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
             // would be the pipeline's largest cost (and its throughput limit).
-            for await batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
+            for await var batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
                 // A lane the gate holds (it may close halfway through a batch) takes no more events: the
                 // rest of the batch in that lane goes back to the consumer, in order, and comes out again
                 // first once the lane resumes. The other lane and rebalances go on.
                 var heldBack: [KafkaConsumerMessage] = []
                 var heldLanes: Set<DeliveryLane> = []
-                for event in batch {
-                    if case .message(let message) = event {
-                        let lane = DeliveryLane(message.lane)
-                        if heldLanes.contains(lane) || intake.isHeld(lane) {
-                            heldLanes.insert(lane)
-                            heldBack.append(message)
-                            continue
-                        }
+                // Each event is moved out of the batch (reversed, then taken from its end) and on into its
+                // `InFlightEvent`: iterating would copy every record, a retain and a release for each of its
+                // buffers at every step.
+                batch.reverse()
+                while let event = batch.popLast() {
+                    if let lane = event.messageLane.map(DeliveryLane.init), heldLanes.contains(lane) || intake.isHeld(lane) {
+                        heldLanes.insert(lane)
+                        if case .message(let message) = consume event { heldBack.append(message) }
+                        continue
                     }
                     handle(event, triage: triage, group: &group)
                 }
@@ -338,8 +339,8 @@ package final class RelayService: Service, Sendable {
         }
     }
 
-    private func handle(_ event: KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
-        switch event {
+    private func handle(_ event: consuming KafkaConsumerEvent, triage: EventTriage, group: inout DiscardingTaskGroup) {
+        switch consume event {
         case .message(let message):
             pipeline.take(message, triage: triage)
         case .partitionsAssigned(let partitions):

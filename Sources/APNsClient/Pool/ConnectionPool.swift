@@ -151,21 +151,24 @@ final class ConnectionPool: Sendable {
             guard live else { return finish(send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
         }
         // A request that has to wait waits as itself (no closure to resume it: that would cost an allocation).
+        // It moves into the queue, or on to its stream: a copy would retain each of its references.
+        let (deadline, waitClass) = (send.deadline, send.request.waitClass)
+        var pending = Optional(send)
         let (pick, actions) = withMachine { machine, now in
-            machine.request(id: id, deadline: send.deadline, class: send.request.waitClass, payload: send, now: now)
+            machine.request(id: id, deadline: deadline, class: waitClass, now: now) { pending.take()! }
         }
         perform(actions)
         switch pick {
-        case .connection(let connection): submit(send, on: connection)
+        case .connection(let connection): submit(pending.take()!, on: connection)
         case .wait: metrics.queuedForLimit.increment()
-        case .fail(let error): finish(send, .failure(error))
+        case .fail(let error): finish(pending.take()!, .failure(error))
         }
     }
 
     /// Sends on `connection` (which counted the request); it ends in `completed`.
-    private func submit(_ send: Send, on connection: APNsConnection) {
-        let sent = ContinuousClock.now
-        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: max(send.deadline, sent + send.budget)))
+    private func submit(_ send: consuming Send, on connection: APNsConnection) {
+        let deadline = max(send.deadline, ContinuousClock.now + send.budget)
+        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: deadline))
     }
 
     /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
@@ -249,7 +252,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Carries out the machine's decisions (outside the lock).
-    private func perform(_ actions: Machine.Actions) {
+    private func perform(_ actions: consuming Machine.Actions) {
         if let limit = actions.newLimit { metrics.concurrencyLimit.record(limit) }
         for (connection, reason) in actions.retire {
             switch reason {
@@ -266,7 +269,9 @@ final class ConnectionPool: Sendable {
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
         for (waiter, error) in actions.fail { finish(waiter.payload, .failure(error)) }
-        for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection) }
+        // Taken out of the actions (reversed, then from the end), each request moves on to its stream.
+        actions.handOff.reverse()
+        while let (waiter, connection) = actions.handOff.popLast() { submit(waiter.payload, on: connection) }
     }
 
     // MARK: - Opening and closing

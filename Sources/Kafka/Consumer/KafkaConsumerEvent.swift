@@ -16,6 +16,11 @@ package enum KafkaConsumerEvent: Sendable {
     /// Partitions already taken away without a clean revocation (session timeout, fencing): offsets can no
     /// longer be committed for them and another member may be processing them. Stop work on them.
     case partitionsLost([KafkaTopicPartition])
+
+    /// A message's lane; `nil` for the other events.
+    package var messageLane: KafkaConsumerLane? {
+        if case .message(let message) = self { message.lane } else { nil }
+    }
 }
 
 /// A pending revocation. The poll thread holds the partitions until ``acknowledge()`` is called or the

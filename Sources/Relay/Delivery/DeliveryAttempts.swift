@@ -55,11 +55,11 @@ struct DeliveryAttempts: Sendable {
 
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
         event.delivery!.progress.attempts += 1
-        let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: event.delivery!.notification.environment.host)
+        let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: event.delivery!.event.notification.environment.host)
         // The answer comes to the event itself (`InFlightEvent.answered`), which hands it to `answered` below
         // with what it keeps here: no closure per attempt.
         event.awaitedAnswer = AwaitedAnswer(attempts: self, span: span, completion: completion)
-        event.delivery!.credential.sender.send(event.delivery!.notification, deadline: .now + requestTimeout, answeringTo: event)
+        event.delivery!.credential.sender.send(event.delivery!.event.notification, deadline: .now + requestTimeout, answeringTo: event)
     }
 
     /// An attempt's answer: finish with a report, or retry after the policy's delay.
@@ -88,7 +88,7 @@ struct DeliveryAttempts: Sendable {
         let progress = event.delivery!.progress
         let step = policy.nextStep(
             after: decision, attempt: progress.attempts, tokenRefreshes: progress.tokenRefreshes,
-            now: clock.now(), expiration: event.delivery!.notification.expiration, using: &generator
+            now: clock.now(), expiration: event.delivery!.event.notification.expiration, using: &generator
         )
         func report(_ outcome: DeliveryOutcome, _ progress: DeliveryProgress) -> DeliveryReport {
             DeliveryReport(

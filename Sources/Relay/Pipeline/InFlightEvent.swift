@@ -39,12 +39,13 @@ final class InFlightEvent: @unchecked Sendable {
     /// While an attempt is out at APNs: what its answer goes to (``APNsAnswerHandler/answered(_:)``).
     var awaitedAnswer: AwaitedAnswer?
 
-    init(_ message: KafkaConsumerMessage, receivedAt: Int64) {
-        self.message = message
+    /// Takes `message` over (the consumer's copy moves in; its buffers are not retained again).
+    init(_ message: consuming KafkaConsumerMessage, receivedAt: Int64) {
         self.source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
         self.bytes = message.value?.count ?? 0
         self.receivedAt = receivedAt
         self.lane = DeliveryLane(message.lane)
+        self.message = message
     }
 
     var partition: KafkaTopicPartition { message.topicPartition }
@@ -81,6 +82,7 @@ struct Delivery: Sendable {
     /// Attempts so far.
     var progress = DeliveryProgress()
 
+    /// A copy (each of its buffers retained): on the per-event path, read `event.notification` in place.
     var notification: APNsNotification { event.notification }
 }
 
