@@ -26,6 +26,7 @@
 #include <link.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,8 @@ enum { THREAD_SLOTS = 512 };
 struct thread_counts {
     unsigned long allocations, retains, releases, clocks, copies, copied_bytes;
     pid_t tid;
+    // The thread's stack, for walking frame pointers safely (call sites only; see `caller_of_caller`).
+    uintptr_t stack_low, stack_high;
 } __attribute__((aligned(64)));
 static struct thread_counts threads[THREAD_SLOTS];
 static unsigned int slots_claimed;
@@ -62,6 +65,17 @@ static struct thread_counts *my_slot(void) {
         slot = &threads[index];
         if (index < THREAD_SLOTS - 1) __atomic_store_n(&slot->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
         thread_slot = slot;
+        // After the slot is set: pthread_getattr_np may allocate, which counts into it.
+        pthread_attr_t attributes;
+        void *low;
+        size_t size;
+        if (index < THREAD_SLOTS - 1 && pthread_getattr_np(pthread_self(), &attributes) == 0) {
+            if (pthread_attr_getstack(&attributes, &low, &size) == 0) {
+                slot->stack_low = (uintptr_t)low;
+                slot->stack_high = (uintptr_t)low + size;
+            }
+            pthread_attr_destroy(&attributes);
+        }
     }
     return slot;
 }
@@ -102,13 +116,13 @@ static int swift_hooks_installed;
 // Optional (BENCH_REFCOUNT_SITES_FILE): retains and releases by call site, the return address of the runtime
 // entry (swift_retain and swift_release reach the counting functions by tail calls, so that is their caller's
 // call site). An open-addressing table claimed with compare-and-swap; sites beyond it are not counted. The dump
-// writes `refcount <site> <its function's caller> <retains> <releases>` per pair, the first two as hex offsets in the
-// main program, for addr2line -f -e <program>; and `copy <site> <caller> <calls> <bytes>` for memcpy and memmove
+// writes `refcount <site> <its function's caller> <theirs> <retains> <releases>`, the first three as hex offsets in
+// the main program, for addr2line -f -e <program>; and `copy <site> <caller> <theirs> <calls> <bytes>` for memcpy and memmove
 // (its caller is not walked: the libraries that copy keep no frame pointers; a site in a shared library shows as
 // an offset outside the program).
 enum { SITE_SLOTS = 1 << 16 };
 struct site_counts {
-    uintptr_t site, caller;
+    uintptr_t site, caller, caller2;
     unsigned long retains, releases;
 };
 static struct site_counts *sites;
@@ -132,7 +146,7 @@ static void append_number(char **cursor, unsigned long value) {
     while (n) *(*cursor)++ = digits[--n];
 }
 
-// One line per site of `table`: `<kind> <site> <its function's caller> <count> <count>` (hex offsets in the main
+// One line per site of `table`: `<kind> <site> <its function's caller> <theirs> <count> <count>` (hex offsets in the main
 // program; refcount: retains, releases; copy: calls, bytes). Async-signal-safe.
 static void dump_sites(int file, const struct site_counts *table, const char *kind) {
     char line[160];
@@ -141,8 +155,11 @@ static void dump_sites(int file, const struct site_counts *table, const char *ki
         if (!site) continue;
         char *cursor = line;
         append(&cursor, kind);
-        uintptr_t offsets[2] = { site - main_program_base, __atomic_load_n(&table[index].caller, __ATOMIC_RELAXED) - 1 - main_program_base };
-        for (int which = 0; which < 2; which++) {
+        uintptr_t offsets[3] = {
+            site - main_program_base, __atomic_load_n(&table[index].caller, __ATOMIC_RELAXED) - 1 - main_program_base,
+            __atomic_load_n(&table[index].caller2, __ATOMIC_RELAXED) - main_program_base,
+        };
+        for (int which = 0; which < 3; which++) {
             uintptr_t offset = offsets[which];
             char hex[20];
             int n = 0;
@@ -266,8 +283,8 @@ static void resolve(void) {
 // MARK: Swift's reference counting
 
 
-static void count_site_in(struct site_counts *sites, uintptr_t site, uintptr_t caller, unsigned long first, unsigned long second) {
-    uintptr_t key = site ^ (caller * 31);
+static void count_site_in(struct site_counts *sites, uintptr_t site, uintptr_t caller, uintptr_t caller2, unsigned long first, unsigned long second) {
+    uintptr_t key = site ^ (caller * 31) ^ (caller2 * 1009);
     size_t index = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 48) & (SITE_SLOTS - 1);
     for (size_t probe = 0; probe < 64; probe++, index = (index + 1) & (SITE_SLOTS - 1)) {
         uintptr_t seen = __atomic_load_n(&sites[index].site, __ATOMIC_ACQUIRE);
@@ -275,13 +292,15 @@ static void count_site_in(struct site_counts *sites, uintptr_t site, uintptr_t c
             // Claimed with the pair: the caller is written first, then the site publishes both.
             uintptr_t expected = 0;
             if (__atomic_compare_exchange_n(&sites[index].caller, &expected, caller + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                __atomic_store_n(&sites[index].caller2, caller2, __ATOMIC_RELAXED);
                 __atomic_store_n(&sites[index].site, site, __ATOMIC_RELEASE);
                 seen = site;
             } else {
                 while ((seen = __atomic_load_n(&sites[index].site, __ATOMIC_ACQUIRE)) == 0) {}
             }
         }
-        if (seen == site && __atomic_load_n(&sites[index].caller, __ATOMIC_RELAXED) == caller + 1) {
+        if (seen == site && __atomic_load_n(&sites[index].caller, __ATOMIC_RELAXED) == caller + 1
+            && __atomic_load_n(&sites[index].caller2, __ATOMIC_RELAXED) == caller2) {
             if (first) __atomic_fetch_add(&sites[index].retains, first, __ATOMIC_RELAXED);
             if (second) __atomic_fetch_add(&sites[index].releases, second, __ATOMIC_RELAXED);
             return;
@@ -289,10 +308,28 @@ static void count_site_in(struct site_counts *sites, uintptr_t site, uintptr_t c
     }
 }
 
-#pragma GCC diagnostic ignored "-Wframe-address"
-// The call site, and its function's own caller through the frame-pointer chain (Swift code and the runtime keep
-// frame pointers; the hook is reached by tail calls, so frame 1 is the caller of the function that retained).
-#define COUNT_SITE(release) do { if (sites) count_site_in(sites, (uintptr_t)__builtin_return_address(0), (uintptr_t)__builtin_return_address(1), !(release), (release)); } while (0)
+// The return addresses one and two frames up from the hook's caller, through the frame-pointer chain: the hooks
+// are reached by tail calls, so the first is the caller of the function that retained or released (often an
+// outlined copy, whose caller is the second). Swift code keeps frame pointers; where a function does not, the
+// saved value is not a frame of this stack and 0 is returned (never read).
+__attribute__((noinline)) static uintptr_t up_frames(uintptr_t *frame, uintptr_t *second) {
+    struct thread_counts *slot = my_slot();
+    *second = 0;
+    uintptr_t saved = frame[0];  // the hook's caller's frame pointer, saved by the hook's prologue
+    if (saved < (uintptr_t)frame || saved + 16 > slot->stack_high || saved < slot->stack_low || (saved & 7)) return 0;
+    uintptr_t next = ((uintptr_t *)saved)[0];
+    if (next > saved && next + 16 <= slot->stack_high && !(next & 7)) *second = ((uintptr_t *)next)[1];
+    return ((uintptr_t *)saved)[1];
+}
+
+// The call site, and (see `up_frames`) its function's callers. Built with -fno-omit-frame-pointer.
+#define COUNT_SITE(release) do { \
+    if (sites) { \
+        uintptr_t second; \
+        uintptr_t first = up_frames((uintptr_t *)__builtin_frame_address(0), &second); \
+        count_site_in(sites, (uintptr_t)__builtin_return_address(0), first, second, !(release), (release)); \
+    } \
+} while (0)
 
 static void *(*original_retain)(void *);
 static void *(*original_retain_n)(void *, uint32_t);
@@ -561,7 +598,7 @@ void *memcpy(void *destination, const void *source, size_t size) {
     struct thread_counts *slot = my_slot();
     BUMP(slot->copies, 1);
     BUMP(slot->copied_bytes, size);
-    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 1, size);
+    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 0, 1, size);
     return real_memcpy(destination, source, size);
 }
 
@@ -571,6 +608,6 @@ void *memmove(void *destination, const void *source, size_t size) {
     struct thread_counts *slot = my_slot();
     BUMP(slot->copies, 1);
     BUMP(slot->copied_bytes, size);
-    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 1, size);
+    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 0, 1, size);
     return real_memmove(destination, source, size);
 }

@@ -102,7 +102,9 @@ final class EventPipeline: Sendable {
         if let counts { updateInFlightGauges(counts, admitted.lane) }
         if let tracing { admitted.trace = tracing.begin(admitted.message) }
         let event = admitted
-        switch triage.triage(event, nowSeconds: Int64(now)) {
+        // Consumed: the verdict's delivery moves into the event.
+        let verdict = triage.triage(event, nowSeconds: Int64(now))
+        switch consume verdict {
         case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
             // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
             // refusal is published from there.

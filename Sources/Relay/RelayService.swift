@@ -243,11 +243,12 @@ package final class RelayService: Service, Sendable {
                 // first once the lane resumes. The other lane and rebalances go on.
                 var heldBack: [KafkaConsumerMessage] = []
                 var heldLanes: Set<DeliveryLane> = []
-                // Each event is moved out of the batch (reversed, then taken from its end) and on into its
+                // Each event is moved out of the batch (swapped for an empty one) and on into its
                 // `InFlightEvent`: iterating would copy every record, a retain and a release for each of its
                 // buffers at every step.
-                batch.reverse()
-                while let event = batch.popLast() {
+                for index in batch.indices {
+                    var event = KafkaConsumerEvent.partitionsLost([])
+                    swap(&event, &batch[index])
                     if let lane = event.messageLane.map(DeliveryLane.init), heldLanes.contains(lane) || intake.isHeld(lane) {
                         heldLanes.insert(lane)
                         if case .message(let message) = consume event { heldBack.append(message) }

@@ -143,7 +143,7 @@ import Testing
         // Connection 3 had one request; two more use up its three stream ids.
         _ = m.request(id: 5, deadline: at(1000), payload: "", now: at(3))
         _ = m.request(id: 6, deadline: at(1000), payload: "", now: at(3))
-        let ids = m.entries.values.filter { $0.connection == 3 }.first?.assigned
+        let ids = m.connections.first { $0.value == 3 }.flatMap { m.entries[$0.key] }?.assigned
         #expect(ids == 3)
         #expect(m.finished(on: 3, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(4)).retire.isEmpty, "still busy")
         #expect(m.finished(on: 3, load: ready(), outcome: .answered(replaceConnection: false), latency: .milliseconds(1), now: at(4)).retire.isEmpty, "still busy")

@@ -325,7 +325,7 @@ final class ConnectionPool: Sendable {
         }
         // A change of state: the pool's view of this connection must not wait for the next refresh.
         let actions = state.withLock { s -> Machine.Actions in
-            let load = s.machine.entries[connectionID]?.connection.load ?? ConnectionLoad(phase: .closed)
+            let load = s.machine.connections[connectionID]?.load ?? ConnectionLoad(phase: .closed)
             return s.machine.connectionChanged(id: connectionID, load: load, event: event)
         }
         perform(actions)
@@ -342,5 +342,5 @@ final class ConnectionPool: Sendable {
         metrics.connectionsDraining.record(draining)
     }
 
-    var loads: [ConnectionLoad] { state.withLock { $0.machine.entries.values.map { $0.connection.load } } }
+    var loads: [ConnectionLoad] { state.withLock { $0.machine.connections.values.map(\.load) } }
 }

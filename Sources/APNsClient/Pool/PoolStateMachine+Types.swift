@@ -18,8 +18,9 @@ extension PoolStateMachine {
         var bulkWaiting = 0
     }
 
+    /// What the pool knows of one connection (the connection itself is in `connections`, under the same id:
+    /// without a reference in it, an entry is copied and scanned without a retain or a release).
     struct Entry {
-        let connection: Connection
         /// The connection's load as last read: refreshed with each of its answers and events, and for all
         /// connections every `loadRefreshInterval`.
         var load: ConnectionLoad

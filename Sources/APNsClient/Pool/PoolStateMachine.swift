@@ -18,6 +18,8 @@ struct PoolStateMachine<Connection, Payload> {
     /// Requests one connection can carry before its stream ids run out (`APNsClientConfiguration.Connection`).
     let streamBudget: Int
     private(set) var entries: [Int: Entry] = [:]
+    /// The connections of `entries`, by the same ids.
+    private(set) var connections: [Int: Connection] = [:]
     private(set) var connecting = 0
     private var waiters = WaitQueue<Waiter>()
     /// No waiter's deadline is before this (it may be earlier than the earliest: then a sweep scans and
@@ -70,7 +72,7 @@ struct PoolStateMachine<Connection, Payload> {
         var closing: [Connection] = []
         for (id, entry) in entries where !entry.load.retired && entry.load.phase != .closed {
             entries[id]!.load.retired = true
-            closing.append(entry.connection)
+            closing.append(connections[id]!)
         }
         return closing
     }
@@ -153,7 +155,7 @@ struct PoolStateMachine<Connection, Payload> {
             }
             if let retireThis {
                 entry.load.retired = true
-                actions.retire.append((entry.connection, retireThis))
+                actions.retire.append((connections[id]!, retireThis))
             }
             entries[id] = entry
         }
@@ -203,7 +205,7 @@ struct PoolStateMachine<Connection, Payload> {
     mutating func refreshLoads(now: ContinuousClock.Instant, _ read: (Connection) -> ConnectionLoad) {
         guard now - loadsRefreshedAt >= Self.loadRefreshInterval else { return }
         loadsRefreshedAt = now
-        for id in entries.keys { entries[id]!.load = read(entries[id]!.connection) }
+        for (id, connection) in connections { entries[id]!.load = read(connection) }
     }
 
     /// Counts a connect started without an `open` action (tests that set up connections directly).
@@ -217,7 +219,8 @@ struct PoolStateMachine<Connection, Payload> {
         lastConnectError = nil
         // It may already have closed (its `.closed` event found no entry): then it is not added.
         guard !isShuttingDown, load.phase != .closed else { return (false, actions) }
-        entries[id] = Entry(connection: connection, load: load)
+        entries[id] = Entry(load: load)
+        connections[id] = connection
         handOff(into: &actions)
         return (true, actions)
     }
@@ -254,6 +257,7 @@ struct PoolStateMachine<Connection, Payload> {
         switch event {
         case .closed:
             entries[id] = nil
+            connections[id] = nil
             // An idle pool keeps nothing open: APNs closing an unused connection is not a reason to reconnect.
             if !isShuttingDown && (!waiters.isEmpty || (entries.count < configuration.minConnections && !isIdle(now: now))) {
                 actions.open = connectionsToOpen()
@@ -270,7 +274,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// Stops taking requests: every waiting request fails, every connection is to be drained.
     mutating func shutdown() -> (waiters: [Waiter], connections: [Connection]) {
         isShuttingDown = true
-        return (waiters.removeAll(), entries.values.map(\.connection))
+        return (waiters.removeAll(), Array(connections.values))
     }
 
     /// Requests in flight and waiting by lane, when the gauges are due: when they changed and the last
@@ -307,7 +311,7 @@ struct PoolStateMachine<Connection, Payload> {
         if lane == .bulk { inFlightBulk += 1 }
         entries[id]!.inFlight += 1
         entries[id]!.assigned += 1
-        return entries[id]!.connection
+        return connections[id]!
     }
 
     /// Hands free capacity to waiters in their order; when bulk is at its cap, only to urgent ones (a bulk
@@ -316,7 +320,9 @@ struct PoolStateMachine<Connection, Payload> {
         while !waiters.isEmpty, let (id, streams) = bestConnection() {
             let bulkMayGo = !reservesForUrgent || inFlightBulk < bulkCap(streams: streams)
             guard let waiter = waiters.popFirst(skippingRanksFrom: bulkMayGo ? .max : WaitClass.firstBulkRank) else { break }
-            actions.handOff.append((waiter, take(id, for: waiter.lane)))
+            // The connection first: the waiter then moves into the actions (read after, it would be copied).
+            let connection = take(id, for: waiter.lane)
+            actions.handOff.append((waiter, connection))
         }
     }
 
@@ -385,7 +391,7 @@ struct PoolStateMachine<Connection, Payload> {
         let threshold = max(0.05, median * configuration.latencyOutlierFactor)
         for (id, entry) in entries where entry.load.phase == .ready && !entry.load.retired && entry.load.latency > threshold {
             entries[id]!.load.retired = true
-            actions.retire.append((entry.connection, .latencyOutlier))
+            actions.retire.append((connections[id]!, .latencyOutlier))
         }
     }
 }

@@ -36,7 +36,7 @@ extension ConnectionIO {
 
     func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
         guard let r = request(onStream: streamID) else { return }
-        let room = r.prepared.maxResponseBody - r.body.count
+        let room = r.send.request.maxResponseBody - r.body.count
         if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
     }
 
@@ -45,7 +45,7 @@ extension ConnectionIO {
         guard let (r, notProcessed) = table.closed(streamID: streamID) else { return }
         if notProcessed {
             finish(r, .init(transport: .notProcessed, message: "stream above GOAWAY last-stream-id"))
-        } else if var response = r.head.response(body: r.body, keepsBody: r.prepared.keepsResponseBody) {
+        } else if var response = r.head.response(body: r.body, keepsBody: r.send.request.keepsResponseBody) {
             response.connectionID = connection.id
             finish(r, .success(response))
         } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
@@ -65,7 +65,7 @@ extension ConnectionIO {
 
     func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let r = request(onStream: streamID) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let payload = r.prepared.payload
+        let payload = r.send.request.payload
         let n = min(length, payload.count - r.payloadOffset)
         if n > 0 {
             payload.withUnsafeBufferPointer { src in

@@ -10,7 +10,6 @@ import Synchronization
 /// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted),
 /// until it ends, after which nobody touches its response fields.
 final class StreamRequest: @unchecked Sendable {
-    var prepared: PreparedRequest { send.request }
     /// When the stream must have its answer (`timedOut` after).
     let deadline: ContinuousClock.Instant
     let enqueuedAt: ContinuousClock.Instant
@@ -18,7 +17,8 @@ final class StreamRequest: @unchecked Sendable {
     let cancelled = Atomic<Bool>(false)
     let pool: ConnectionPool
     let connection: APNsConnection
-    /// The send as a whole (every attempt): how long it may wait, resends so far, cancellation, the caller.
+    /// The send as a whole (every attempt): how long it may wait, resends so far, cancellation, the caller;
+    /// `send.request` is what goes on the stream (read it in place: a copy retains each of its buffers).
     let send: ConnectionPool.Send
     private var ended = false
     var streamID: Int32 = 0

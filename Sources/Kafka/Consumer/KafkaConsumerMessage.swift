@@ -36,16 +36,10 @@ package struct KafkaConsumerMessage: Sendable {
     ///   a long topic name is not allocated once per record.
     init(copying message: UnsafePointer<rd_kafka_message_t>, lane: KafkaConsumerLane, topicName: (OpaquePointer) -> String) {
         let raw = message.pointee
-        self.lane = lane
-        topic = raw.rkt.map(topicName) ?? ""
-        partition = raw.partition
-        offset = raw.offset
-        key = raw.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
-        value = raw.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.len)) }
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        timestampMilliseconds = timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
-        headers = []
+        // Fields from locals, each set once: an initializer that reads back what it set copies the record.
+        var headers: [KafkaHeader] = []
         var headerList: OpaquePointer?
         // Ownership: the header list belongs to the message; we only read it.
         if rd_kafka_message_headers(message, &headerList) == RD_KAFKA_RESP_ERR_NO_ERROR, let headerList {
@@ -60,6 +54,12 @@ package struct KafkaConsumerMessage: Sendable {
                 index += 1
             }
         }
+        self.init(
+            topic: raw.rkt.map(topicName) ?? "", partition: raw.partition, offset: raw.offset,
+            key: raw.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.key_len)) },
+            value: raw.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.len)) },
+            headers: headers, timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp,
+            lane: lane)
     }
 }
 

@@ -255,11 +255,15 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// Hands the polled records to the state machine. Called before a rebalance is applied, so records
     /// polled before a revocation are in the buffer (and dropped with it), never behind it.
     func flushPolledBatch(handle: OpaquePointer) {
-        let batch = polledBatch.withLock { batch in
-            defer { batch.removeAll(keepingCapacity: true) }
+        // The records move on: the batch is taken whole, emptied into the state machine's buffers, and its
+        // buffer (with its capacity) given back for the next.
+        var batch = polledBatch.withLock { batch in
+            defer { batch = [] }
             return batch
         }
-        if !batch.isEmpty { update { $0.received(batch) } }
+        guard !batch.isEmpty else { return }
+        update { $0.received(taking: &batch) }
+        polledBatch.withLock { if $0.isEmpty { $0 = batch } }
     }
 
     /// Polls until close, then closes the librdkafka consumer.
@@ -295,8 +299,9 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 report(KafkaError(code: .broker, rawResponse: message.pointee.err, message: detail))
                 return
             }
-            let received = KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName)
-            polledBatch.withLock { $0.append(received) }
+            // Moved into the batch (captured as it is, it would be copied).
+            var received = Optional(KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName))
+            polledBatch.withLock { $0.append(received.take()!) }
         }
         client.withHandle { handle in
             let consumerQueue = rd_kafka_queue_get_consumer(handle)!

@@ -81,14 +81,26 @@ struct KafkaConsumerStateMachine {
     /// Records polled in one go, in order (each goes to its `lane`). One call per batch keeps lock and
     /// wake-up costs per batch.
     mutating func received(_ batch: [KafkaConsumerMessage]) -> Action {
+        var batch = batch
+        return received(taking: &batch)
+    }
+
+    /// As ``received(_:)``, moving the records out of `batch` (left empty, with its capacity): iterating would
+    /// copy each record, a retain and a release for each of its buffers.
+    mutating func received(taking batch: inout [KafkaConsumerMessage]) -> Action {
         var action = Action()
         guard !isFinished else {
             action.droppedMessages = batch.count
+            batch.removeAll(keepingCapacity: true)
             return action
         }
         // A batch holds runs of one partition: its epoch is looked up once per run.
         var current: (partition: KafkaTopicPartition, epoch: UInt32)?
-        for var message in batch {
+        defer { batch.removeAll(keepingCapacity: true) }
+        for index in batch.indices {
+            // Moved out, an empty record left in its place (a copy would retain each of its buffers).
+            var message = KafkaConsumerMessage(topic: "", partition: 0, offset: 0, key: nil, value: nil)
+            swap(&message, &batch[index])
             let partition = message.topicPartition
             if current?.partition != partition { current = (partition, epochs[partition] ?? 0) }
             message.assignmentEpoch = current!.epoch
@@ -301,8 +313,8 @@ struct MessageQueue {
     var isEmpty: Bool { storage.isEmpty }
     var first: KafkaConsumerMessage? { storage.first }
 
-    mutating func append(_ message: KafkaConsumerMessage) { storage.append(message) }
-    mutating func prepend(_ message: KafkaConsumerMessage) { storage.prepend(message) }
+    mutating func append(_ message: consuming KafkaConsumerMessage) { storage.append(message) }
+    mutating func prepend(_ message: consuming KafkaConsumerMessage) { storage.prepend(message) }
     mutating func popFirst() -> KafkaConsumerMessage? { storage.popFirst() }
     mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) { storage.removeAll(where: shouldRemove) }
 }

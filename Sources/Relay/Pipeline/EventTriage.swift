@@ -56,9 +56,11 @@ struct EventTriage {
                 .size, code: "event_too_large",
                 message: "event is \(value.count + keyBytes + headerBytes) bytes\(parts); the limit is \(limit) (relay.maxEventBytes)")
         }
-        let decoded: NotificationEvent
+        // Read in place from here on (`event.notification`): a copy of the notification would retain each of
+        // its buffers.
+        var event: NotificationEvent
         do {
-            decoded = try decoder.decode(value)
+            event = try decoder.decode(value)
         } catch {
             // Echo what can still be read of the event, so producers can correlate the result.
             let salvaged = SalvagedEvent(salvaging: value)
@@ -66,41 +68,39 @@ struct EventTriage {
                 .schema, code: error.code.rawValue, message: Self.text(of: error), id: salvaged.id, metadata: salvaged.metadata,
                 decodingError: error)
         }
-        var event = decoded
         event.notification.lane = inFlight.lane
-        let notification = event.notification
-        if let expiration = notification.expiration, expiration > 0, expiration <= nowSeconds {
+        if let expiration = event.notification.expiration, expiration > 0, expiration <= nowSeconds {
             let result = DeliveryResult(
                 eventID: event.id, metadata: event.metadata, outcome: .expired, reason: "Expired",
                 message: "apns-expiration \(expiration) passed before the event could be sent",
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            return .answer(result, nil, broadcast: notification.isBroadcast)
+            return .answer(result, nil, broadcast: event.notification.isBroadcast)
         }
         let credential: CredentialDirectory.Credential
-        switch credentials.lookup(topic: notification.topic, in: notification.environment) {
+        switch credentials.lookup(topic: event.notification.topic, in: event.notification.environment) {
         case .covered(let covering):
             credential = covering
         case .otherEnvironmentOnly(let credentials):
             let names = credentials.map { "'\($0)'" }.joined(separator: ", ")
             return invalid(
                 .apnsRules, code: "NoCredentialForEnvironment",
-                message: "no configured APNs credential covers topic \(notification.topic) in the \(notification.environment.rawValue) environment "
+                message: "no configured APNs credential covers topic \(event.notification.topic) in the \(event.notification.environment.rawValue) environment "
                     + "(credential \(names) covers it in the other one only: see its environments key)",
-                id: event.id, metadata: event.metadata, broadcast: notification.isBroadcast)
+                id: event.id, metadata: event.metadata, broadcast: event.notification.isBroadcast)
         case .uncovered:
             return invalid(
                 .apnsRules, code: "NoCredentialForTopic",
-                message: "no configured APNs credential covers topic \(notification.topic)", id: event.id, metadata: event.metadata,
-                broadcast: notification.isBroadcast
+                message: "no configured APNs credential covers topic \(event.notification.topic)", id: event.id, metadata: event.metadata,
+                broadcast: event.notification.isBroadcast
             )
         }
         do {
-            try notification.validate(authentication: credential.authentication)
+            try event.notification.validate(authentication: credential.authentication)
         } catch {
             return invalid(
                 .apnsRules, code: error.reason.rawValue, message: error.message, id: event.id, metadata: event.metadata,
-                broadcast: notification.isBroadcast)
+                broadcast: event.notification.isBroadcast)
         }
         return .deliver(Delivery(event: event, credential: credential))
     }
