@@ -4,8 +4,10 @@ import ServiceSupport
 /// nghttp2's C callbacks: decode the frame's few fields we need and hand them to the connection, nothing
 /// else. `user_data` is the unretained `ConnectionIO` (see `HTTP2Session.init`); they run on its event loop.
 enum NGHTTP2Callbacks {
-    private static func connection(_ userData: UnsafeMutableRawPointer?) -> ConnectionIO {
-        Unmanaged<ConnectionIO>.fromOpaque(userData!).takeUnretainedValue()
+    /// Lends the connection to `body` without a retain and a release (several callbacks run per request): it
+    /// is alive throughout, since nghttp2 calls back only from within the connection's own calls into it.
+    private static func connection<R>(_ userData: UnsafeMutableRawPointer?, _ body: (ConnectionIO) -> R) -> R {
+        Unmanaged<ConnectionIO>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
     }
 
     static let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
@@ -13,13 +15,13 @@ enum NGHTTP2Callbacks {
         let hd = frame.pointee.hd
         switch UInt32(hd.type) {
         case NGHTTP2_SETTINGS.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { connection(userData).settingsChanged() }
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { connection(userData) { $0.settingsChanged() } }
         case NGHTTP2_GOAWAY.rawValue:
             let g = frame.pointee.goaway
             let debug = g.opaque_data_len > 0 ? String(decoding: UnsafeBufferPointer(start: g.opaque_data, count: g.opaque_data_len), as: UTF8.self) : ""
-            connection(userData).goawayReceived(lastStreamID: g.last_stream_id, errorCode: g.error_code, debug: debug)
+            connection(userData) { $0.goawayReceived(lastStreamID: g.last_stream_id, errorCode: g.error_code, debug: debug) }
         case NGHTTP2_PING.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { connection(userData).pingAcknowledged() }
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { connection(userData) { $0.pingAcknowledged() } }
         default:
             break  // HEADERS/DATA are handled per header and chunk; others need nothing from us.
         }
@@ -28,31 +30,33 @@ enum NGHTTP2Callbacks {
 
     static let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
         guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-        connection(userData).header(
-            streamID: frame.pointee.hd.stream_id,
-            name: UnsafeBufferPointer(start: name, count: nameLength),
-            value: UnsafeBufferPointer(start: value, count: valueLength)
-        )
+        connection(userData) {
+            $0.header(
+                streamID: frame.pointee.hd.stream_id,
+                name: UnsafeBufferPointer(start: name, count: nameLength),
+                value: UnsafeBufferPointer(start: value, count: valueLength)
+            )
+        }
         return 0
     }
 
     static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
-        connection(userData).data(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+        connection(userData) { $0.data(streamID: streamID, UnsafeBufferPointer(start: data, count: length)) }
         return 0
     }
 
     static let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
-        connection(userData).streamClosed(streamID: streamID, errorCode: errorCode)
+        connection(userData) { $0.streamClosed(streamID: streamID, errorCode: errorCode) }
         return 0
     }
 
     static let onFrameNotSend: nghttp2_on_frame_not_send_callback = { _, frame, error, userData in
         guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
-        connection(userData).requestNotSent(streamID: frame.pointee.hd.stream_id, error: error)
+        connection(userData) { $0.requestNotSent(streamID: frame.pointee.hd.stream_id, error: error) }
         return 0
     }
 
     static let readPayload: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-        connection(userData).payloadChunk(streamID: streamID, into: buffer!, length: length, flags: flags!)
+        connection(userData) { $0.payloadChunk(streamID: streamID, into: buffer!, length: length, flags: flags!) }
     }
 }
