@@ -126,8 +126,9 @@ struct site_counts {
     unsigned long retains, releases;
 };
 static struct site_counts *sites;
-// The same for copies (memcpy, memmove): calls and bytes by call site.
+// The same for copies (memcpy, memmove): calls and bytes by call site; and for clock reads.
 static struct site_counts *copy_sites;
+static struct site_counts *clock_sites;
 static char sites_path[4096];
 static uintptr_t main_program_base;
 
@@ -258,6 +259,7 @@ static void dump_counts(int signal_number) {
         if (site_file >= 0) {
             dump_sites(site_file, sites, "refcount");
             if (copy_sites) dump_sites(site_file, copy_sites, "copy");
+            if (clock_sites) dump_sites(site_file, clock_sites, "clock");
             close(site_file);
         }
     }
@@ -486,9 +488,11 @@ static void install_swift_hooks(void) {
     if (sites_file && strlen(sites_file) < sizeof sites_path) {
         void *table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *copy_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (table != MAP_FAILED && copy_table != MAP_FAILED) {
+        void *clock_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (table != MAP_FAILED && copy_table != MAP_FAILED && clock_table != MAP_FAILED) {
             strcpy(sites_path, sites_file);
             copy_sites = copy_table;
+            clock_sites = clock_table;
             sites = table;
         }
     }
@@ -575,6 +579,12 @@ int clock_gettime(clockid_t clock, struct timespec *time) {
     resolve();
     if (!real_clock_gettime) return (int)syscall(SYS_clock_gettime, clock, time);
     BUMP(my_slot()->clocks, 1);
+    if (clock_sites) {
+        // Swift reads the clock through its runtime (swift_get_time), which keeps a frame pointer: its callers.
+        uintptr_t second;
+        uintptr_t first = up_frames((uintptr_t *)__builtin_frame_address(0), &second);
+        count_site_in(clock_sites, (uintptr_t)__builtin_return_address(0), first, second, 1, 0);
+    }
     return real_clock_gettime(clock, time);
 }
 

@@ -124,7 +124,7 @@ final class ConnectionPool: Sendable {
         let now = ContinuousClock.now
         metrics.requests.increment()
         metrics.streamsInUse.record(outstanding.add(1, ordering: .relaxed).newValue)
-        attempt(Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion))
+        attempt(Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion), now: now)
     }
 
     /// A send through the pool across its attempts (resends of what APNs never processed).
@@ -140,7 +140,8 @@ final class ConnectionPool: Sendable {
         var resends = 0
     }
 
-    private func attempt(_ send: Send) {
+    /// - Parameter now: the caller's reading of the clock, if it just took one (one read per request).
+    private func attempt(_ send: Send, now: ContinuousClock.Instant? = nil) {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         if let ticket = send.ticket {
             let live = ticket.enter { [self] in
@@ -154,7 +155,7 @@ final class ConnectionPool: Sendable {
         // It moves into the queue, or on to its stream: a copy would retain each of its references.
         let (deadline, waitClass) = (send.deadline, send.request.waitClass)
         var pending = Optional(send)
-        let (pick, actions) = withMachine { machine, now in
+        let (pick, actions) = withMachine(now: now) { machine, now in
             machine.request(id: id, deadline: deadline, class: waitClass, now: now) { pending.take()! }
         }
         perform(actions)
@@ -167,8 +168,9 @@ final class ConnectionPool: Sendable {
 
     /// Sends on `connection` (which counted the request); it ends in `completed`.
     private func submit(_ send: consuming Send, on connection: APNsConnection) {
-        let deadline = max(send.deadline, ContinuousClock.now + send.budget)
-        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: deadline))
+        let now = ContinuousClock.now
+        let deadline = max(send.deadline, now + send.budget)
+        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: deadline, enqueuedAt: now))
     }
 
     /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
@@ -240,9 +242,10 @@ final class ConnectionPool: Sendable {
 
     /// Runs `body` on the state machine under the lock, with loads no staler than `loadRefreshInterval`;
     /// publishes the per-lane gauges when they are due (`laneCountsDue`), outside the lock.
-    private func withMachine<R>(_ body: (inout Machine, ContinuousClock.Instant) -> R) -> R {
+    /// `now`: a reading the caller just took (else the clock is read under the lock).
+    private func withMachine<R>(now reading: ContinuousClock.Instant? = nil, _ body: (inout Machine, ContinuousClock.Instant) -> R) -> R {
         let (result, lanes) = state.withLock { s in
-            let now = ContinuousClock.now
+            let now = reading ?? ContinuousClock.now
             s.machine.refreshLoads(now: now) { $0.load }
             let result = body(&s.machine, now)
             return (result, s.machine.laneCountsDue(now: now))

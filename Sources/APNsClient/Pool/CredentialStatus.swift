@@ -26,8 +26,9 @@ final class CredentialStatus: Sendable {
         gauge.record(0)
     }
 
-    /// Reads an answer: a refusal of the credential sets the gauge (and logs); a 200 clears it.
-    func answered(_ response: APNsResponse, now: ContinuousClock.Instant = .now) {
+    /// Reads an answer: a refusal of the credential sets the gauge (and logs); a 200 clears it. `now` (the
+    /// log's throttle) is read only for a refusal: an accepted push costs no clock read.
+    func answered(_ response: APNsResponse, now: ContinuousClock.Instant? = nil) {
         if response.status == 200 {
             // One relaxed load per accepted push; the exchange only when it was refused.
             if refusedNow.load(ordering: .relaxed), refusedNow.exchange(false, ordering: .relaxed) { gauge.record(0) }
@@ -36,7 +37,7 @@ final class CredentialStatus: Sendable {
         guard response.status == 403, let reason = response.reason, reason.refusesCredential else { return }
         if !refusedNow.exchange(true, ordering: .relaxed) { gauge.record(1) }
         // One line a minute for the pool, whatever the reason: the reason is in the line.
-        guard let suppressed = throttle.admit("refused", now: now) else { return }
+        guard let suppressed = throttle.admit("refused", now: now ?? .now) else { return }
         var metadata: Logger.Metadata = ["credential": "\(credential)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)"]
         if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
         logger.error("APNs refuses credential '\(credential)' in the \(environment.rawValue) environment: 403 \(reason) — \(Self.hint(reason))", metadata: metadata)

@@ -28,12 +28,15 @@ final class StreamRequest: @unchecked Sendable {
     /// At most `prepared.maxResponseBody` bytes.
     var body: [UInt8] = []
 
-    init(_ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant) {
+    init(
+        _ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant,
+        enqueuedAt: ContinuousClock.Instant = .now
+    ) {
         self.send = send
         self.connection = connection
         self.pool = pool
         self.deadline = deadline
-        self.enqueuedAt = .now
+        self.enqueuedAt = enqueuedAt
     }
 
     /// Marks the request ended. - Returns: `false` if it had ended already (the caller drops this ending).
