@@ -57,6 +57,10 @@ static struct thread_counts threads[THREAD_SLOTS];
 static unsigned int slots_claimed;
 static __thread struct thread_counts *thread_slot __attribute__((tls_model("initial-exec")));
 
+// Set when call sites are counted (below).
+struct site_counts;
+static struct site_counts *sites;
+
 static struct thread_counts *my_slot(void) {
     struct thread_counts *slot = thread_slot;
     if (!slot) {
@@ -65,11 +69,12 @@ static struct thread_counts *my_slot(void) {
         slot = &threads[index];
         if (index < THREAD_SLOTS - 1) __atomic_store_n(&slot->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
         thread_slot = slot;
-        // After the slot is set: pthread_getattr_np may allocate, which counts into it.
+        // Only when sites are counted (the frame walk needs the bounds), and after the slot is set:
+        // pthread_getattr_np may allocate, which counts into it.
         pthread_attr_t attributes;
         void *low;
         size_t size;
-        if (index < THREAD_SLOTS - 1 && pthread_getattr_np(pthread_self(), &attributes) == 0) {
+        if (sites && index < THREAD_SLOTS - 1 && pthread_getattr_np(pthread_self(), &attributes) == 0) {
             if (pthread_attr_getstack(&attributes, &low, &size) == 0) {
                 slot->stack_low = (uintptr_t)low;
                 slot->stack_high = (uintptr_t)low + size;
@@ -156,9 +161,11 @@ static void dump_sites(int file, const struct site_counts *table, const char *ki
         if (!site) continue;
         char *cursor = line;
         append(&cursor, kind);
+        // A caller not found (no frame pointer to follow) is written as 0.
+        uintptr_t caller = __atomic_load_n(&table[index].caller, __ATOMIC_RELAXED) - 1;
+        uintptr_t caller2 = __atomic_load_n(&table[index].caller2, __ATOMIC_RELAXED);
         uintptr_t offsets[3] = {
-            site - main_program_base, __atomic_load_n(&table[index].caller, __ATOMIC_RELAXED) - 1 - main_program_base,
-            __atomic_load_n(&table[index].caller2, __ATOMIC_RELAXED) - main_program_base,
+            site - main_program_base, caller ? caller - main_program_base : 0, caller2 ? caller2 - main_program_base : 0,
         };
         for (int which = 0; which < 3; which++) {
             uintptr_t offset = offsets[which];
@@ -602,22 +609,24 @@ static void *copy_bytes(void *destination, const void *source, size_t size) {
     return destination;
 }
 
-void *memcpy(void *destination, const void *source, size_t size) {
-    resolve();
-    if (!real_memcpy) return copy_bytes(destination, source, size);
+// A copy of `size` bytes from `site` (the caller's call instruction).
+static void count_copy(size_t size, uintptr_t site) {
     struct thread_counts *slot = my_slot();
     BUMP(slot->copies, 1);
     BUMP(slot->copied_bytes, size);
-    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 0, 1, size);
+    if (copy_sites) count_site_in(copy_sites, site, 0, 0, 1, size);
+}
+
+void *memcpy(void *destination, const void *source, size_t size) {
+    resolve();
+    if (!real_memcpy) return copy_bytes(destination, source, size);
+    count_copy(size, (uintptr_t)__builtin_return_address(0));
     return real_memcpy(destination, source, size);
 }
 
 void *memmove(void *destination, const void *source, size_t size) {
     resolve();
     if (!real_memmove) return copy_bytes(destination, source, size);
-    struct thread_counts *slot = my_slot();
-    BUMP(slot->copies, 1);
-    BUMP(slot->copied_bytes, size);
-    if (copy_sites) count_site_in(copy_sites, (uintptr_t)__builtin_return_address(0), 0, 0, 1, size);
+    count_copy(size, (uintptr_t)__builtin_return_address(0));
     return real_memmove(destination, source, size);
 }
