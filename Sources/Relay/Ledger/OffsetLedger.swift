@@ -24,9 +24,10 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
         // coroutine whose frame was allocated on every call (measured: ~4 allocations per event in here).
         if partitions.index(forKey: partition) == nil { partitions[partition] = PartitionLedger() }
         let index = partitions.index(forKey: partition)!
-        let frontier = partitions.values[index].frontier
-        let begin = partitions.values[index].begin(offset)
-        if begin == .seen, let frontier, offset < frontier { seenBelowFrontier += 1 }
+        // Through the mutating accessor only: reading a field by `values[index]` copies the partition's
+        // ledger (a retain and a release of each of its deques).
+        let (begin, belowFrontier) = partitions.values[index].begin(offset)
+        if belowFrontier { seenBelowFrontier += 1 }
         return begin
     }
 
@@ -41,9 +42,8 @@ package struct OffsetLedger<Partition: Hashable & Sendable>: Sendable {
     package mutating func finish(_ partition: Partition, offset: Int64) -> Int64? {
         // In place: a copy of the partition's ledger would copy its deques on every finish.
         guard let index = partitions.index(forKey: partition) else { return nil }
-        let gapsBefore = partitions.values[index].gaps
-        let frontier = partitions.values[index].finish(offset)
-        gapsSteppedOver += partitions.values[index].gaps - gapsBefore
+        let (frontier, gaps) = partitions.values[index].finish(offset)
+        gapsSteppedOver += gaps
         return frontier
     }
 
@@ -87,34 +87,37 @@ struct PartitionLedger: Sendable {
     /// Times the frontier stepped over offsets never begun.
     private(set) var gaps = 0
 
-    mutating func begin(_ offset: Int64) -> OffsetBegin {
-        if let frontier, offset < frontier { return .seen }
+    /// - Returns: how the offset begins, and whether it was below the frontier (seen and finished long ago).
+    mutating func begin(_ offset: Int64) -> (OffsetBegin, belowFrontier: Bool) {
+        if let frontier, offset < frontier { return (.seen, true) }
         guard let last = offsets.last, offset <= last else {
             offsets.append(offset)
             finished.append(false)
             inFlight += 1
-            return .begun
+            return (.begun, false)
         }
         let index = firstIndex(notBelow: offset)
-        if offsets[index] == offset { return .seen }
+        if offsets[index] == offset { return (.seen, false) }
         offsets.insert(offset, at: index)
         finished.insert(false, at: index)
         inFlight += 1
-        return .late
+        return (.late, false)
     }
 
-    mutating func finish(_ offset: Int64) -> Int64? {
-        guard let index = indexOf(offset), !finished[index] else { return nil }
+    /// - Returns: the new frontier when it moved, and the gaps it stepped over doing so.
+    mutating func finish(_ offset: Int64) -> (frontier: Int64?, gapsSteppedOver: Int) {
+        guard let index = indexOf(offset), !finished[index] else { return (nil, 0) }
         finished[index] = true
         inFlight -= 1
-        guard index == 0 else { return nil }
+        guard index == 0 else { return (nil, 0) }
+        let gapsBefore = gaps
         while finished.first == true {
             finished.removeFirst()
             let next = offsets.removeFirst()
             if let frontier, next > frontier { gaps += 1 }
             frontier = next + 1
         }
-        return frontier
+        return (frontier, gaps - gapsBefore)
     }
 
     private func indexOf(_ offset: Int64) -> Int? {
