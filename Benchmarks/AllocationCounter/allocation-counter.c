@@ -50,7 +50,7 @@ enum { THREAD_SLOTS = 512 };
 struct thread_counts {
     unsigned long allocations, retains, releases, clocks, copies, copied_bytes;
     pid_t tid;
-    // The thread's stack, for walking frame pointers safely (call sites only; see `caller_of_caller`).
+    // The thread's stack, for walking frame pointers safely (call sites only; see `up_frames`).
     uintptr_t stack_low, stack_high;
 } __attribute__((aligned(64)));
 static struct thread_counts threads[THREAD_SLOTS];

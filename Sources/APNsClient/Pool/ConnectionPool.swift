@@ -255,7 +255,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Carries out the machine's decisions (outside the lock).
-    private func perform(_ actions: consuming Machine.Actions) {
+    private func perform(_ actions: Machine.Actions) {
         if let limit = actions.newLimit { metrics.concurrencyLimit.record(limit) }
         for (connection, reason) in actions.retire {
             switch reason {
@@ -272,9 +272,7 @@ final class ConnectionPool: Sendable {
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
         for (waiter, error) in actions.fail { finish(waiter.payload, .failure(error)) }
-        // Taken out of the actions (reversed, then from the end), each request moves on to its stream.
-        actions.handOff.reverse()
-        while let (waiter, connection) = actions.handOff.popLast() { submit(waiter.payload, on: connection) }
+        for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection) }
     }
 
     // MARK: - Opening and closing
