@@ -238,14 +238,12 @@ package final class RelayService: Service, Sendable {
             // Batches: the graceful-shutdown wrapper hands each element over between tasks, which per event
             // would be the pipeline's largest cost (and its throughput limit).
             for await var batch in consumer.events.batches(maxCount: Self.consumeBatch).cancelOnGracefulShutdown() {
-                // A lane the gate holds (it may close halfway through a batch) takes no more events: the
-                // rest of the batch in that lane goes back to the consumer, in order, and comes out again
-                // first once the lane resumes. The other lane and rebalances go on.
+                // A lane the gate holds (it may close halfway through a batch) takes no more events: the rest of
+                // the batch in that lane goes back, in order, first out once the lane resumes; the rest goes on.
                 var heldBack: [KafkaConsumerMessage] = []
                 var heldLanes: Set<DeliveryLane> = []
-                // Each event is moved out of the batch (swapped for an empty one) and on into its
-                // `InFlightEvent`: iterating would copy every record, a retain and a release for each of its
-                // buffers at every step.
+                // Each event moves out of the batch (swapped for an empty one) into its `InFlightEvent`:
+                // iterating would copy every record, a retain and a release of each buffer.
                 for index in batch.indices {
                     var event = KafkaConsumerEvent.partitionsLost([])
                     swap(&event, &batch[index])

@@ -30,7 +30,7 @@ final class StreamRequest: @unchecked Sendable {
 
     init(
         _ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant,
-        enqueuedAt: ContinuousClock.Instant = .now
+        enqueuedAt: ContinuousClock.Instant
     ) {
         self.send = send
         self.connection = connection
