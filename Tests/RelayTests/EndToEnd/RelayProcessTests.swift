@@ -65,37 +65,19 @@ struct RelayProcessTests {
 
     /// With a few partitions and with as many as production topics for push traffic have (128): the
     /// rebalance when the second joins, and the first's drain when it leaves, hand every partition over.
+    /// Duplicates are printed, not bounded: the mock refuses commits for the whole join phase of a rebalance,
+    /// which Apache Kafka accepts (see `SecondBrokerTests.twoRelaysHandOverTheGroupOnASecondBrokerAndNothingIsLost`).
     @Test(arguments: [8, 128])
     func twoRelaysShareTheGroupAndNothingIsLostWhenOneJoinsAndTheOtherLeaves(partitions: Int) async throws {
         var options = RelaySandbox.Options()
         options.partitions = partitions
         try await withSandbox(options, logger: logger) { sandbox in
-            let count = 4000
-            let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
-            let env = environment(sandbox, group: "pair-\(UUID().uuidString.prefix(8))")
-            let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let results = sandbox.options.topics.results
-            try await sandbox.produce(Array(events.prefix(count / 2)))
-
-            let a = try RelayProcess(environment: env)
-            var collected = try await reader.collect(timeout: .seconds(120)) { $0.filter { $0.topic == results }.count >= count / 8 }
-            let b = try RelayProcess(environment: env)  // joins mid-stream: a rebalance
-            try await sandbox.produce(Array(events.suffix(count / 2)))
-            collected += try await reader.collect(timeout: .seconds(120)) { new in
-                collected.filter { $0.topic == results }.count + new.filter { $0.topic == results }.count >= count / 2
-            }
-            #expect(await a.terminate(timeout: .seconds(30)) == 0, "the leaving relay exits cleanly; log:\n\(a.log.suffix(2000))")
-            let seenBefore = Set(collected.filter { $0.topic == results }.map(\.keyString))
-            collected += try await reader.collect(timeout: .seconds(120)) { new in
-                seenBefore.union(new.filter { $0.topic == results }.map(\.keyString)).count >= count
-            }
-            let bStatus = await b.terminate(timeout: .seconds(30))
-            #expect(bStatus == 0, "log:\n\(b.log.suffix(4000))")
-            await reader.close()
-            let keys = collected.filter { $0.topic == results }.map(\.keyString)
-            #expect(Set(keys) == Set(events.map(\.key)), "nothing lost across the join and the leave")
-            print("two relays, \(partitions) partitions: \(count) events, \(keys.count - Set(keys).count) duplicates")
-            #expect(a.log.contains("partitions revoked"), "the first relay saw its partitions revoked when the second joined")
+            let run = try await GroupHandOver.run(sandbox, logger: logger)
+            #expect(run.statusA == 0, "the leaving relay exits cleanly; log:\n\(run.logA.suffix(2000))")
+            #expect(run.statusB == 0, "log:\n\(run.logB.suffix(4000))")
+            #expect(Set(run.resultKeys) == Set(run.eventKeys), "nothing lost across the join and the leave")
+            print("two relays, \(partitions) partitions: \(run.eventKeys.count) events, \(run.duplicates) duplicates")
+            #expect(run.logA.contains("partitions revoked"), "the first relay saw its partitions revoked when the second joined")
         }
     }
 
