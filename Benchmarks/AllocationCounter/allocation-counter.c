@@ -124,7 +124,8 @@ static int swift_hooks_installed;
 // writes `refcount <site> <its function's caller> <theirs> <retains> <releases>`, the first three as hex offsets in
 // the main program, for addr2line -f -e <program>; and `copy <site> <caller> <theirs> <calls> <bytes>` for memcpy and memmove
 // (its caller is not walked: the libraries that copy keep no frame pointers; a site in a shared library shows as
-// an offset outside the program).
+// an offset outside the program); `clock <site> <caller> <theirs> <reads> 0`; `alloc <site> <caller> <theirs>
+// <allocations> 0`.
 enum { SITE_SLOTS = 1 << 16 };
 struct site_counts {
     uintptr_t site, caller, caller2;
@@ -134,6 +135,8 @@ static struct site_counts *sites;
 // The same for copies (memcpy, memmove): calls and bytes by call site; and for clock reads.
 static struct site_counts *copy_sites;
 static struct site_counts *clock_sites;
+// And allocations (malloc, calloc, realloc, posix_memalign, aligned_alloc) by call site.
+static struct site_counts *alloc_sites;
 static char sites_path[4096];
 static uintptr_t main_program_base;
 
@@ -267,6 +270,7 @@ static void dump_counts(int signal_number) {
             dump_sites(site_file, sites, "refcount");
             if (copy_sites) dump_sites(site_file, copy_sites, "copy");
             if (clock_sites) dump_sites(site_file, clock_sites, "clock");
+            if (alloc_sites) dump_sites(site_file, alloc_sites, "alloc");
             close(site_file);
         }
     }
@@ -496,10 +500,12 @@ static void install_swift_hooks(void) {
         void *table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *copy_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *clock_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (table != MAP_FAILED && copy_table != MAP_FAILED && clock_table != MAP_FAILED) {
+        void *alloc_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (table != MAP_FAILED && copy_table != MAP_FAILED && clock_table != MAP_FAILED && alloc_table != MAP_FAILED) {
             strcpy(sites_path, sites_file);
             copy_sites = copy_table;
             clock_sites = clock_table;
+            alloc_sites = alloc_table;
             sites = table;
         }
     }
@@ -524,10 +530,36 @@ __attribute__((constructor)) static void start(void) {
     sigaction(SIGUSR2, &action, NULL);
 }
 
-static void count(int kind) {
-    __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED);
-    BUMP(my_slot()->allocations, 1);
+// The return addresses `skip` + 1 and `skip` + 2 frames up from the caller of the function whose frame is
+// `frame` (as `up_frames` for `skip` 0), each 0 where the chain leaves the thread's stack.
+__attribute__((noinline)) static uintptr_t up_frames_skipping(uintptr_t *frame, int skip, uintptr_t *second) {
+    struct thread_counts *slot = my_slot();
+    *second = 0;
+    uintptr_t current = frame[0];
+    for (int level = 0; level <= skip + 1; level++) {
+        if (current < (uintptr_t)frame || current + 16 > slot->stack_high || current < slot->stack_low || (current & 7)) return 0;
+        if (level == skip) {
+            uintptr_t next = ((uintptr_t *)current)[0];
+            if (next > current && next + 16 <= slot->stack_high && !(next & 7)) *second = ((uintptr_t *)next)[1];
+            return ((uintptr_t *)current)[1];
+        }
+        current = ((uintptr_t *)current)[0];
+    }
+    return 0;
 }
+
+// Counts an allocation, by thread, and by call site when sites are counted: the allocating function's return
+// address and two callers up. A Swift object's site is in swift_slowAlloc, whose caller is swift_allocObject, and
+// an array's is one more (the buffer's initializer): those are skipped, so that the two callers are Swift code.
+#define count(kind) do { \
+    __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED); \
+    BUMP(my_slot()->allocations, 1); \
+    if (alloc_sites) { \
+        uintptr_t second; \
+        uintptr_t first = up_frames_skipping((uintptr_t *)__builtin_frame_address(0), 2, &second); \
+        count_site_in(alloc_sites, (uintptr_t)__builtin_return_address(0), first, second, 1, 0); \
+    } \
+} while (0)
 
 void *malloc(size_t size) {
     resolve();
