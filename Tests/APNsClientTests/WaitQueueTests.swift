@@ -159,4 +159,43 @@ import Testing
         #expect(queue.count == 2 && queue.count(in: .bulk) == 2)
         #expect(drain(&queue) == ["bulk0", "bulk1"])
     }
+
+    /// Many more apps than are kept, coming and going at random with removals between, against a model of
+    /// one rank (apps in turn, each app's requests in order): an app's queue slot is freed and reused by
+    /// another app, and no request may move to another app, be lost, or be served out of turn.
+    @Test func appsReusingFreedSlotsKeepTheirOwnRequestsAndTurns() {
+        var queue = Queue()
+        var generator = SystemRandomNumberGenerator()
+        var waiting: [String: [String]] = [:]  // the model: each app's requests, oldest first
+        var turns: [String] = []  // the model: the apps with requests, in the order they are served
+        var next = 0
+        for step in 0..<20_000 {
+            let app = "app\(Int.random(in: 0..<(3 * Queue.keptIdleFlows), using: &generator))"
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<5:
+                let request = "\(app)/\(next)"
+                next += 1
+                queue.append(request, in: WaitClass(rank: 0, flow: app))
+                if waiting[app, default: []].isEmpty { turns.append(app) }
+                waiting[app, default: []].append(request)
+            case 5..<9:
+                let served = queue.popFirst()
+                guard let owner = turns.first else {
+                    #expect(served == nil, "step \(step): nothing waits")
+                    continue
+                }
+                turns.removeFirst()
+                let expected = waiting[owner]!.removeFirst()
+                #expect(served == expected, "step \(step)")
+                if !waiting[owner]!.isEmpty { turns.append(owner) }
+            default:
+                guard let victim = waiting[app]?.randomElement(using: &generator) else { continue }
+                #expect(queue.remove { $0 == victim } == victim)
+                waiting[app]!.removeAll { $0 == victim }
+                if waiting[app]!.isEmpty { turns.removeAll { $0 == app } }
+            }
+            let count = waiting.values.reduce(0) { $0 + $1.count }
+            #expect(queue.count == count, "step \(step)")
+        }
+    }
 }

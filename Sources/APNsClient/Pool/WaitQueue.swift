@@ -22,12 +22,45 @@ import DequeModule
 /// and linear.
 struct WaitQueue<Element> {
     private struct Rank {
-        /// Each app's waiting requests, oldest first. An app without any keeps its (empty) queue, so that
-        /// a request that waits costs no allocation, unless more than `keptIdleFlows` apps are known.
-        var flows: [String: Deque<Element>] = [:]
-        /// The apps with requests, in the order they are served next.
-        var turns = Deque<String>()
+        /// Each app's waiting requests, oldest first, at the app's index. An app without any keeps its (empty)
+        /// queue, so that a request that waits costs no allocation, unless more than `keptIdleFlows` apps are
+        /// known. Queues sit in an array, not in a dictionary by app: a dictionary's getter copies the queue
+        /// it reads (a retain and a release), and its key is hashed again at every access.
+        var flows: [Deque<Element>] = []
+        /// Each app's index in `flows` (hashed once per request, when it waits).
+        var indices: [String: Int] = [:]
+        /// The app at each index of `flows` (`nil`: a free slot, listed in `freeSlots`).
+        var names: [String?] = []
+        var freeSlots: [Int] = []
+        /// The indices of the apps with requests, in the order they are served next.
+        var turns = Deque<Int>()
         var count = 0
+
+        /// The index of `flow`'s queue, made if the app has none.
+        mutating func index(of flow: String) -> Int {
+            if let index = indices[flow] { return index }
+            let index: Int
+            if let free = freeSlots.popLast() {
+                index = free
+                names[index] = flow
+            } else {
+                index = flows.count
+                flows.append(Deque())
+                names.append(flow)
+            }
+            indices[flow] = index
+            return index
+        }
+
+        /// Lets an app whose queue is empty go when more than `keptIdleFlows` are known; `turns` must
+        /// not hold it.
+        mutating func release(_ index: Int, keeping kept: Int) {
+            guard flows[index].isEmpty, indices.count > kept, let name = names[index] else { return }
+            indices[name] = nil
+            names[index] = nil
+            flows[index] = Deque()
+            freeSlots.append(index)
+        }
     }
 
     /// Indexed by rank; ranks are few and small.
@@ -41,13 +74,12 @@ struct WaitQueue<Element> {
 
     var isEmpty: Bool { count == 0 }
 
-    mutating func append(_ element: Element, in waitClass: WaitClass = .default) {
+    mutating func append(_ element: consuming Element, in waitClass: WaitClass = .default) {
         let rank = waitClass.rank
         while ranks.count <= rank { ranks.append(Rank()) }
-        let waiting = ranks[rank].flows[waitClass.flow]?.count
-        if waiting == nil { ranks[rank].flows[waitClass.flow] = Deque() }
-        ranks[rank].flows[waitClass.flow]!.append(element)
-        if (waiting ?? 0) == 0 { ranks[rank].turns.append(waitClass.flow) }
+        let flow = ranks[rank].index(of: waitClass.flow)
+        if ranks[rank].flows[flow].isEmpty { ranks[rank].turns.append(flow) }
+        ranks[rank].flows[flow].append(element)
         ranks[rank].count += 1
         count += 1
     }
@@ -73,9 +105,9 @@ struct WaitQueue<Element> {
             streak = 0
         }
         let flow = ranks[rank].turns.removeFirst()
-        let element = ranks[rank].flows[flow]!.removeFirst()
-        if ranks[rank].flows[flow]!.isEmpty {
-            if ranks[rank].flows.count > Self.keptIdleFlows { ranks[rank].flows[flow] = nil }
+        let element = ranks[rank].flows[flow].removeFirst()
+        if ranks[rank].flows[flow].isEmpty {
+            ranks[rank].release(flow, keeping: Self.keptIdleFlows)
         } else {
             ranks[rank].turns.append(flow)
         }
@@ -88,8 +120,8 @@ struct WaitQueue<Element> {
     mutating func remove(where predicate: (Element) -> Bool) -> Element? {
         for rank in ranks.indices where ranks[rank].count > 0 {
             for flow in ranks[rank].turns {
-                guard let index = ranks[rank].flows[flow]!.firstIndex(where: predicate) else { continue }
-                let element = ranks[rank].flows[flow]!.remove(at: index)
+                guard let index = ranks[rank].flows[flow].firstIndex(where: predicate) else { continue }
+                let element = ranks[rank].flows[flow].remove(at: index)
                 forget(flow, inRank: rank)
                 ranks[rank].count -= 1
                 count -= 1
@@ -105,14 +137,14 @@ struct WaitQueue<Element> {
         for rank in ranks.indices where ranks[rank].count > 0 {
             for flow in ranks[rank].turns {
                 let before = removed.count
-                removed += ranks[rank].flows[flow]!.filter(predicate)
+                removed += ranks[rank].flows[flow].filter(predicate)
                 let gone = removed.count - before
                 guard gone > 0 else { continue }
-                ranks[rank].flows[flow]!.removeAll(where: predicate)
+                ranks[rank].flows[flow].removeAll(where: predicate)
                 ranks[rank].count -= gone
                 count -= gone
             }
-            for flow in ranks[rank].turns where ranks[rank].flows[flow]!.isEmpty {
+            for flow in ranks[rank].turns where ranks[rank].flows[flow].isEmpty {
                 forget(flow, inRank: rank)
             }
         }
@@ -131,7 +163,7 @@ struct WaitQueue<Element> {
     func minimum<Key: Comparable>(of key: (Element) -> Key) -> Key? {
         var smallest: Key?
         for rank in ranks {
-            for flow in rank.flows.values {
+            for flow in rank.flows {
                 for element in flow {
                     let value = key(element)
                     if smallest.map({ value < $0 }) ?? true { smallest = value }
@@ -148,14 +180,14 @@ struct WaitQueue<Element> {
             count = 0
             streak = 0
         }
-        return ranks.flatMap { rank in rank.turns.flatMap { rank.flows[$0]! } }
+        return ranks.flatMap { rank in rank.turns.flatMap { rank.flows[$0] } }
     }
 
     /// Takes an app that has no more waiting requests out of the turns.
-    private mutating func forget(_ flow: String, inRank rank: Int) {
-        guard ranks[rank].flows[flow]?.isEmpty == true else { return }
-        if ranks[rank].flows.count > Self.keptIdleFlows { ranks[rank].flows[flow] = nil }
+    private mutating func forget(_ flow: Int, inRank rank: Int) {
+        guard ranks[rank].flows[flow].isEmpty else { return }
         if let turn = ranks[rank].turns.firstIndex(of: flow) { ranks[rank].turns.remove(at: turn) }
+        ranks[rank].release(flow, keeping: Self.keptIdleFlows)
     }
 }
 
