@@ -1,13 +1,33 @@
-/// An APNs device token: the hex encoding of the token bytes, as the provider API wants it in `:path`.
+/// An APNs device token: the token's bytes, written as lower-case hex where APNs wants text (`:path`).
 ///
 /// Apple says never to hard-code the size (32 bytes historically; 54, 80 and up to 100 bytes have been
 /// announced or seen), so validation checks only what is always true: non-empty, hex digits, even length.
-/// The stored form is lower-case, which is what APNs clients send.
+///
+/// Held as bytes, not as its hex `String`: a token of up to `inlineCapacity` bytes (every token APNs issues
+/// today) sits inside the value, so an event's token costs no allocation and no reference counting; a longer
+/// one has an array. The hex is written where it goes (`appendHex(to:)`, `withHex(_:)`); `hex` makes a
+/// `String` for the rest (tools, tests).
 package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
-    /// Lower-case hex, even length, at least two characters.
-    package let hex: String
+    /// Tokens of at most this many bytes are stored inline.
+    package static let inlineCapacity = 32
+    private var inline: InlineBytes
+    /// The bytes of a token longer than `inlineCapacity`.
+    private var overflow: [UInt8]?
+    /// The number of token bytes (half the hex length).
+    package let byteCount: Int
 
-    /// Validates and normalises `hex` to lower case.
+    private struct InlineBytes: Hashable {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        static func == (a: Self, b: Self) -> Bool { a.words == b.words }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
+        }
+    }
+
+    /// Validates `hex` (either case).
     /// - Throws: `DeviceToken.Invalid` naming the first rule the string breaks.
     package init(hex: String) throws(Invalid) {
         var hex = hex
@@ -17,35 +37,95 @@ package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         self = try token.get()
     }
 
-    /// As `init(hex:)`, from the text's UTF-8 bytes (the event decoder's, read in place): the token's one
-    /// allocation is its lower-case `String`, written directly.
+    /// As `init(hex:)`, from the text's UTF-8 bytes (the event decoder's, read in place).
     package init(hexUTF8 utf8: UnsafeRawBufferPointer) throws(Invalid) {
         guard !utf8.isEmpty else { throw Invalid(reason: .empty) }
-        var invalid: Invalid.Reason?
-        let lowered = String(unsafeUninitializedCapacity: utf8.count) { buffer in
-            for (index, byte) in utf8.enumerated() {
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
-                    buffer[index] = byte
-                case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                    buffer[index] = byte + 32
-                default:
-                    invalid = .notHex
-                    return 0
-                }
-            }
-            return utf8.count
-        }
-        if let invalid { throw Invalid(reason: invalid) }
+        for byte in utf8 where Self.nibble(byte) == nil { throw Invalid(reason: .notHex) }
         guard utf8.count % 2 == 0 else { throw Invalid(reason: .oddLength) }
-        self.hex = lowered
+        let count = utf8.count / 2
+        func decode(into bytes: UnsafeMutableRawBufferPointer) {
+            for index in 0..<count {
+                bytes[index] = Self.nibble(utf8[2 * index])! << 4 | Self.nibble(utf8[2 * index + 1])!
+            }
+        }
+        byteCount = count
+        inline = InlineBytes()
+        if count <= Self.inlineCapacity {
+            overflow = nil
+            withUnsafeMutableBytes(of: &inline.words, decode)
+        } else {
+            overflow = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                decode(into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = count
+            }
+        }
     }
 
-    /// The number of token bytes (half the hex length).
-    package var byteCount: Int { hex.utf8.count / 2 }
+    private static func nibble(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Lends the token's bytes.
+    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let overflow { return try overflow.withUnsafeBytes(body) }
+        var words = inline.words
+        return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(byteCount))) }
+    }
+
+    /// The length of the hex form.
+    package var hexCount: Int { 2 * byteCount }
+
+    /// The lower-case hex digit of `nibble` (0–15).
+    @inline(__always)
+    private static func digit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+    }
+
+    /// Calls `body` with each character of the hex form (lower case), in order.
+    @inline(__always)
+    package func forEachHexDigit(_ body: (UInt8) -> Void) {
+        withBytes { bytes in
+            for byte in bytes {
+                body(Self.digit(byte >> 4))
+                body(Self.digit(byte & 0x0F))
+            }
+        }
+    }
+
+    /// Appends the hex form (lower case) to `output`.
+    package func appendHex(to output: inout [UInt8]) {
+        output.reserveCapacity(output.count + hexCount)
+        forEachHexDigit { output.append($0) }
+    }
+
+    /// The hex form (lower case), as APNs wants it in `:path`: a `String` made for the caller.
+    package var hex: String {
+        String(unsafeUninitializedCapacity: hexCount) { buffer in
+            var index = 0
+            forEachHexDigit { digit in
+                buffer[index] = digit
+                index += 1
+            }
+            return index
+        }
+    }
 
     /// Shortened form for logs: device tokens are personal data, so logs carry only a prefix.
-    package var redacted: String { String(hex.prefix(8)) + "…" }
+    package var redacted: String {
+        var prefix: [UInt8] = []
+        withBytes { bytes in
+            for byte in bytes.prefix(4) {
+                prefix.append(Self.digit(byte >> 4))
+                prefix.append(Self.digit(byte & 0x0F))
+            }
+        }
+        return String(decoding: prefix, as: UTF8.self) + "…"
+    }
 
     package var description: String { redacted }
 

@@ -134,7 +134,11 @@ package struct TokenRemoved: Sendable, Hashable {
         self.metadata = metadata
     }
 
-    package var key: [UInt8] { Array(deviceToken.hex.utf8) }
+    package var key: [UInt8] {
+        var key: [UInt8] = []
+        deviceToken.appendHex(to: &key)
+        return key
+    }
 
     package func jsonBytes() -> [UInt8] {
         var writer = JSONWriter(capacity: 192)

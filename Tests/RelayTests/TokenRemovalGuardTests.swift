@@ -49,6 +49,14 @@ import Testing
         }
     }
 
+    /// The sample is chosen by the target's hash, which every replica (and every version) must compute alike:
+    /// FNV-1a over a kind byte (1) and the token's lower-case hex, then SplitMix64's finalizer. The value was
+    /// computed apart from this code, from that definition.
+    @Test func aTokensHashIsTheSameInEveryProcessAndVersion() throws {
+        let token = try DeviceToken(hex: String(repeating: "0123456789ABCDEF", count: 4))
+        #expect(TokenRemovalGuard.hash(.device(token)) == 0x6e4f_6502_297b_efec)
+    }
+
     @Test func badDeviceTokenRemovalsArePublishedWhileTheirShareIsPlausible() {
         var guardian = Machine()
         _ = guardian.record(19, .other)

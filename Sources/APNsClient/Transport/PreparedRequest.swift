@@ -51,6 +51,16 @@ struct PreparedRequest: Sendable {
         record(nameStart: nameStart, valueStart: valueStart, neverIndex: neverIndex)
     }
 
+    /// `:path` for a device: the token's hex written straight into the buffer.
+    private mutating func add(_ name: StaticString, prefix: StaticString, _ token: DeviceToken, neverIndex: Bool) {
+        let nameStart = bytes.count
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        let valueStart = bytes.count
+        prefix.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        token.appendHex(to: &bytes)
+        record(nameStart: nameStart, valueStart: valueStart, neverIndex: neverIndex)
+    }
+
     private mutating func add(name: some Collection<UInt8>, _ value: String, neverIndex: Bool) {
         let nameStart = bytes.count
         bytes.append(contentsOf: name)
@@ -80,7 +90,7 @@ struct PreparedRequest: Sendable {
         // channel, and the ids.
         var variable = n.topic.utf8.count + (n.apnsID?.utf8.count ?? 0) + (n.collapseID?.utf8.count ?? 0)
         switch n.target {
-        case .device(let token): variable += token.hex.utf8.count
+        case .device(let token): variable += token.hexCount
         case .channel(let channel): variable += channel.base64.utf8.count
         }
         // The ten headers below at most.
@@ -88,7 +98,7 @@ struct PreparedRequest: Sendable {
         add(":method", "POST")
         add(":scheme", "https")
         switch n.target {  // n.path, written without building the String first
-        case .device(let token): add(":path", prefix: "/3/device/", token.hex, neverIndex: true)
+        case .device(let token): add(":path", prefix: "/3/device/", token, neverIndex: true)
         case .channel: add(":path", prefix: "/4/broadcasts/apps/", n.topic, neverIndex: true)
         }
         add(":authority", authority)

@@ -233,7 +233,10 @@ package struct TokenRemovalGuard: Sendable {
             }
         }
         switch target {
-        case .device(let token): mix(token.hex, kind: 1)
+        case .device(let token):
+            // Its hex digits, as they were hashed when the token was held as text (no String made).
+            hash = (hash ^ 1) &* 0x100_0000_01b3
+            token.forEachHexDigit { hash = (hash ^ UInt64($0)) &* 0x100_0000_01b3 }
         case .channel(let channel): mix(channel.base64, kind: 2)
         }
         hash = (hash ^ (hash >> 30)) &* 0xbf58_476d_1ce4_e5b9
