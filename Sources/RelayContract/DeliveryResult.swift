@@ -80,8 +80,16 @@ package struct DeliveryResult: Sendable, Hashable {
 
     /// The record's JSON value.
     package func jsonBytes() -> [UInt8] {
+        var bytes: [UInt8] = []
+        writeJSON(into: &bytes)
+        return bytes
+    }
+
+    /// Writes the record's JSON value into `buffer` (emptied first, its capacity kept: a reused buffer costs
+    /// no allocation).
+    package func writeJSON(into buffer: inout [UInt8]) {
         // Room for the whole record at once (about 350 bytes besides the metadata): no regrowth.
-        var writer = JSONWriter(capacity: 448 + (metadata?.count ?? 0) + (message?.utf8.count ?? 0))
+        var writer = JSONWriter(reusing: &buffer, capacity: 448 + (metadata?.count ?? 0) + (message?.utf8.count ?? 0))
         // The contract: an empty string when the event was too broken to read an id.
         writer.field("id", eventID ?? "")
         writer.rawField("metadata", metadata)
@@ -102,7 +110,7 @@ package struct DeliveryResult: Sendable, Hashable {
             source.field("partition", Int(self.source.partition))
             source.field("offset", self.source.offset)
         }
-        return writer.finish()
+        buffer = writer.finish()
     }
 }
 

@@ -13,6 +13,15 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "{"))
     }
 
+    /// Writes into `buffer`, emptied first (its capacity kept): `finish()` hands it back. For a caller that
+    /// reuses one buffer for many records.
+    package init(reusing buffer: inout [UInt8], capacity: Int) {
+        swap(&bytes, &buffer)
+        bytes.removeAll(keepingCapacity: true)
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
     package mutating func field(_ key: String, _ value: String?) {
         writeKey(key)
         if let value { writeString(value) } else { writeNull() }

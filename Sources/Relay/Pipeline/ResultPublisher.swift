@@ -31,6 +31,8 @@ final class ResultPublisher: Sendable {
     private let progress = Atomic<UInt64>(0)
     /// Set when the relay gives up what is in flight (shutdown deadline, failure): no more retries.
     private let stopped = Atomic<Bool>(false)
+    /// Where results' JSON is written as they are produced.
+    private let buffers = RecordBuffers()
 
     init(producer: KafkaProducer, retryBackoff: Duration, failure: Latch<String>, metrics: RelayMetrics, logger: Logger) {
         self.producer = producer
@@ -140,7 +142,9 @@ final class ResultPublisher: Sendable {
         }
         let handler = handler ?? RecordDelivery(record, of: event, publisher: self)
         do {
-            try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers, handler: handler)
+            try record.withValue(buffers) { (value) throws(KafkaError) in
+                try producer.produce(topic: record.topic, key: record.key, value: value, headers: record.headers, handler: handler)
+            }
         } catch {
             waiting.wrappingSubtract(1, ordering: .relaxed)
             refused(record, of: event, error)

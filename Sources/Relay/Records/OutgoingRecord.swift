@@ -1,16 +1,51 @@
 import Kafka
 import RelayContract
+import Synchronization
 
 /// A record to publish, and what to publish instead if Kafka refuses it for good.
 struct OutgoingRecord: Sendable {
     var topic: String
     var key: [UInt8]?
-    var value: [UInt8]?
+    var value: Value
     var headers: [KafkaHeader] = []
     /// A smaller form that always fits (source position as key, no original headers, value cut), for when
     /// Kafka refuses this one for good (too large for the broker's limits, invalid for the topic, e.g. a
     /// compacted one). `nil` when the record is already its smallest form. Built only when needed.
     var fallback: Fallback?
+
+    init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
+        self.init(topic: topic, key: key, value: .bytes(value), headers: headers, fallback: fallback)
+    }
+
+    init(topic: String, key: [UInt8]?, value: Value, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.fallback = fallback
+    }
+
+    /// A record's value: its bytes, or a result, whose JSON is written only when the record is produced.
+    enum Value: Sendable {
+        case bytes([UInt8]?)
+        /// Written into a buffer reused for every result (`RecordBuffers`): librdkafka copies the value, so
+        /// no result keeps a buffer of its own (one allocation fewer per event); a retry writes it again.
+        case result(DeliveryResult)
+    }
+
+    /// Lends the record's value to `body` (which may not keep it): its bytes, or its JSON written into one
+    /// of `buffers`.
+    func withValue<R, Failure: Error>(_ buffers: RecordBuffers, _ body: ([UInt8]?) throws(Failure) -> R) throws(Failure) -> R {
+        switch value {
+        case .bytes(let bytes):
+            return try body(bytes)
+        case .result(let result):
+            return try buffers.withBuffer { (buffer: inout [UInt8]) throws(Failure) -> R in
+                result.writeJSON(into: &buffer)
+                return try body(buffer)
+            }
+        }
+    }
 
     /// How to build a record's smaller form, kept as values (no closure allocated per record): call it.
     enum Fallback: Sendable {
@@ -27,13 +62,33 @@ struct OutgoingRecord: Sendable {
             case .result(var small, let topic):
                 small.metadata = nil
                 small.message = small.message.map { String($0.prefix(512)) }
-                return OutgoingRecord(topic: topic, key: small.source.recordKey, value: small.jsonBytes())
+                return OutgoingRecord(topic: topic, key: small.source.recordKey, value: .result(small))
             case .encoded(let topic, let key, let value):
                 return OutgoingRecord(topic: topic, key: key, value: value)
             case .build(let make):
                 return make()
             }
         }
+    }
+}
+
+/// Buffers for the values written as records are produced (`OutgoingRecord.Value.result`), reused: the
+/// few threads that produce at once each take one, so that a result's JSON costs no allocation.
+final class RecordBuffers: Sendable {
+    private let free = Mutex<[[UInt8]]>([])
+    /// Buffers kept for reuse (more are made when more threads produce at once, and then dropped), and the
+    /// largest capacity kept (a buffer grown for a rare large record is not held on to).
+    private static let kept = 16
+    private static let largestKept = 64 * 1024
+
+    func withBuffer<R, Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> R) throws(Failure) -> R {
+        var buffer = free.withLock { $0.popLast() } ?? []
+        defer {
+            if buffer.capacity <= Self.largestKept {
+                free.withLock { if $0.count < Self.kept { $0.append(buffer) } }
+            }
+        }
+        return try body(&buffer)
     }
 }
 

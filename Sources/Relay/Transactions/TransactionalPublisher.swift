@@ -40,6 +40,8 @@ package final class TransactionalPublisher: Sendable {
     private let metrics: TransactionMetrics
     private let logger: Logger
     private let state = BlockingMutex(State())
+    /// Where results' JSON is written as they are produced.
+    private let buffers = RecordBuffers()
     /// Set when `run()` returns: no transaction is under way any more (each one it began ended in a commit
     /// or an abort), so the producer may be closed without leaving one open.
     private let finished = Latch<Void>()
@@ -242,13 +244,18 @@ package final class TransactionalPublisher: Sendable {
         let onDelivery: KafkaProducer.DeliveryHandler = { report in
             if case .failure(let error) = report, error.sendFailure == .recordRejected { rejected.add(position) }
         }
+        func send(_ record: OutgoingRecord) throws(KafkaError) {
+            try record.withValue(buffers) { (value) throws(KafkaError) in
+                try producer.produce(topic: record.topic, key: record.key, value: value, headers: record.headers, onDelivery: onDelivery)
+            }
+        }
         do {
-            try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers, onDelivery: onDelivery)
+            try send(record)
         } catch where error.sendFailure == .recordRejected {
             guard let fallback = record.fallback else { throw error }
             logger.error("Kafka refused a record for good; publishing its smaller form instead", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
             record = fallback()
-            try producer.produce(topic: record.topic, key: record.key, value: record.value, headers: record.headers, onDelivery: onDelivery)
+            try send(record)
         }
     }
 
