@@ -201,40 +201,28 @@ final class EventPipeline: Sendable {
             if let id = result.eventID { trace.identify(eventID: id) }
             return trace.publishing(&records, topic: configuration.topics.results)
         }
-        let answer = Answer(outcome: result.outcome, reason: result.reason, broadcast: broadcast)
+        event.publishing = Publishing(outcome: result.outcome, reason: result.reason, broadcast: broadcast, span: publishSpan)
         if let transactions {
             let all = records.array
             let held = state.finishHeld(event.partition, offset: event.source.offset) {
                 transactions.hold(event.partition, offset: event.source.offset, records: all) { [self] committed in
-                    published(event, answer, span: publishSpan, published: committed, held: true)
+                    published(event, published: committed, held: true)
                 }
             }
             // Its partition went meanwhile (revoked or lost): the next owner redoes it.
-            if !held { published(event, answer, span: publishSpan, published: false, held: true) }
+            if !held { published(event, published: false, held: true) }
             return
         }
-        publisher.publish(records, context: Published(event: event, answer: answer, span: publishSpan)) { [self] context, published in
-            self.published(context.event, context.answer, span: context.span, published: published, held: false)
+        publisher.publish(records, of: event) { [self] event, published in
+            // The publisher hands back the event it was given.
+            self.published(unsafeDowncast(event, to: InFlightEvent.self), published: published, held: false)
         }
-    }
-
-    /// What an event's end counts of its result.
-    private struct Answer: Sendable {
-        var outcome: DeliveryOutcome
-        var reason: String?
-        var broadcast: Bool
-    }
-
-    /// What the publisher hands back with an event's acknowledgement.
-    private struct Published: Sendable {
-        var event: InFlightEvent
-        var answer: Answer
-        var span: (any Span)?
     }
 
     /// An event's records are in Kafka (`published`), or will never be: counts it and ends it.
-    private func published(_ event: InFlightEvent, _ result: Answer, span: (any Span)?, published: Bool, held: Bool) {
-        event.trace?.end(publish: span, outcome: result.outcome.rawValue, reason: result.reason, published: published)
+    private func published(_ event: InFlightEvent, published: Bool, held: Bool) {
+        let result = event.publishing.take()!
+        event.trace?.end(publish: result.span, outcome: result.outcome.rawValue, reason: result.reason, published: published)
         guard published else {
             // The relay is stopping (shutdown deadline, or a failure), or the partition went: the offset is
             // never stored (exactly-once: never committed, and the records never produced).

@@ -16,9 +16,10 @@ import Tracing
 /// lock, a queue or librdkafka's callback (which order the writes): the consumer loop (admission, `trace`,
 /// `delivery`), then the delivery's attempts (`delivery.progress` and `awaitedAnswer`, set before each send
 /// and taken by its answer, on an APNs event loop or a retry's task, one attempt after another; the APNs
-/// client's locks order the send and its answer), then publication (`delivery` taken). Nothing reads it
-/// concurrently.
-final class InFlightEvent: @unchecked Sendable {
+/// client's locks order the send and its answer), then publication (`delivery` taken, `publishing` set before
+/// the records go to the publisher, whose completion reads it). Nothing reads it concurrently. What the
+/// publisher keeps of it while its records are on their way is its base class's (`PublishedEvent`).
+final class InFlightEvent: PublishedEvent, @unchecked Sendable {
     /// The Kafka record as consumed: its key goes into the result, its key, value and headers into the
     /// dead letter.
     let message: KafkaConsumerMessage
@@ -38,6 +39,8 @@ final class InFlightEvent: @unchecked Sendable {
     var delivery: Delivery?
     /// While an attempt is out at APNs: what its answer goes to (``APNsAnswerHandler/answered(_:)``).
     var awaitedAnswer: AwaitedAnswer?
+    /// From publication on: what its end counts of its result, and the span that publishes its records.
+    var publishing: Publishing?
 
     /// Takes `message` over (the consumer's copy moves in; its buffers are not retained again).
     init(_ message: consuming KafkaConsumerMessage, receivedAt: Int64) {
@@ -46,6 +49,7 @@ final class InFlightEvent: @unchecked Sendable {
         self.receivedAt = receivedAt
         self.lane = DeliveryLane(message.lane)
         self.message = message
+        super.init()
     }
 
     var partition: KafkaTopicPartition { message.topicPartition }
@@ -63,6 +67,14 @@ extension InFlightEvent: APNsAnswerHandler {
         guard let awaited = awaitedAnswer.take() else { preconditionFailure("an APNs answer for an event with no attempt out") }
         awaited.attempts.answered(result, for: self, span: awaited.span, completion: awaited.completion)
     }
+}
+
+/// What an event's end counts of its result (metrics, its trace's publish span).
+struct Publishing: Sendable {
+    var outcome: DeliveryOutcome
+    var reason: String?
+    var broadcast: Bool
+    var span: (any Span)?
 }
 
 /// An attempt out at APNs: who takes its answer (set by `DeliveryAttempts` before each send).

@@ -56,83 +56,43 @@ final class ResultPublisher: Sendable {
         stopped.store(true, ordering: .releasing)
     }
 
-    /// Publishes `records` and calls `completion` once, with `context`, after the last one's delivery report:
+    /// Publishes `records` and calls `completion` once, with `event`, after the last one's delivery report:
     /// `true` when Kafka acknowledged all of them, `false` when the relay gives the event up (shutdown,
     /// failure), whose offset must then never be stored.
     ///
     /// `completion` runs on the producer's poll thread (or, for a record librdkafka refused at once, on the
-    /// caller's thread): it must not block. One allocation per event: the publication, which is also the
-    /// result record's delivery handler (a closure that captures only its owner allocates nothing).
-    func publish<Context: Sendable>(_ records: EventRecords, context: Context, completion: @escaping @Sendable (Context, Bool) -> Void) {
-        let event = Publication(records: records, context: context, completion: completion, publisher: self)
+    /// caller's thread): it must not block. No allocation per event: what the publisher keeps of it is in
+    /// the event (`PublishedEvent`), which is also its result record's delivery handler (a closure that
+    /// captures only its owner allocates nothing).
+    func publish<Event: PublishedEvent>(_ records: EventRecords, of event: Event, completion: @escaping @Sendable (PublishedEvent, Bool) -> Void) {
+        event.remaining.store(records.count, ordering: .relaxed)
+        event.result = records.result
+        event.publisher = self
+        event.completion = completion
+        // Every field above is set before the first record goes to librdkafka, whose queue orders it before
+        // the report that reads them.
         attempt(records.result, of: event, handler: event)
         if let other = records.other { attempt(other, of: event, handler: RecordDelivery(other, of: event, publisher: self)) }
-    }
-
-    /// The records of one event still waiting for their reports, and whether all so far were acknowledged.
-    // @unchecked Sendable: its state is atomic.
-    private class PublicationBase: KafkaDeliveryHandler, @unchecked Sendable {
-        func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {}
-
-        private let remaining: Atomic<Int>
-        private let failed = Atomic<Bool>(false)
-
-        init(records: Int) {
-            remaining = Atomic(records)
-        }
-
-        func recordDone(acknowledged: Bool) {
-            if !acknowledged { failed.store(true, ordering: .relaxed) }
-            // The last report decides; the atomic's ordering makes every earlier `failed` store visible.
-            if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-                finished(!failed.load(ordering: .relaxed))
-            }
-        }
-
-        func finished(_ acknowledged: Bool) {}
-    }
-
-    /// One event's publication, and the delivery handler of its result record's first attempt.
-    // @unchecked Sendable: `context`, `completion` and `publisher` are immutable; the counts are atomic.
-    private final class Publication<Context: Sendable>: PublicationBase, @unchecked Sendable {
-        private let context: Context
-        private let completion: @Sendable (Context, Bool) -> Void
-        private let result: OutgoingRecord
-        private let publisher: ResultPublisher
-
-        init(records: EventRecords, context: Context, completion: @escaping @Sendable (Context, Bool) -> Void, publisher: ResultPublisher) {
-            self.context = context
-            self.completion = completion
-            self.result = records.result
-            self.publisher = publisher
-            super.init(records: records.count)
-        }
-
-        override func finished(_ acknowledged: Bool) { completion(context, acknowledged) }
-
-        override func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {
-            publisher.delivered(report, record: result, of: self)
-        }
     }
 
     /// The delivery handler of any other record, and of every retry and replacement.
     private final class RecordDelivery: KafkaDeliveryHandler {
         let record: OutgoingRecord
-        let event: PublicationBase
+        let event: PublishedEvent
         let publisher: ResultPublisher
 
-        init(_ record: OutgoingRecord, of event: PublicationBase, publisher: ResultPublisher) {
+        init(_ record: OutgoingRecord, of event: PublishedEvent, publisher: ResultPublisher) {
             self.record = record
             self.event = event
             self.publisher = publisher
         }
 
         func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {
-            publisher.delivered(report, record: record, of: event)
+            publisher.delivered(report, record: { record }, of: event)
         }
     }
 
-    private func attempt(_ record: OutgoingRecord, of event: PublicationBase, handler: (any KafkaDeliveryHandler)? = nil) {
+    private func attempt(_ record: OutgoingRecord, of event: PublishedEvent, handler: (any KafkaDeliveryHandler)? = nil) {
         guard !stopped.load(ordering: .acquiring), !failure.isSet else {
             event.recordDone(acknowledged: false)
             return
@@ -151,23 +111,25 @@ final class ResultPublisher: Sendable {
         }
     }
 
-    private func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>, record: OutgoingRecord, of event: PublicationBase) {
+    /// `record` is read only when the report is a failure, or logged (a result record is large: not copied
+    /// for every acknowledgement).
+    fileprivate func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>, record: () -> OutgoingRecord, of event: PublishedEvent) {
         waiting.wrappingSubtract(1, ordering: .relaxed)
         switch report {
         case .success(let report):
             progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
             logger.trace("record acknowledged", metadata: [
                 "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
-                "key": "\(record.key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
+                "key": "\(record().key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
             ])
             event.recordDone(acknowledged: true)
         case .failure(let error):
-            refused(record, of: event, error)
+            refused(record(), of: event, error)
         }
     }
 
     /// Kafka refused `record` (at once, or in its delivery report): retry, replace, or give up.
-    private func refused(_ record: OutgoingRecord, of event: PublicationBase, _ error: KafkaError) {
+    private func refused(_ record: OutgoingRecord, of event: PublishedEvent, _ error: KafkaError) {
         metrics.publishFailures.increment()
         switch error.sendFailure {
         case .closed:
@@ -176,7 +138,7 @@ final class ResultPublisher: Sendable {
             failure.set("Kafka producer fatal error, results can no longer be published: \(error)")
             event.recordDone(acknowledged: false)
         case .recordRejected:
-            guard let fallback = record.fallback else {
+            guard let smaller = record.smallerForm() else {
                 failure.set("Kafka refuses even the smallest form of a record for \(record.topic) (check the topic's configuration): \(error)")
                 event.recordDone(acknowledged: false)
                 return
@@ -185,7 +147,7 @@ final class ResultPublisher: Sendable {
                 "topic": "\(record.topic)", "error": "\(error)",
             ])
             metrics.recordsReplaced.increment()
-            attempt(fallback(), of: event)
+            attempt(smaller, of: event)
         case .retriable:
             logger.error("publishing a record failed; retrying", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
             // Counted as waiting meanwhile, so that a broker refusing everything shows as a stall.
@@ -203,5 +165,40 @@ final class ResultPublisher: Sendable {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+}
+
+/// What `ResultPublisher` keeps of an event while its records are on their way to Kafka, as part of the
+/// event itself (`InFlightEvent` is one): publishing allocates nothing per event. It is the delivery handler
+/// of the event's result record.
+///
+/// Invariant for `@unchecked Sendable`: `publish` sets the fields before it hands the first record to
+/// librdkafka, whose queue orders that before every delivery report, where they are read; the counts are
+/// atomic.
+class PublishedEvent: KafkaDeliveryHandler, @unchecked Sendable {
+    /// Records whose reports have not come yet, and whether any was not acknowledged.
+    fileprivate let remaining = Atomic<Int>(0)
+    fileprivate let failed = Atomic<Bool>(false)
+    fileprivate var result: OutgoingRecord?
+    fileprivate var publisher: ResultPublisher?
+    fileprivate var completion: (@Sendable (PublishedEvent, Bool) -> Void)?
+
+    init() {}
+
+    func delivered(_ report: Result<KafkaDeliveryReport, KafkaError>) {
+        publisher!.delivered(report, record: { self.result! }, of: self)
+    }
+
+    fileprivate func recordDone(acknowledged: Bool) {
+        if !acknowledged { failed.store(true, ordering: .relaxed) }
+        // The last report decides; the atomic's ordering makes every earlier `failed` store visible.
+        if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+            let completion = completion!
+            // Its records are done with: the event no longer holds them, nor the publisher.
+            result = nil
+            publisher = nil
+            self.completion = nil
+            completion(self, !failed.load(ordering: .relaxed))
+        }
     }
 }

@@ -47,27 +47,31 @@ struct OutgoingRecord: Sendable {
         }
     }
 
-    /// How to build a record's smaller form, kept as values (no closure allocated per record): call it.
+    /// How to build a record's smaller form, kept as values (no closure allocated per record).
     enum Fallback: Sendable {
-        /// The result without its metadata and with its message cut to 512 characters, keyed by its source
-        /// position.
-        case result(DeliveryResult, topic: String)
+        /// A result record's own result without its metadata and with its message cut to 512 characters,
+        /// keyed by its source position.
+        case result
         /// A record already encoded (a removal record without its metadata).
         case encoded(topic: String, key: [UInt8], value: [UInt8])
         /// Anything else (dead letters, whose small form is built from the original record).
         case build(@Sendable () -> OutgoingRecord)
+    }
 
-        func callAsFunction() -> OutgoingRecord {
-            switch self {
-            case .result(var small, let topic):
-                small.metadata = nil
-                small.message = small.message.map { String($0.prefix(512)) }
-                return OutgoingRecord(topic: topic, key: small.source.recordKey, value: .result(small))
-            case .encoded(let topic, let key, let value):
-                return OutgoingRecord(topic: topic, key: key, value: value)
-            case .build(let make):
-                return make()
-            }
+    /// The record's smaller form (`fallback`), `nil` when it has none.
+    func smallerForm() -> OutgoingRecord? {
+        switch fallback {
+        case nil:
+            return nil
+        case .result:
+            guard case .result(var small) = value else { return nil }
+            small.metadata = nil
+            small.message = small.message.map { String($0.prefix(512)) }
+            return OutgoingRecord(topic: topic, key: small.source.recordKey, value: .result(small))
+        case .encoded(let topic, let key, let value):
+            return OutgoingRecord(topic: topic, key: key, value: value)
+        case .build(let make):
+            return make()
         }
     }
 }

@@ -14,7 +14,7 @@ struct OutputRecords: Sendable {
         let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
         return OutgoingRecord(
             topic: topics.results, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: .result(result),
-            fallback: .result(result, topic: topics.results)
+            fallback: .result
         )
     }
 

@@ -252,9 +252,9 @@ package final class TransactionalPublisher: Sendable {
         do {
             try send(record)
         } catch where error.sendFailure == .recordRejected {
-            guard let fallback = record.fallback else { throw error }
+            guard let smaller = record.smallerForm() else { throw error }
             logger.error("Kafka refused a record for good; publishing its smaller form instead", metadata: ["topic": "\(record.topic)", "error": "\(error)"])
-            record = fallback()
+            record = smaller
             try send(record)
         }
     }
@@ -270,12 +270,12 @@ package final class TransactionalPublisher: Sendable {
                 try await producer.abortTransaction(timeout: callTimeout)
                 // The abort purged what was not sent; the records the broker refused have their reports by now.
                 for position in rejected.all {
-                    guard let fallback = batch.events[position.partition]?[position.event].records[position.record].fallback else {
+                    guard let smaller = batch.events[position.partition]?[position.event].records[position.record].smallerForm() else {
                         failure.set("Kafka refuses even the smallest form of a record for \(batch.events[position.partition]![position.event].records[position.record].topic) (check the topic's configuration)")
                         break
                     }
                     metrics.recordsReplaced.increment()
-                    batch.events[position.partition]![position.event].records[position.record] = fallback()
+                    batch.events[position.partition]![position.event].records[position.record] = smaller
                 }
                 metrics.aborted.increment()
                 logger.warning("transaction aborted; its records go into the next one", metadata: [
