@@ -167,7 +167,7 @@ package final class OutputReader: Sendable {
                     read[message.topic, default: [:]][message.partition] = max(read[message.topic]?[message.partition] ?? -1, message.offset)
                 }
                 records.append(Record(
-                    topic: message.topic, key: message.key, value: value, headers: message.headers,
+                    topic: message.topic, key: message.key.map(Array.init), value: Array(value), headers: message.headers,
                     partition: message.partition, offset: message.offset
                 ))
                 progress?(records.count)

@@ -179,7 +179,7 @@ struct ReplayCommand: AsyncParsableCommand {
             return
         }
         do {
-            _ = try await producer.send(topic: target, key: message.key, value: message.value, headers: headers)
+            _ = try await producer.send(topic: target, key: message.key.map(Array.init), value: message.value.map(Array.init), headers: headers)
             counts.replayed += 1
         } catch {
             counts.failed += 1

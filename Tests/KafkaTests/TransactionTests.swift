@@ -22,7 +22,7 @@ struct TransactionTests {
             let producer = try transactionalProducer(servers, id: "tx-\(group)")
             try await producer.initTransactions(timeout: .seconds(10))
             try producer.beginTransaction()
-            for message in consumed { _ = try await producer.send(topic: "out", key: message.key, value: message.value) }
+            for message in consumed { _ = try await producer.send(topic: "out", key: message.key.map(Array.init), value: message.value.map(Array.init)) }
             try await producer.sendOffsetsToTransaction(
                 [KafkaTopicPartition(topic: "in", partition: 0): 3], groupMetadata: try consumer.groupMetadata(), timeout: .seconds(10))
             try await producer.commitTransaction(timeout: .seconds(10))

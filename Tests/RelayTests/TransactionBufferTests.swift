@@ -49,7 +49,7 @@ import Testing
         buffer.advance(p0, to: 2)
         let again = buffer.begin()!
         #expect(keys(again, p0) == [0, 1] && keys(again, p1) == [5] && again.offsets == [p0: 2, p1: 6])
-        #expect(again.events[p1]![0].records[1].key == Array("b-removal-smaller".utf8), "the replacement is kept")
+        #expect(again.events[p1]![0].records[1].key.map(Array.init) == Array("b-removal-smaller".utf8), "the replacement is kept")
     }
 
     /// A revoked or lost partition's held records are never produced; their events are given up.

@@ -1,13 +1,14 @@
 import CRdKafka
 
-/// One record received by a ``KafkaConsumer``. Key and value are copied out of librdkafka's buffers;
-/// either may be `nil` (a null key or a tombstone is data, not an error).
+/// One record received by a ``KafkaConsumer``. Key and value are copied out of librdkafka's buffers, into
+/// one array (the value first, then the key: one allocation per record), and are slices of it; either may
+/// be `nil` (a null key or a tombstone is data, not an error). The value's indices start at 0.
 package struct KafkaConsumerMessage: Sendable {
     package var topic: String
     package var partition: Int32
     package var offset: Int64
-    package var key: [UInt8]?
-    package var value: [UInt8]?
+    package var key: ArraySlice<UInt8>?
+    package var value: ArraySlice<UInt8>?
     package var headers: [KafkaHeader]
     /// Milliseconds since the epoch, when the broker or producer set one.
     package var timestampMilliseconds: Int64?
@@ -19,7 +20,14 @@ package struct KafkaConsumerMessage: Sendable {
 
     package var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 
+    @_disfavoredOverload
     package init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+                headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil, lane: KafkaConsumerLane = .bulk) {
+        self.init(topic: topic, partition: partition, offset: offset, key: key?[...], value: value?[...], headers: headers,
+                  timestampMilliseconds: timestampMilliseconds, lane: lane)
+    }
+
+    package init(topic: String, partition: Int32, offset: Int64, key: ArraySlice<UInt8>?, value: ArraySlice<UInt8>?,
                 headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil, lane: KafkaConsumerLane = .bulk) {
         self.lane = lane
         self.topic = topic
@@ -54,10 +62,23 @@ package struct KafkaConsumerMessage: Sendable {
                 index += 1
             }
         }
+        // Value, then key, in one array.
+        let valueCount = raw.payload == nil ? 0 : raw.len
+        let keyCount = raw.key == nil ? 0 : raw.key_len
+        let bytes = [UInt8](unsafeUninitializedCapacity: valueCount + keyCount) { buffer, initialized in
+            if let payload = raw.payload, valueCount > 0 {
+                UnsafeMutableRawBufferPointer(buffer).copyMemory(from: UnsafeRawBufferPointer(start: payload, count: valueCount))
+            }
+            if let key = raw.key, keyCount > 0 {
+                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[valueCount...])
+                    .copyMemory(from: UnsafeRawBufferPointer(start: key, count: keyCount))
+            }
+            initialized = valueCount + keyCount
+        }
         self.init(
             topic: raw.rkt.map(topicName) ?? "", partition: raw.partition, offset: raw.offset,
-            key: raw.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.key_len)) },
-            value: raw.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: raw.len)) },
+            key: raw.key == nil ? nil : bytes[valueCount...],
+            value: raw.payload == nil ? nil : bytes[..<valueCount],
             headers: headers, timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp,
             lane: lane)
     }

@@ -108,6 +108,13 @@ package final class KafkaProducer: Sendable {
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping DeliveryHandler
     ) throws(KafkaError) {
+        try produce(topic: topic, key: key?[...], value: value, headers: headers, partition: partition, handler: ClosureDeliveryHandler(onDelivery))
+    }
+
+    package func produce(
+        topic: String, key: ArraySlice<UInt8>?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        onDelivery: @escaping DeliveryHandler
+    ) throws(KafkaError) {
         try produce(topic: topic, key: key, value: value, headers: headers, partition: partition, handler: ClosureDeliveryHandler(onDelivery))
     }
 
@@ -116,6 +123,15 @@ package final class KafkaProducer: Sendable {
     /// records, allocates nothing more per record.
     package func produce(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        handler: some KafkaDeliveryHandler
+    ) throws(KafkaError) {
+        try produce(topic: topic, key: key?[...], value: value, headers: headers, partition: partition, handler: handler)
+    }
+
+    /// As ``produce(topic:key:value:headers:partition:handler:)``, with the key a slice (of a consumed record's
+    /// buffer, say: not copied into an array of its own first).
+    package func produce(
+        topic: String, key: ArraySlice<UInt8>?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         handler: some KafkaDeliveryHandler
     ) throws(KafkaError) {
         guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
@@ -238,7 +254,7 @@ package final class KafkaProducer: Sendable {
     /// Builds the rd_kafka_vu_t list and calls rd_kafka_produceva (the variadic producev does not import).
     /// - Returns: an owned `rd_kafka_error_t` on failure.
     private static func produce(
-        handle: OpaquePointer, topic: String, partition: Int32?, key: [UInt8]?, value: [UInt8]?,
+        handle: OpaquePointer, topic: String, partition: Int32?, key: ArraySlice<UInt8>?, value: [UInt8]?,
         headers: [KafkaHeader], opaque: UnsafeMutableRawPointer
     ) -> OpaquePointer? {
         withOptionalBytes(key) { keyPointer, keyCount in
@@ -360,6 +376,10 @@ let kafkaDeliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<r
 nonisolated(unsafe) private let emptyBytePlaceholder: UnsafeMutableRawPointer = .allocate(byteCount: 1, alignment: 1)
 
 private func withOptionalBytes<T>(_ bytes: [UInt8]?, _ body: (UnsafeRawPointer?, Int) -> T) -> T {
+    withOptionalBytes(bytes?[...], body)
+}
+
+private func withOptionalBytes<T>(_ bytes: ArraySlice<UInt8>?, _ body: (UnsafeRawPointer?, Int) -> T) -> T {
     guard let bytes else { return body(nil, 0) }
     return bytes.withUnsafeBytes { buffer in
         body(buffer.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(emptyBytePlaceholder), buffer.count)

@@ -43,6 +43,11 @@ package final class EventDecoder {
     /// - Throws: `EventDecodingError` naming the first problem found.
     /// The event's `payload` is a slice of `bytes`, not a copy.
     package func decode(_ bytes: [UInt8]) throws(EventDecodingError) -> NotificationEvent {
+        try decode(bytes[...])
+    }
+
+    /// As `decode(_:)` for `[UInt8]`, from a slice (a consumed record's value): the payload is a slice of it.
+    package func decode(_ bytes: ArraySlice<UInt8>) throws(EventDecodingError) -> NotificationEvent {
         var decoded: NotificationEvent?
         var failure = EventDecodingError(code: .internalError, pointer: "", message: "no result")
         bytes.withUnsafeBytes { buffer in
@@ -63,7 +68,7 @@ package final class EventDecoder {
     }
 
     /// - Parameter source: the array `bytes` points into, if any: the payload is then sliced from it.
-    private func decode(_ bytes: UnsafeRawBufferPointer, source: [UInt8]?) throws(EventDecodingError) -> NotificationEvent {
+    private func decode(_ bytes: UnsafeRawBufferPointer, source: ArraySlice<UInt8>?) throws(EventDecodingError) -> NotificationEvent {
         var event = cej_event()
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let status = cej_decode_event(handle, base, bytes.count, &event)
@@ -80,6 +85,10 @@ package final class EventDecoder {
 
     /// Replaces the fast path's message with the reference validator's, keeping the stable code.
     package static func explained(_ error: EventDecodingError, by explainer: SchemaValidator, bytes: [UInt8]) -> EventDecodingError {
+        explained(error, by: explainer, bytes: bytes[...])
+    }
+
+    package static func explained(_ error: EventDecodingError, by explainer: SchemaValidator, bytes: ArraySlice<UInt8>) -> EventDecodingError {
         guard error.code != .internalError else { return error }
         return bytes.withUnsafeBytes { explained(error, by: explainer, bytes: $0) }
     }

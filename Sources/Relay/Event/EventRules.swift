@@ -18,8 +18,8 @@ enum EventRules {
     static let maxCollapseIDCharacters = 64
     static let maxExpiration: Int64 = 9_999_999_999
 
-    /// - Parameter source: the array `input` points into, if any: the payload is a slice of it, not a copy.
-    static func check(_ event: cej_event, input: UnsafeRawBufferPointer, source: [UInt8]? = nil) throws(EventDecodingError) -> NotificationEvent {
+    /// - Parameter source: the bytes `input` points into, if any: the payload is a slice of them, not a copy.
+    static func check(_ event: cej_event, input: UnsafeRawBufferPointer, source: ArraySlice<UInt8>? = nil) throws(EventDecodingError) -> NotificationEvent {
         if event.present & requiredMask != requiredMask {
             for (field, name) in requiredFields where event.present & field == 0 {
                 throw violation(name, "is required")
@@ -221,9 +221,11 @@ enum EventRules {
         }
     }
 
-    static func slice(_ source: [UInt8], _ range: cej_range) -> ArraySlice<UInt8> {
+    /// `range` (offsets from the start of `source`) of `source`, whatever its indices.
+    static func slice(_ source: ArraySlice<UInt8>, _ range: cej_range) -> ArraySlice<UInt8> {
         guard range.offset <= source.count, range.len <= source.count - range.offset else { return [] }
-        return source[range.offset..<(range.offset + range.len)]
+        let start = source.startIndex + range.offset
+        return source[start..<(start + range.len)]
     }
 
     static func slice(_ input: UnsafeRawBufferPointer, _ range: cej_range) -> [UInt8] {

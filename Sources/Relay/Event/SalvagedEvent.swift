@@ -32,6 +32,10 @@ package struct SalvagedEvent: Hashable, Sendable {
 
     /// Best effort: empty when `bytes` is not a JSON object.
     package init(salvaging bytes: [UInt8]) {
+        self.init(salvaging: bytes[...])
+    }
+
+    package init(salvaging bytes: ArraySlice<UInt8>) {
         self = bytes.withUnsafeBytes { SalvagedEvent(salvaging: $0) }
     }
 }

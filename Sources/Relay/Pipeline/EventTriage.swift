@@ -113,7 +113,7 @@ struct EventTriage {
     /// JSON pointers) instead of the fast decoder's first one. Slow (tens of microseconds to milliseconds,
     /// on a thread of its own with a large stack): the relay runs it off the consumer loop.
     static func explained(
-        _ result: DeliveryResult, _ refusal: Refusal, bytes: [UInt8], by validator: SchemaValidator
+        _ result: DeliveryResult, _ refusal: Refusal, bytes: ArraySlice<UInt8>, by validator: SchemaValidator
     ) -> (DeliveryResult, Refusal) {
         guard let error = refusal.decodingError else { return (result, refusal) }
         let text = Self.text(of: EventDecoder.explained(error, by: validator, bytes: bytes))

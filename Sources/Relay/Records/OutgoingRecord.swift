@@ -5,7 +5,8 @@ import Synchronization
 /// A record to publish, and what to publish instead if Kafka refuses it for good.
 struct OutgoingRecord: Sendable {
     var topic: String
-    var key: [UInt8]?
+    /// A slice: a result's key is its event's, a slice of the consumed record's one buffer.
+    var key: ArraySlice<UInt8>?
     var value: Value
     var headers: [KafkaHeader] = []
     /// A smaller form that always fits (source position as key, no original headers, value cut), for when
@@ -14,10 +15,10 @@ struct OutgoingRecord: Sendable {
     var fallback: Fallback?
 
     init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
-        self.init(topic: topic, key: key, value: .bytes(value), headers: headers, fallback: fallback)
+        self.init(topic: topic, key: key?[...], value: .bytes(value), headers: headers, fallback: fallback)
     }
 
-    init(topic: String, key: [UInt8]?, value: Value, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
+    init(topic: String, key: ArraySlice<UInt8>?, value: Value, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
         self.topic = topic
         self.key = key
         self.value = value
@@ -67,7 +68,7 @@ struct OutgoingRecord: Sendable {
             guard case .result(var small) = value else { return nil }
             small.metadata = nil
             small.message = small.message.map { String($0.prefix(512)) }
-            return OutgoingRecord(topic: topic, key: small.source.recordKey, value: .result(small))
+            return OutgoingRecord(topic: topic, key: small.source.recordKey[...], value: .result(small))
         case .encoded(let topic, let key, let value):
             return OutgoingRecord(topic: topic, key: key, value: value)
         case .build(let make):

@@ -10,10 +10,10 @@ struct OutputRecords: Sendable {
 
     /// The result record. Its key is the event's Kafka key, else its id, else its source position: never
     /// null (a compacted results topic refuses null keys) and never larger than `RecordLimits.maxKeyBytes`.
-    func result(_ result: DeliveryResult, key: [UInt8]?, source: SourcePosition) -> OutgoingRecord {
+    func result(_ result: DeliveryResult, key: ArraySlice<UInt8>?, source: SourcePosition) -> OutgoingRecord {
         let usableKey = key.flatMap { $0.count <= RecordLimits.maxKeyBytes ? $0 : nil }
         return OutgoingRecord(
-            topic: topics.results, key: usableKey ?? result.eventID.map { Array($0.utf8) } ?? source.recordKey, value: .result(result),
+            topic: topics.results, key: usableKey ?? (result.eventID.map { Array($0.utf8) } ?? source.recordKey)[...], value: .result(result),
             fallback: .result
         )
     }
@@ -23,7 +23,7 @@ struct OutputRecords: Sendable {
         let topic = topics.deadLetters
         @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
             DeadLetter(
-                originalKey: message.key, originalValue: message.value, originalHeaders: message.headers.map(RecordHeader.init),
+                originalKey: message.key.map(Array.init), originalValue: message.value.map(Array.init), originalHeaders: message.headers.map(RecordHeader.init),
                 source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
         }
         let letter = make(DeadLetter.Limits(maxBytes: maxDeadLetterBytes))
