@@ -93,7 +93,8 @@ package final class APNsClient: Sendable {
         completion: ConnectionPool.Completion
     ) {
         let pool = pools[notification.environment]!
-        send(PreparedRequest(notification: notification, authority: pool.endpoint.host), on: pool, deadline: deadline, ticket: ticket, completion: completion)
+        let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host, buffer: pool.requestBuffers.take())
+        send(prepared, on: pool, deadline: deadline, ticket: ticket, completion: completion)
     }
 
     private func send(

@@ -37,37 +37,48 @@ package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         self = try token.get()
     }
 
-    /// As `init(hex:)`, from the text's UTF-8 bytes (the event decoder's, read in place).
+    /// As `init(hex:)`, from the text's UTF-8 bytes (the event decoder's, read in place): one pass that
+    /// checks and decodes each pair of digits.
     package init(hexUTF8 utf8: UnsafeRawBufferPointer) throws(Invalid) {
         guard !utf8.isEmpty else { throw Invalid(reason: .empty) }
-        for byte in utf8 where Self.nibble(byte) == nil { throw Invalid(reason: .notHex) }
-        guard utf8.count % 2 == 0 else { throw Invalid(reason: .oddLength) }
         let count = utf8.count / 2
-        func decode(into bytes: UnsafeMutableRawBufferPointer) {
+        /// Decodes the pairs into `bytes`; `false` at the first character that is not a hex digit.
+        func decode(into bytes: UnsafeMutableRawBufferPointer) -> Bool {
             for index in 0..<count {
-                bytes[index] = Self.nibble(utf8[2 * index])! << 4 | Self.nibble(utf8[2 * index + 1])!
+                let high = Self.nibble(utf8[2 * index]), low = Self.nibble(utf8[2 * index + 1])
+                guard high | low < 16 else { return false }
+                bytes[index] = high << 4 | low
             }
+            return true
         }
-        byteCount = count
-        inline = InlineBytes()
+        var inline = InlineBytes()
+        var overflow: [UInt8]?
+        let digits: Bool
         if count <= Self.inlineCapacity {
-            overflow = nil
-            withUnsafeMutableBytes(of: &inline.words, decode)
+            digits = withUnsafeMutableBytes(of: &inline.words, decode)
         } else {
+            var ok = false
             overflow = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-                decode(into: UnsafeMutableRawBufferPointer(buffer))
-                initialized = count
+                ok = decode(into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = ok ? count : 0
             }
+            digits = ok
         }
+        // Every character must be a digit (the last of an odd count too) before the length is judged.
+        guard digits, utf8.count % 2 == 0 || Self.nibble(utf8[utf8.count - 1]) < 16 else { throw Invalid(reason: .notHex) }
+        guard utf8.count % 2 == 0 else { throw Invalid(reason: .oddLength) }
+        self.inline = inline
+        self.overflow = overflow
+        self.byteCount = count
     }
 
-    private static func nibble(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
+    /// The value of hex digit `digit` (either case); 16 or more for any other character.
+    @inline(__always)
+    private static func nibble(_ digit: UInt8) -> UInt8 {
+        let decimal = digit &- UInt8(ascii: "0")
+        if decimal < 10 { return decimal }
+        let letter = (digit | 0x20) &- UInt8(ascii: "a")
+        return letter < 6 ? letter &+ 10 : 0xFF
     }
 
     /// Lends the token's bytes.

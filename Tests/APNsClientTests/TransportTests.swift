@@ -118,6 +118,44 @@ import Testing
         await client.shutdown()
     }
 
+    /// Headers of the `:path` a request carries, as nghttp2 would send them.
+    private static func headers(_ prepared: PreparedRequest) -> [String: String] {
+        prepared.withHeaders(authorization: nil) { nva in
+            Dictionary(nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
+                                  String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self)) },
+                       uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    /// A finished request's header buffer is written again by the next request when nothing else holds it,
+    /// and never while something does (a resend's stream, say): that one keeps its headers.
+    @Test func aRequestBufferIsReusedOnlyWhenNoOneElseHoldsIt() throws {
+        let buffers = RequestBuffers(kept: 4)
+        let first = PreparedRequest(notification: try Self.notification(1), authority: "api.push.apple.com", buffer: buffers.take())
+        let address = first.buffer.withUnsafeBufferPointer { $0.baseAddress }
+        // Still held by `first`: the next request gets the buffer but must not write into it.
+        buffers.give(first.buffer)
+        var second: PreparedRequest? = PreparedRequest(notification: try Self.notification(2), authority: "api.push.apple.com", buffer: buffers.take())
+        #expect(Self.headers(first)[":path"] == "/3/device/" + String(format: "%064x", 1), "the holder's headers are intact")
+        #expect(Self.headers(second!)[":path"] == "/3/device/" + String(format: "%064x", 2))
+        let secondAddress = second!.buffer.withUnsafeBufferPointer { $0.baseAddress }
+        #expect(secondAddress != address, "a shared buffer is copied, not written")
+        // Given back by its only holder: the next request writes into the same memory.
+        buffers.give(second.take()!.buffer)
+        let third = PreparedRequest(notification: try Self.notification(3), authority: "api.push.apple.com", buffer: buffers.take())
+        #expect(third.buffer.withUnsafeBufferPointer { $0.baseAddress } == secondAddress, "an unshared buffer is reused")
+        #expect(Self.headers(third)[":path"] == "/3/device/" + String(format: "%064x", 3))
+        #expect(Self.headers(third)["apns-topic"] == "com.example.app" && Self.headers(third).count == Self.headers(first).count)
+        // The same, told by capacity (not by an address malloc could hand out again): a request needs about
+        // 600 bytes, so one written into a 3,000-byte buffer was written into that buffer.
+        var large: [UInt8] = []
+        large.reserveCapacity(3000)
+        buffers.give(large)
+        large = []
+        let fourth = PreparedRequest(notification: try Self.notification(4), authority: "api.push.apple.com", buffer: buffers.take())
+        #expect(fourth.buffer.capacity >= 3000)
+    }
+
     @Test func neverIndexesPathAndAuthorization() throws {
         let prepared = PreparedRequest(notification: try Self.notification(), authority: "api.push.apple.com")
         let flags = prepared.withHeaders(authorization: Array("bearer x.y.z".utf8)) { nva in

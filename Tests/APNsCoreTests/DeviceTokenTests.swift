@@ -15,6 +15,12 @@ import Testing
         #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "zz") }
         #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "<abcd>") }
         #expect(throws: DeviceToken.Invalid(reason: .oddLength)) { try DeviceToken(hex: "abc") }
+        // A character that is not a digit is named first, wherever it is, even when the length is odd too.
+        #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "abz") }
+        #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "gbc") }
+        #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: String(repeating: "ab", count: 60) + "@f") }
+        #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "0G") }
+        #expect(throws: DeviceToken.Invalid(reason: .notHex)) { try DeviceToken(hex: "é0") }
     }
 
     @Test func redactsForLogs() throws {

@@ -40,6 +40,8 @@ final class ConnectionPool: Sendable {
     }
 
     let endpoint: APNsClientConfiguration.Endpoint
+    /// Finished pushes' header buffers, for the next pushes.
+    let requestBuffers: RequestBuffers
     let configuration: APNsClientConfiguration
     let tls: TLSContext
     /// Connections of this pool (connecting or open) not yet done with OpenSSL; zero once `shutdown`
@@ -73,6 +75,9 @@ final class ConnectionPool: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.credentialStatus = CredentialStatus(credential: configuration.name, environment: environment, logger: logger)
+        // As many as a relay has requests in flight by default (relay.inFlight.maxEvents, 5,000): buffers of
+        // about 560 bytes, so at most about 2 MiB kept, which those requests held anyway.
+        self.requestBuffers = RequestBuffers(kept: 4096)
         let pool = configuration.pool
         let machine = Machine(configuration: pool, streamBudget: configuration.connection.streamBudget)
         if let limit = machine.limit { metrics.concurrencyLimit.record(limit.limit) }

@@ -18,7 +18,8 @@ struct PreparedRequest: Sendable {
         static let neverIndexBit: UInt32 = 1 << 31
     }
     /// The header table (`tableCapacity` fields, `fieldCount` of them written), then names and values.
-    private var bytes: [UInt8] = []
+    /// Read by `StreamRequest` to give it back to `RequestBuffers` when the request is done with.
+    private(set) var bytes: [UInt8] = []
     private var fieldCount = 0
     private var tableCapacity = 0
     var payload: ArraySlice<UInt8>
@@ -83,7 +84,11 @@ struct PreparedRequest: Sendable {
     /// A device push (`/3/device/<token>`, `apns-topic`, `apns-id`) or a broadcast
     /// (`/4/broadcasts/apps/<bundle id>`, `apns-channel-id`, `apns-request-id`; apns-reference.md §10).
     /// A channel id is indexed: broadcasts repeat the few channels of an app.
-    init(notification n: APNsNotification, authority: String) {
+    /// - Parameter buffer: a buffer to write into, emptied first (a reused one keeps its capacity: no
+    ///   allocation when it is large enough and no longer shared; `RequestBuffers`).
+    init(notification n: APNsNotification, authority: String, buffer: consuming [UInt8] = []) {
+        bytes = consume buffer  // moved: a second reference would make the emptying below copy it
+        bytes.removeAll(keepingCapacity: true)
         payload = n.payload
         waitClass = WaitClass(n)
         // Room for every header at once (no regrowth): the fixed names and values, the path, the topic or
@@ -132,6 +137,9 @@ struct PreparedRequest: Sendable {
         self.maxResponseBody = maxResponseBody
         keepsResponseBody = true
     }
+
+    /// The buffer the headers are in (a reference to it: for tests).
+    var buffer: [UInt8] { bytes }
 
     /// Whether the request has a body: a GET or DELETE has none (END_STREAM on its HEADERS).
     var hasBody: Bool { !payload.isEmpty }

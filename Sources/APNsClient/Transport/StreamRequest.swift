@@ -39,6 +39,13 @@ final class StreamRequest: @unchecked Sendable {
         self.enqueuedAt = enqueuedAt
     }
 
+    /// The request's header buffer goes back to the pool with its last holder (a resend's own stream request
+    /// holds it too; then it is shared when taken, and not written to: `RequestBuffers`).
+    deinit {
+        // The stored buffer itself (a computed property here copied the whole send, a retain per reference).
+        pool.requestBuffers.give(send.request.bytes)
+    }
+
     /// Marks the request ended. - Returns: `false` if it had ended already (the caller drops this ending).
     func end() -> Bool {
         guard !ended else { return false }
