@@ -549,8 +549,9 @@ __attribute__((noinline)) static uintptr_t up_frames_skipping(uintptr_t *frame, 
 }
 
 // Counts an allocation, by thread, and by call site when sites are counted: the allocating function's return
-// address and two callers up. A Swift object's site is in swift_slowAlloc, whose caller is swift_allocObject, and
-// an array's is one more (the buffer's initializer): those are skipped, so that the two callers are Swift code.
+// address (in swift_slowAlloc, for Swift), then the return addresses three and four frames up, past
+// swift_allocObject and the function that called it (an object's allocating initializer, or an array buffer's
+// initializer), so that the two callers are the code that made the object, or the array operation and its caller.
 #define count(kind) do { \
     __atomic_fetch_add(&counts[kind], 1, __ATOMIC_RELAXED); \
     BUMP(my_slot()->allocations, 1); \

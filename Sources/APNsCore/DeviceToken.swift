@@ -3,8 +3,8 @@
 /// Apple says never to hard-code the size (32 bytes historically; 54, 80 and up to 100 bytes have been
 /// announced or seen), so validation checks only what is always true: non-empty, hex digits, even length.
 ///
-/// Held as bytes, not as its hex `String`: a token of up to `inlineCapacity` bytes (every token APNs issues
-/// today) sits inside the value, so an event's token costs no allocation and no reference counting; a longer
+/// Held as bytes, not as its hex `String`: a token of up to `inlineCapacity` bytes (the usual 32-byte tokens)
+/// sits inside the value, so an event's token costs no allocation and no reference counting; a longer
 /// one has an array. The hex is written where it goes (`appendHex(to:)`, `withHex(_:)`); `hex` makes a
 /// `String` for the rest (tools, tests).
 package struct DeviceToken: Hashable, Sendable, CustomStringConvertible {

@@ -221,7 +221,11 @@ final class EventPipeline: Sendable {
 
     /// An event's records are in Kafka (`published`), or will never be: counts it and ends it.
     private func published(_ event: InFlightEvent, published: Bool, held: Bool) {
-        let result = event.publishing.take()!
+        // Set before its records went out, taken once: each completion runs once.
+        guard let result = event.publishing.take() else {
+            assertionFailure("an event's publication completed twice")
+            return
+        }
         event.trace?.end(publish: result.span, outcome: result.outcome.rawValue, reason: result.reason, published: published)
         guard published else {
             // The relay is stopping (shutdown deadline, or a failure), or the partition went: the offset is

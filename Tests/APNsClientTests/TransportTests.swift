@@ -146,14 +146,15 @@ import Testing
         #expect(third.buffer.withUnsafeBufferPointer { $0.baseAddress } == secondAddress, "an unshared buffer is reused")
         #expect(Self.headers(third)[":path"] == "/3/device/" + String(format: "%064x", 3))
         #expect(Self.headers(third)["apns-topic"] == "com.example.app" && Self.headers(third).count == Self.headers(first).count)
-        // The same, told by capacity (not by an address malloc could hand out again): a request needs about
-        // 600 bytes, so one written into a 3,000-byte buffer was written into that buffer.
+        // The same with a buffer of an unusual size, so that neither a fresh allocation (about 600 bytes) nor
+        // malloc handing out a freed address again can pass for reuse: the same memory and its capacity.
         var large: [UInt8] = []
         large.reserveCapacity(3000)
+        let largeAddress = large.withUnsafeBufferPointer { $0.baseAddress }
         buffers.give(large)
         large = []
         let fourth = PreparedRequest(notification: try Self.notification(4), authority: "api.push.apple.com", buffer: buffers.take())
-        #expect(fourth.buffer.capacity >= 3000)
+        #expect(fourth.buffer.capacity >= 3000 && fourth.buffer.withUnsafeBufferPointer { $0.baseAddress } == largeAddress)
     }
 
     @Test func neverIndexesPathAndAuthorization() throws {

@@ -165,7 +165,9 @@ import Testing
     /// another app, and no request may move to another app, be lost, or be served out of turn.
     @Test func appsReusingFreedSlotsKeepTheirOwnRequestsAndTurns() {
         var queue = Queue()
-        var generator = SystemRandomNumberGenerator()
+        // Seeded (and the seed in every failure), so that a failing sequence can be replayed.
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
         var waiting: [String: [String]] = [:]  // the model: each app's requests, oldest first
         var turns: [String] = []  // the model: the apps with requests, in the order they are served
         var next = 0
@@ -181,12 +183,12 @@ import Testing
             case 5..<9:
                 let served = queue.popFirst()
                 guard let owner = turns.first else {
-                    #expect(served == nil, "step \(step): nothing waits")
+                    #expect(served == nil, "seed \(seed), step \(step): nothing waits")
                     continue
                 }
                 turns.removeFirst()
                 let expected = waiting[owner]!.removeFirst()
-                #expect(served == expected, "step \(step)")
+                #expect(served == expected, "seed \(seed), step \(step)")
                 if !waiting[owner]!.isEmpty { turns.append(owner) }
             default:
                 guard let victim = waiting[app]?.randomElement(using: &generator) else { continue }
@@ -195,7 +197,20 @@ import Testing
                 if waiting[app]!.isEmpty { turns.removeAll { $0 == app } }
             }
             let count = waiting.values.reduce(0) { $0 + $1.count }
-            #expect(queue.count == count, "step \(step)")
+            #expect(queue.count == count, "seed \(seed), step \(step)")
         }
+    }
+}
+
+/// A seeded random number generator (SplitMix64): a randomized test's sequence can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
     }
 }

@@ -15,7 +15,7 @@ import Testing
     }
 
     private func json(_ record: OutgoingRecord, _ buffers: RecordBuffers) throws -> [String: Any] {
-        let bytes = record.withValue(buffers) { $0 ?? [] }
+        let bytes = record.withValue(buffers) { Array($0 ?? []) }  // copied: the buffer is lent, not kept
         return try #require(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
     }
 

@@ -75,8 +75,9 @@ final class ConnectionPool: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.credentialStatus = CredentialStatus(credential: configuration.name, environment: environment, logger: logger)
-        // As many as a relay has requests in flight by default (relay.inFlight.maxEvents, 5,000): buffers of
-        // about 560 bytes, so at most about 2 MiB kept, which those requests held anyway.
+        // About as many as a relay has events in flight by default (relay.maxInFlightEvents, 5,000). A push's
+        // buffer is about 560 bytes, so about 2 MiB at most, which those requests held anyway (16 MiB if every
+        // buffer were of the largest size kept, 4 KiB).
         self.requestBuffers = RequestBuffers(kept: 4096)
         let pool = configuration.pool
         let machine = Machine(configuration: pool, streamBudget: configuration.connection.streamBudget)

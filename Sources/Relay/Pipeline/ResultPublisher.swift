@@ -61,9 +61,10 @@ final class ResultPublisher: Sendable {
     /// failure), whose offset must then never be stored.
     ///
     /// `completion` runs on the producer's poll thread (or, for a record librdkafka refused at once, on the
-    /// caller's thread): it must not block. No allocation per event: what the publisher keeps of it is in
-    /// the event (`PublishedEvent`), which is also its result record's delivery handler (a closure that
-    /// captures only its owner allocates nothing).
+    /// caller's thread): it must not block. No allocation for the result record: what the publisher keeps of
+    /// the event is in the event (`PublishedEvent`), which is also that record's delivery handler (a closure
+    /// that captures only its owner allocates nothing); another record (a removal, a dead letter) and a retry
+    /// have a handler of their own.
     func publish<Event: PublishedEvent>(_ records: EventRecords, of event: Event, completion: @escaping @Sendable (PublishedEvent, Bool) -> Void) {
         event.remaining.store(records.count, ordering: .relaxed)
         event.result = records.result

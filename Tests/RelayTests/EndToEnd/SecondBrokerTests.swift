@@ -47,6 +47,7 @@ struct SecondBrokerTests {
                 #expect(run.statusB == 0, "log:\n\(run.logB.suffix(3000))")
                 #expect(Set(run.resultKeys) == Set(run.eventKeys), "nothing lost across the join and the leave; relay A's log:\n\(run.logA.suffix(3000))")
                 print("two relays on noida-db: \(run.eventKeys.count) events, \(run.duplicates) duplicates")
+                #expect(run.logA.contains("partitions lost"), "noida-db ends the first relay's generation when the second joins; log:\n\(run.logA.suffix(3000))")
             }
         } catch {
             let log = broker.log
