@@ -17,6 +17,15 @@ struct GroupHandOver {
 
     var duplicates: Int { resultKeys.count - Set(resultKeys).count }
 
+    /// What every hand-over must show: both relays exit cleanly and every event has a result. Prints the
+    /// duplicates under `label`.
+    func expectNothingLost(_ label: String) {
+        #expect(statusA == 0, "the leaving relay exits cleanly; log:\n\(logA.suffix(2000))")
+        #expect(statusB == 0, "log:\n\(logB.suffix(3000))")
+        #expect(Set(resultKeys) == Set(eventKeys), "nothing lost across the join and the leave; relay A's log:\n\(logA.suffix(3000))")
+        print("\(label): \(eventKeys.count) events, \(duplicates) duplicates")
+    }
+
     /// Runs the hand-over on `sandbox` with `count` events: half before A starts, half once B has started.
     static func run(_ sandbox: RelaySandbox, count: Int = 4000, environment extra: [String: String] = [:], logger: Logger) async throws -> GroupHandOver {
         var run = GroupHandOver()
