@@ -182,5 +182,8 @@ package final class APNsClient: Sendable {
     package func maxConcurrentStreams(for environment: APNsEnvironment) -> [Int] {
         pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
     }
+
+    /// Finished pushes' header buffers waiting for the next pushes (`RequestBuffers`; for tests).
+    func freeRequestBuffers(for environment: APNsEnvironment) -> Int { pools[environment]!.requestBuffers.count }
 }
 

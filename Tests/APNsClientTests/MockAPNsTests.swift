@@ -61,6 +61,26 @@ import Testing
         await mock.stop()
     }
 
+    /// A push's header buffer goes back to its pool when the push is done with, and the next push takes it:
+    /// pushes sent one after another keep using one buffer (without reuse, each would leave one more behind).
+    /// Sent with `send(_:timeout:)`, whose cancellation ticket once kept every request alive (a cycle through
+    /// the ticket's cancel action): then no buffer ever came back.
+    @Test func pushesSentOneAfterAnotherReuseOneHeaderBuffer() async throws {
+        let mock = try await MockFixture.start()
+        let client = try mock.client()
+        for i in 0..<20 {
+            #expect(try await client.send(try MockFixture.notification(i), timeout: hangGuard).status == 200)
+            // Given back when the push's stream request goes, just after its answer: wait for that. (With a
+            // cancellation ticket, as here, the request once held itself through the ticket and never went.)
+            try await eventually("push \(i)'s header buffer is given back", within: .seconds(10)) {
+                client.freeRequestBuffers(for: .production) >= 1
+            }
+            #expect(client.freeRequestBuffers(for: .production) == 1, "push \(i) took the one buffer and gave it back")
+        }
+        await client.shutdown()
+        await mock.stop()
+    }
+
     @Test func startsAtOneStreamAndRampsUpAfterTheFirstAcceptedPush() async throws {
         let mock = try await MockFixture.start()
         let client = try mock.client { $0.pool.maxConnections = 1 }

@@ -234,6 +234,7 @@ final class ConnectionPool: Sendable {
         case .failure:
             metrics.transportFailures.increment()
         }
+        send.ticket?.finished()
         send.completion(result)
     }
 

@@ -24,6 +24,12 @@ final class RequestTicket: Sendable {
         }
     }
 
+    /// The request has ended: its cancel action goes. (The action holds the request's stream, which holds the
+    /// ticket: kept, that cycle leaked every request sent with a ticket.)
+    func finished() {
+        state.withLock { $0.action = nil }
+    }
+
     func cancel() {
         let action = state.withLock { state -> (@Sendable () -> Void)? in
             guard !state.cancelled else { return nil }

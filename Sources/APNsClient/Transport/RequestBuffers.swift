@@ -18,6 +18,9 @@ final class RequestBuffers: Sendable {
         self.kept = kept
     }
 
+    /// Buffers waiting to be taken.
+    var count: Int { free.withLock { $0.count } }
+
     /// A buffer to write a request into (empty when none is free).
     func take() -> [UInt8] {
         free.withLock { $0.popFirst() } ?? []
