@@ -183,7 +183,7 @@ package final class APNsClient: Sendable {
         pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
     }
 
-    /// Finished pushes' header buffers waiting for the next pushes (`RequestBuffers`; for tests).
+    /// Finished pushes' header buffers waiting for the next pushes (`ByteBufferPool`; for tests).
     func freeRequestBuffers(for environment: APNsEnvironment) -> Int { pools[environment]!.requestBuffers.count }
 }
 

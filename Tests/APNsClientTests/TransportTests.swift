@@ -3,6 +3,7 @@ import CNGHTTP2
 import Foundation
 import Glibc
 import Logging
+import ServiceSupport
 import TestSupport
 import Testing
 @testable import APNsClient
@@ -130,7 +131,7 @@ import Testing
     /// A finished request's header buffer is written again by the next request when nothing else holds it,
     /// and never while something does (a resend's stream, say): that one keeps its headers.
     @Test func aRequestBufferIsReusedOnlyWhenNoOneElseHoldsIt() throws {
-        let buffers = RequestBuffers(kept: 4)
+        let buffers = ByteBufferPool(kept: 4, largestKept: 4096)
         let first = PreparedRequest(notification: try Self.notification(1), authority: "api.push.apple.com", buffer: buffers.take())
         let address = first.buffer.withUnsafeBufferPointer { $0.baseAddress }
         // Still held by `first`: the next request gets the buffer but must not write into it.

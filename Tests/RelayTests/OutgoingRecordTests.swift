@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import RelayContract
+import ServiceSupport
 import Testing
 @testable import Relay
 
@@ -14,14 +15,14 @@ import Testing
             receivedAt: 1_700_000_000_000, completedAt: 1_700_000_000_250)
     }
 
-    private func json(_ record: OutgoingRecord, _ buffers: RecordBuffers) throws -> [String: Any] {
+    private func json(_ record: OutgoingRecord, _ buffers: ByteBufferPool) throws -> [String: Any] {
         let bytes = record.withValue(buffers) { Array($0 ?? []) }  // copied: the buffer is lent, not kept
         return try #require(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
     }
 
     @Test func aResultIsWrittenWhenProducedAndAReusedBufferCarriesNothingOver() throws {
         let outputs = OutputRecords(topics: .defaults, maxDeadLetterBytes: 1 << 20)
-        let buffers = RecordBuffers()
+        let buffers = ByteBufferPool.forRecords()
         let long = outputs.result(result(message: String(repeating: "x", count: 2000), metadata: #"{"user":"u1"}"#), key: Array("k1".utf8)[...], source: SourcePosition(topic: "in", partition: 2, offset: 41))
         let short = outputs.result(result(message: nil, metadata: nil), key: nil, source: SourcePosition(topic: "in", partition: 2, offset: 41))
         let first = try json(long, buffers)
@@ -44,7 +45,7 @@ import Testing
         #expect(smaller.key.map(Array.init) == Array("in/2/41".utf8))
         #expect(smaller.headers.isEmpty)
         #expect(smaller.smallerForm() == nil, "the smaller form is the smallest")
-        let value = try json(smaller, RecordBuffers())
+        let value = try json(smaller, ByteBufferPool.forRecords())
         #expect(value["metadata"] is NSNull)
         #expect((value["message"] as? String) == String(repeating: "y", count: 512))
         #expect(value["outcome"] as? String == "failed" && value["attempts"] as? Int == 3)

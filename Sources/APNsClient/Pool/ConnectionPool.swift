@@ -41,7 +41,7 @@ final class ConnectionPool: Sendable {
 
     let endpoint: APNsClientConfiguration.Endpoint
     /// Finished pushes' header buffers, for the next pushes.
-    let requestBuffers: RequestBuffers
+    let requestBuffers: ByteBufferPool
     let configuration: APNsClientConfiguration
     let tls: TLSContext
     /// Connections of this pool (connecting or open) not yet done with OpenSSL; zero once `shutdown`
@@ -78,7 +78,7 @@ final class ConnectionPool: Sendable {
         // About as many as a relay has events in flight by default (relay.maxInFlightEvents, 5,000). A push's
         // buffer is about 560 bytes, so about 2 MiB at most, which those requests held anyway (16 MiB if every
         // buffer were of the largest size kept, 4 KiB).
-        self.requestBuffers = RequestBuffers(kept: 4096)
+        self.requestBuffers = ByteBufferPool(kept: 4096, largestKept: 4096)
         let pool = configuration.pool
         let machine = Machine(configuration: pool, streamBudget: configuration.connection.streamBudget)
         if let limit = machine.limit { metrics.concurrencyLimit.record(limit.limit) }

@@ -18,7 +18,7 @@ struct PreparedRequest: Sendable {
         static let neverIndexBit: UInt32 = 1 << 31
     }
     /// The header table (`tableCapacity` fields, `fieldCount` of them written), then names and values.
-    /// Read by `StreamRequest` to give it back to `RequestBuffers` when the request is done with.
+    /// Read by `StreamRequest` to give it back to `ByteBufferPool` when the request is done with.
     private(set) var bytes: [UInt8] = []
     private var fieldCount = 0
     private var tableCapacity = 0
@@ -85,7 +85,7 @@ struct PreparedRequest: Sendable {
     /// (`/4/broadcasts/apps/<bundle id>`, `apns-channel-id`, `apns-request-id`; apns-reference.md §10).
     /// A channel id is indexed: broadcasts repeat the few channels of an app.
     /// - Parameter buffer: a buffer to write into, emptied first (a reused one keeps its capacity: no
-    ///   allocation when it is large enough and no longer shared; `RequestBuffers`).
+    ///   allocation when it is large enough and no longer shared; `ByteBufferPool`).
     init(notification n: APNsNotification, authority: String, buffer: consuming [UInt8] = []) {
         bytes = consume buffer  // moved: a second reference would make the emptying below copy it
         bytes.removeAll(keepingCapacity: true)

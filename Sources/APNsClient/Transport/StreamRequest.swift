@@ -40,7 +40,7 @@ final class StreamRequest: @unchecked Sendable {
     }
 
     /// The request's header buffer goes back to the pool with its last holder (a resend's own stream request
-    /// holds it too; then it is shared when taken, and not written to: `RequestBuffers`).
+    /// holds it too; then it is shared when taken, and not written to: `ByteBufferPool`).
     deinit {
         // The stored buffer itself (a computed property here copied the whole send, a retain per reference).
         pool.requestBuffers.give(send.request.bytes)

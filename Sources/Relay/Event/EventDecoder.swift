@@ -84,10 +84,6 @@ package final class EventDecoder {
     }
 
     /// Replaces the fast path's message with the reference validator's, keeping the stable code.
-    package static func explained(_ error: EventDecodingError, by explainer: SchemaValidator, bytes: [UInt8]) -> EventDecodingError {
-        explained(error, by: explainer, bytes: bytes[...])
-    }
-
     package static func explained(_ error: EventDecodingError, by explainer: SchemaValidator, bytes: ArraySlice<UInt8>) -> EventDecodingError {
         guard error.code != .internalError else { return error }
         return bytes.withUnsafeBytes { explained(error, by: explainer, bytes: $0) }

@@ -32,7 +32,7 @@ final class ResultPublisher: Sendable {
     /// Set when the relay gives up what is in flight (shutdown deadline, failure): no more retries.
     private let stopped = Atomic<Bool>(false)
     /// Where results' JSON is written as they are produced.
-    private let buffers = RecordBuffers()
+    private let buffers = ByteBufferPool.forRecords()
 
     init(producer: KafkaProducer, retryBackoff: Duration, failure: Latch<String>, metrics: RelayMetrics, logger: Logger) {
         self.producer = producer
@@ -65,7 +65,7 @@ final class ResultPublisher: Sendable {
     /// the event is in the event (`PublishedEvent`), which is also that record's delivery handler (a closure
     /// that captures only its owner allocates nothing); another record (a removal, a dead letter) and a retry
     /// have a handler of their own.
-    func publish<Event: PublishedEvent>(_ records: EventRecords, of event: Event, completion: @escaping @Sendable (PublishedEvent, Bool) -> Void) {
+    func publish(_ records: EventRecords, of event: PublishedEvent, completion: @escaping @Sendable (PublishedEvent, Bool) -> Void) {
         event.remaining.store(records.count, ordering: .relaxed)
         event.result = records.result
         event.publisher = self

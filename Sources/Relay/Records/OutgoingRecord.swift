@@ -1,6 +1,6 @@
 import Kafka
 import RelayContract
-import Synchronization
+import ServiceSupport
 
 /// A record to publish, and what to publish instead if Kafka refuses it for good.
 struct OutgoingRecord: Sendable {
@@ -29,14 +29,14 @@ struct OutgoingRecord: Sendable {
     /// A record's value: its bytes, or a result, whose JSON is written only when the record is produced.
     enum Value: Sendable {
         case bytes([UInt8]?)
-        /// Written into a buffer reused for every result (`RecordBuffers`): librdkafka copies the value, so
+        /// Written into a buffer reused for every result (`ByteBufferPool.forRecords`): librdkafka copies the value, so
         /// no result keeps a buffer of its own (one allocation fewer per event); a retry writes it again.
         case result(DeliveryResult)
     }
 
     /// Lends the record's value to `body` (which may not keep it): its bytes, or its JSON written into one
     /// of `buffers`.
-    func withValue<R, Failure: Error>(_ buffers: RecordBuffers, _ body: ([UInt8]?) throws(Failure) -> R) throws(Failure) -> R {
+    func withValue<R, Failure: Error>(_ buffers: ByteBufferPool, _ body: ([UInt8]?) throws(Failure) -> R) throws(Failure) -> R {
         switch value {
         case .bytes(let bytes):
             return try body(bytes)
@@ -77,24 +77,11 @@ struct OutgoingRecord: Sendable {
     }
 }
 
-/// Buffers for the values written as records are produced (`OutgoingRecord.Value.result`), reused: the
-/// few threads that produce at once each take one, so that a result's JSON costs no allocation.
-final class RecordBuffers: Sendable {
-    private let free = Mutex<[[UInt8]]>([])
-    /// Buffers kept for reuse (more are made when more threads produce at once, and then dropped), and the
-    /// largest capacity kept (a buffer grown for a rare large record is not held on to).
-    private static let kept = 16
-    private static let largestKept = 64 * 1024
-
-    func withBuffer<R, Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> R) throws(Failure) -> R {
-        var buffer = free.withLock { $0.popLast() } ?? []
-        defer {
-            if buffer.capacity <= Self.largestKept {
-                free.withLock { if $0.count < Self.kept { $0.append(buffer) } }
-            }
-        }
-        return try body(&buffer)
-    }
+extension ByteBufferPool {
+    /// The buffers result records are written into as they are produced: about one per thread producing at
+    /// once (librdkafka copies the value, so a buffer is back before the next record); a buffer grown for a
+    /// rare large record is not kept.
+    static func forRecords() -> ByteBufferPool { ByteBufferPool(kept: 16, largestKept: 64 * 1024) }
 }
 
 /// An event's records: its result first, and at most one other (a removed-token or removed-channel record,

@@ -41,7 +41,7 @@ package final class TransactionalPublisher: Sendable {
     private let logger: Logger
     private let state = BlockingMutex(State())
     /// Where results' JSON is written as they are produced.
-    private let buffers = RecordBuffers()
+    private let buffers = ByteBufferPool.forRecords()
     /// Set when `run()` returns: no transaction is under way any more (each one it began ended in a commit
     /// or an abort), so the producer may be closed without leaving one open.
     private let finished = Latch<Void>()
