@@ -98,7 +98,7 @@ package final class APNsClient: Sendable {
     }
 
     private func send(
-        _ prepared: PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        _ prepared: consuming PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
         completion: ConnectionPool.Completion
     ) {
         pool.send(prepared, deadline: deadline, ticket: ticket, completion: completion)

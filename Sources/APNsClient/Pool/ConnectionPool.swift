@@ -124,7 +124,7 @@ final class ConnectionPool: Sendable {
     /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
     /// have it and a resend may push it twice.
     func send(
-        _ request: PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
+        _ request: consuming PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
         completion: Completion
     ) {
         let now = ContinuousClock.now
@@ -147,7 +147,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// - Parameter now: the caller's reading of the clock, if it just took one (one read per request).
-    private func attempt(_ send: Send, now: ContinuousClock.Instant? = nil) {
+    private func attempt(_ send: consuming Send, now: ContinuousClock.Instant? = nil) {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         if let ticket = send.ticket {
             let live = ticket.enter { [self] in

@@ -168,9 +168,12 @@ final class ConnectionIO {
     // MARK: - Requests
 
     private func startStreams() {
-        guard table.startable > 0 else { return }
+        // Read once (reading the table's property copies the table: a retain of each of its buffers); only
+        // the streams opened below use it up, and `nextToStart` says when nothing waits.
+        var startable = table.startable
+        guard startable > 0 else { return }
         if token != nil { refreshToken() }
-        while table.startable > 0 {
+        while startable > 0 {
             if session.nextStreamID > UInt32(connection.configuration.settings.maxStreamID) {
                 retireForStreamIDs()
                 return
@@ -191,6 +194,7 @@ final class ConnectionIO {
             }
             next.request.streamID = streamID
             table.opened(next, streamID: streamID)
+            startable -= 1
         }
     }
 

@@ -112,7 +112,7 @@ struct StreamTable<Request> {
     }
 
     /// The request taken by `nextToStart` is on stream `streamID`.
-    mutating func opened(_ started: Waiting, streamID: Int32) {
+    mutating func opened(_ started: consuming Waiting, streamID: Int32) {
         open[streamID] = Open(request: started.request, deadline: started.deadline)
     }
 

@@ -108,7 +108,7 @@ struct KafkaConsumerStateMachine {
             // A parked iterator means nothing it may take is buffered: the first message of a lane that is
             // not held goes to it (whatever came before it in a held lane).
             if waiter != nil, !lanes[lane].isHeld, lanes[lane].messages.isEmpty, hand(.message(message)) { continue }
-            lanes[lane].messages.append(message)
+            lanes[lane].messages.append(consume message)
         }
         return action
     }
