@@ -115,7 +115,7 @@ final class EventPipeline: Sendable {
         case .answer(let answer, let refusal, let broadcast):
             refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
         case .deliver(let delivery):
-            event.delivery = delivery
+            event.delivery = consume delivery
             attempts.deliver(event) { [self] event, report in delivered(event, report: report) }
         }
     }

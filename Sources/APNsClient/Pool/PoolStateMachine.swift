@@ -322,7 +322,7 @@ struct PoolStateMachine<Connection, Payload> {
             guard let waiter = waiters.popFirst(skippingRanksFrom: bulkMayGo ? .max : WaitClass.firstBulkRank) else { break }
             // The connection first: the waiter then moves into the actions (read after, it would be copied).
             let connection = take(id, for: waiter.lane)
-            actions.handOff.append((waiter, connection))
+            actions.handOff.append((consume waiter, connection))
         }
     }
 

@@ -79,7 +79,7 @@ struct WaitQueue<Element> {
         while ranks.count <= rank { ranks.append(Rank()) }
         let flow = ranks[rank].index(of: waitClass.flow)
         if ranks[rank].flows[flow].isEmpty { ranks[rank].turns.append(flow) }
-        ranks[rank].flows[flow].append(element)
+        ranks[rank].flows[flow].append(consume element)
         ranks[rank].count += 1
         count += 1
     }

@@ -22,22 +22,24 @@ extension ConnectionIO {
         core.afterCompletions { onEvent(.goaway(lastStreamID: lastStreamID, errorCode: errorCode, debug: debug)) }
     }
 
-    private func request(onStream streamID: Int32) -> StreamRequest? {
-        if let current, current.streamID == streamID { return current.request }
+    /// Runs `body` with the request on `streamID`, if it is open. The stream being read (`current`) is lent
+    /// without a retain: nghttp2 calls back for each of its headers and data chunks.
+    private func withRequest<R>(onStream streamID: Int32, _ body: (StreamRequest) -> R) -> R? {
+        if let current, current.streamID == streamID { return current.request._withUnsafeGuaranteedRef(body) }
         guard let request = table.request(onStream: streamID) else { return nil }
-        current = (streamID, request)
-        return request
+        current = (streamID, Unmanaged.passUnretained(request))
+        return body(request)
     }
 
     func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        guard let r = request(onStream: streamID) else { return }
-        r.head.read(name: name, value: value)
+        withRequest(onStream: streamID) { $0.head.read(name: name, value: value) }
     }
 
     func data(streamID: Int32, _ chunk: UnsafeBufferPointer<UInt8>) {
-        guard let r = request(onStream: streamID) else { return }
-        let room = r.send.request.maxResponseBody - r.body.count
-        if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
+        withRequest(onStream: streamID) { r in
+            let room = r.send.request.maxResponseBody - r.body.count
+            if room > 0 { r.body.append(contentsOf: chunk.prefix(room)) }
+        }
     }
 
     func streamClosed(streamID: Int32, errorCode: UInt32) {
@@ -64,16 +66,15 @@ extension ConnectionIO {
     func pingAcknowledged() { keepalive.pingSentAt = nil }
 
     func payloadChunk(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let r = request(onStream: streamID) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let payload = r.send.request.payload
-        let n = min(length, payload.count - r.payloadOffset)
-        if n > 0 {
-            payload.withUnsafeBufferPointer { src in
-                buffer.update(from: src.baseAddress! + r.payloadOffset, count: n)
+        withRequest(onStream: streamID) { r in
+            // Read in place: a copy of the payload would retain its buffer.
+            r.send.request.payload.withUnsafeBufferPointer { payload in
+                let n = min(length, payload.count - r.payloadOffset)
+                if n > 0 { buffer.update(from: payload.baseAddress! + r.payloadOffset, count: n) }
+                r.payloadOffset += n
+                if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+                return n
             }
-        }
-        r.payloadOffset += n
-        if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
+        } ?? Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
 }

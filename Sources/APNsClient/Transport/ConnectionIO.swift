@@ -44,7 +44,10 @@ final class ConnectionIO {
     private var wakeScheduledAt: ContinuousClock.Instant?
     private var incoming: [StreamRequest] = []
     /// The stream whose headers and data are arriving (they come together): saves a lookup per header.
-    var current: (streamID: Int32, request: StreamRequest)?
+    /// Unretained: the table holds the request while its stream is open, and every path that takes a stream
+    /// out of the table (`streamClosed`, `requestNotSent`, `expire`, `close`) clears this before the request
+    /// can go (while that path still holds it).
+    var current: (streamID: Int32, request: Unmanaged<StreamRequest>)?
 
     struct TokenState {
         var current: ProviderToken?
@@ -354,8 +357,8 @@ final class ConnectionIO {
             request.fail(.notProcessed, "connection closed before the request was sent")
         }
         let ending = StreamTable<StreamRequest>.Failure(transport: failure == .connectFailed ? .connectionLost : failure, message: message)
-        for (request, why) in table.closeAll(failure: ending) { finish(request, why) }
         current = nil
+        for (request, why) in table.closeAll(failure: ending) { finish(request, why) }
         core.deregister(self)
         session = nil
         // close_notify on an orderly close of an established session only: after a failure the peer has

@@ -48,7 +48,7 @@ final class InFlightEvent: PublishedEvent, @unchecked Sendable {
         self.bytes = message.value?.count ?? 0
         self.receivedAt = receivedAt
         self.lane = DeliveryLane(message.lane)
-        self.message = message
+        self.message = consume message
         super.init()
     }
 
