@@ -30,7 +30,7 @@ final class ConnectionPool: Sendable {
     }
     /// How a waiting request is resumed: with a connection that counted it, or why none came.
     /// A waiter's payload is its request: handed a connection, it is submitted there; failed, it finishes.
-    typealias Machine = PoolStateMachine<APNsConnection, Send>
+    typealias Machine = PoolStateMachine<APNsConnection, StreamRequest>
 
     struct State {
         var machine: Machine
@@ -130,7 +130,8 @@ final class ConnectionPool: Sendable {
         let now = ContinuousClock.now
         metrics.requests.increment()
         metrics.streamsInUse.record(outstanding.add(1, ordering: .relaxed).newValue)
-        attempt(Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion), now: now)
+        let send = Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion)
+        attempt(StreamRequest(consume send, pool: self), now: now)
     }
 
     /// A send through the pool across its attempts (resends of what APNs never processed).
@@ -147,36 +148,35 @@ final class ConnectionPool: Sendable {
     }
 
     /// - Parameter now: the caller's reading of the clock, if it just took one (one read per request).
-    private func attempt(_ send: consuming Send, now: ContinuousClock.Instant? = nil) {
+    private func attempt(_ stream: StreamRequest, now: ContinuousClock.Instant? = nil) {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        if let ticket = send.ticket {
+        if let ticket = stream.send.ticket {
             let live = ticket.enter { [self] in
                 let (waiter, lanes) = state.withLock { s in (s.machine.removeWaiter(id: id), s.machine.laneCountsDue(now: .now)) }
                 if let lanes { metrics.record(lanes) }
-                if let waiter { finish(waiter.payload, .failure(APNsClientError(.cancelled, "cancelled while waiting for a connection"))) }
+                if let waiter { finish(waiter.payload.send, .failure(APNsClientError(.cancelled, "cancelled while waiting for a connection"))) }
             }
-            guard live else { return finish(send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
+            guard live else { return finish(stream.send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
         }
-        // A request that has to wait waits as itself (no closure to resume it: that would cost an allocation).
-        // It moves into the queue, or on to its stream: a copy would retain each of its references.
-        let (deadline, waitClass) = (send.deadline, send.request.waitClass)
-        var pending = Optional(send)
+        // A request that has to wait waits as itself, one reference (no closure to resume it: that would cost
+        // an allocation; nor its send as a value: moving it in and out of the queue copies and retains it).
+        let (deadline, waitClass) = (stream.send.deadline, stream.send.request.waitClass)
         let (pick, actions) = withMachine(now: now) { machine, now in
-            machine.request(id: id, deadline: deadline, class: waitClass, now: now) { pending.take()! }
+            machine.request(id: id, deadline: deadline, class: waitClass, now: now) { stream }
         }
         perform(actions)
         switch pick {
-        case .connection(let connection): submit(pending.take()!, on: connection)
+        case .connection(let connection): submit(stream, on: connection)
         case .wait: metrics.queuedForLimit.increment()
-        case .fail(let error): finish(pending.take()!, .failure(error))
+        case .fail(let error): finish(stream.send, .failure(error))
         }
     }
 
     /// Sends on `connection` (which counted the request); it ends in `completed`.
-    private func submit(_ send: consuming Send, on connection: APNsConnection) {
+    private func submit(_ stream: StreamRequest, on connection: APNsConnection) {
         let now = ContinuousClock.now
-        let deadline = max(send.deadline, now + send.budget)
-        connection.submit(StreamRequest(send, on: connection, pool: self, deadline: deadline, enqueuedAt: now))
+        stream.assign(to: connection, deadline: max(stream.send.deadline, now + stream.send.budget), now: now)
+        connection.submit(stream)
     }
 
     /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
@@ -215,7 +215,7 @@ final class ConnectionPool: Sendable {
                 metrics.transparentResends.increment()
                 var send = request.send
                 send.resends += 1
-                attempt(send)
+                attempt(StreamRequest(send, pool: self))
             } else {
                 finish(request.send, result)
             }
@@ -278,7 +278,7 @@ final class ConnectionPool: Sendable {
         for _ in 0..<actions.open { openConnection() }
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
-        for (waiter, error) in actions.fail { finish(waiter.payload, .failure(error)) }
+        for (waiter, error) in actions.fail { finish(waiter.payload.send, .failure(error)) }
         for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection) }
     }
 

@@ -1,22 +1,26 @@
 import APNsCore
 import Synchronization
 
-/// One attempt of a request, from the pool's choice of a connection to its answer: what nghttp2 sends, what
-/// comes back, and what the pool needs when it ends (which connection, when it was sent, whether it may be
-/// resent, whom to tell). It ends once, through its pool (`ConnectionPool.completed`), in a batch with the
-/// other answers of its event loop's turn — no closure per request on the way.
+/// One attempt of a request, from its arrival at the pool to its answer: what nghttp2 sends, what comes back,
+/// and what the pool needs when it ends (which connection, when it was sent, whether it may be resent, whom to
+/// tell). It waits for a connection as itself (one reference in the pool's queue), and ends once, through its
+/// pool (`ConnectionPool.completed`), in a batch with the other answers of its event loop's turn — no closure
+/// per request on the way. A resend is a new attempt, with a copy of the send.
 ///
-/// Invariant for `@unchecked Sendable`: the pool creates it and hands it over through the connection's
-/// locked inbox; from then on only the connection's event loop reads or writes it (`cancelled` excepted),
-/// until it ends, after which nobody touches its response fields.
+/// Invariant for `@unchecked Sendable`: the pool creates it and keeps it under its lock while it waits; the
+/// thread that hands it a connection sets `connection`, `deadline` and `enqueuedAt` (`assign`) before handing
+/// it over through the connection's locked inbox; from then on only the connection's event loop reads or
+/// writes it (`cancelled` excepted), until it ends, after which nobody touches its response fields.
 final class StreamRequest: @unchecked Sendable {
-    /// When the stream must have its answer (`timedOut` after).
-    let deadline: ContinuousClock.Instant
-    let enqueuedAt: ContinuousClock.Instant
+    /// When the stream must have its answer (`timedOut` after); set by `assign`.
+    private(set) var deadline: ContinuousClock.Instant
+    /// When a connection took it; set by `assign`.
+    private(set) var enqueuedAt: ContinuousClock.Instant
     /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
     let pool: ConnectionPool
-    let connection: APNsConnection
+    /// The connection it was given (`assign`); `nil` while it waits for one.
+    private(set) var connection: APNsConnection!
     /// The send as a whole (every attempt): how long it may wait, resends so far, cancellation, the caller;
     /// `send.request` is what goes on the stream (read it in place: a copy retains each of its buffers).
     let send: ConnectionPool.Send
@@ -28,15 +32,18 @@ final class StreamRequest: @unchecked Sendable {
     /// At most `prepared.maxResponseBody` bytes.
     var body: [UInt8] = []
 
-    init(
-        _ send: ConnectionPool.Send, on connection: APNsConnection, pool: ConnectionPool, deadline: ContinuousClock.Instant,
-        enqueuedAt: ContinuousClock.Instant
-    ) {
+    init(_ send: consuming ConnectionPool.Send, pool: ConnectionPool) {
+        self.deadline = send.deadline
+        self.enqueuedAt = send.startedAt
         self.send = send
-        self.connection = connection
         self.pool = pool
+    }
+
+    /// A connection takes the request: its stream has until `deadline` for the answer.
+    func assign(to connection: APNsConnection, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) {
+        self.connection = connection
         self.deadline = deadline
-        self.enqueuedAt = enqueuedAt
+        self.enqueuedAt = now
     }
 
     /// The request's header buffer goes back to the pool with its last holder (a resend's own stream request
