@@ -59,7 +59,7 @@ let package = Package(
         ),
 
         // MARK: Libraries
-        // Small concurrency pieces every other target uses (one deadline-wait primitive, …).
+        // Small pieces every other target uses (one deadline-wait primitive, a reused-buffer pool, …).
         .target(name: "ServiceSupport", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         .target(
             name: "Kafka",
@@ -160,12 +160,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ],
-            // Packed relative relocations (DT_RELR, glibc 2.36+: Debian 12, the image's runtime): the PIE's
-            // relocation table shrinks from about 3 MiB, which the loader reads at start and which stays
-            // resident for the life of the process, to a few KiB (peak RSS, issue #39). GNU gold, the
-            // toolchain's default linker here, cannot pack them; lld ships with the toolchain.
-            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(platforms: [.linux]))]
+            ]
         ),
         // The tools that run mocks (demo, mock-kafka), out of the production binary.
         .executableTarget(

@@ -186,7 +186,7 @@ final class ConnectionIO {
                 finish(next.request, .init(transport: .notSent, message: "not sent: the client holds requests it has not sent yet"))
                 continue
             }
-            let streamID = session.submit(next.request.send.request, authorization: credentials.authorization)
+            let streamID = session.submit(next.request, authorization: credentials.authorization)
             guard streamID > 0 else {
                 finish(next.request, .init(transport: .notProcessed, message: "nghttp2_submit_request: \(HTTP2Session.describe(streamID))"), code: Int(streamID))
                 if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {

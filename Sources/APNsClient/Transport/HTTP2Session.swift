@@ -92,12 +92,13 @@ final class HTTP2Session {
         return nil
     }
 
-    /// Opens a stream for `request` (headers plus `authorization`, if given; a body through `readPayload`).
+    /// Opens a stream for `stream`'s request (headers plus `authorization`, if given; a body through `readPayload`).
     /// - Returns: the stream id, or a negative nghttp2 error.
-    func submit(_ request: borrowing PreparedRequest, authorization: [UInt8]?) -> Int32 {
-        // The closure captures the flag, not the request (a captured copy would retain each of its buffers).
-        let hasBody = request.hasBody
-        return request.withHeaders(authorization: authorization, scratch: &nva) { [session] nva -> Int32 in
+    func submit(_ stream: StreamRequest, authorization: [UInt8]?) -> Int32 {
+        // Read in place through the stream request (a copy of the prepared request would retain each of its
+        // buffers); the closure captures the flag, not the request.
+        let hasBody = stream.send.request.hasBody
+        return stream.send.request.withHeaders(authorization: authorization, scratch: &nva) { [session] nva -> Int32 in
             // A request without a body (a channel-management GET or DELETE) ends with its HEADERS.
             guard hasBody else { return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil) }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: NGHTTP2Callbacks.readPayload)

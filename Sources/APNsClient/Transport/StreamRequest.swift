@@ -7,7 +7,8 @@ import Synchronization
 /// pool (`ConnectionPool.completed`), in a batch with the other answers of its event loop's turn — no closure
 /// per request on the way. A resend is a new attempt, with a copy of the send.
 ///
-/// Invariant for `@unchecked Sendable`: the pool creates it and keeps it under its lock while it waits; the
+/// Invariant for `@unchecked Sendable`: the pool creates it (on the sender's thread, or on an event loop for a
+/// resend) before anyone else can see it, and keeps it under its lock while it waits; the
 /// thread that hands it a connection sets `connection`, `deadline` and `enqueuedAt` (`assign`) before handing
 /// it over through the connection's locked inbox; from then on only the connection's event loop reads or
 /// writes it (`cancelled` excepted), until it ends, after which nobody touches its response fields.
