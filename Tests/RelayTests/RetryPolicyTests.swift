@@ -13,6 +13,22 @@ import Testing
         #expect(policy.nextStep(after: .rejected(removesTarget: true), attempt: 1, now: 0, expiration: nil, using: &rng) == .finish(.rejected))
     }
 
+    /// The clock is read only when a retry must be checked against the event's expiration: an answer that
+    /// finishes the event (nearly every answer) costs no clock read.
+    @Test func theClockIsReadOnlyForARetryOfAnEventThatExpires() {
+        var rng = SeededGenerator(seed: 5)
+        var reads = 0
+        func now() -> Double { reads += 1; return 0 }
+        _ = policy.nextStep(after: .delivered, attempt: 1, now: now(), expiration: 100, using: &rng)
+        _ = policy.nextStep(after: .rejected(removesTarget: false), attempt: 1, now: now(), expiration: 100, using: &rng)
+        _ = policy.nextStep(after: .retry(.backoff), attempt: 1, now: now(), expiration: nil, using: &rng)
+        #expect(reads == 0)
+        guard case .retry = policy.nextStep(after: .retry(.backoff), attempt: 1, now: now(), expiration: 100, using: &rng) else {
+            Issue.record("attempt 1 of 4, far from its expiration, should retry"); return
+        }
+        #expect(reads == 1, "a retry of an event that expires reads the clock once")
+    }
+
     @Test func backoffGrowsJitteredAndCapped() {
         var rng = SeededGenerator(seed: 2)
         for attempt in 1...10 {

@@ -173,8 +173,8 @@ final class ConnectionPool: Sendable {
     }
 
     /// Sends on `connection` (which counted the request); it ends in `completed`.
-    private func submit(_ stream: StreamRequest, on connection: APNsConnection) {
-        let now = ContinuousClock.now
+    private func submit(_ stream: StreamRequest, on connection: APNsConnection, now reading: ContinuousClock.Instant? = nil) {
+        let now = reading ?? ContinuousClock.now
         stream.assign(to: connection, deadline: max(stream.send.deadline, now + stream.send.budget), now: now)
         connection.submit(stream)
     }
@@ -194,8 +194,9 @@ final class ConnectionPool: Sendable {
             loads.append((request.connection.id, request.connection.load))
         }
         var actions = Machine.Actions()
+        // One reading for the batch: the limit's samples, the hand-offs, the latency metric.
         let now = ContinuousClock.now
-        let baseline = withMachine { machine, _ -> Double? in
+        let baseline = withMachine(now: now) { machine, _ -> Double? in
             for (request, result) in batch {
                 let outcome = Self.outcome(of: result)
                 let load = loads.first { $0.id == request.connection.id }!.load
@@ -206,7 +207,7 @@ final class ConnectionPool: Sendable {
             }
             return machine.limit?.baseline?.seconds
         }
-        perform(actions)
+        perform(actions, now: now)
         for (request, result) in batch {
             if case .failure(let error) = result,
                 error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
@@ -217,18 +218,18 @@ final class ConnectionPool: Sendable {
                 send.resends += 1
                 attempt(StreamRequest(send, pool: self))
             } else {
-                finish(request.send, result)
+                finish(request.send, result, now: now)
             }
         }
         return baseline
     }
 
-    /// The send's end: metrics, then its caller.
-    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>) {
+    /// The send's end: metrics, then its caller. `now`: a reading the caller just took, if any.
+    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>, now: ContinuousClock.Instant? = nil) {
         metrics.streamsInUse.record(outstanding.subtract(1, ordering: .relaxed).newValue)
         switch result {
         case .success(let response):
-            metrics.latency.recordNanoseconds((ContinuousClock.now - send.startedAt).nanoseconds)
+            metrics.latency.recordNanoseconds(((now ?? .now) - send.startedAt).nanoseconds)
             metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
             credentialStatus.answered(response)
         case .failure:
@@ -261,8 +262,8 @@ final class ConnectionPool: Sendable {
         return result
     }
 
-    /// Carries out the machine's decisions (outside the lock).
-    private func perform(_ actions: Machine.Actions) {
+    /// Carries out the machine's decisions (outside the lock). `now`: a reading the caller just took, if any.
+    private func perform(_ actions: Machine.Actions, now: ContinuousClock.Instant? = nil) {
         if let limit = actions.newLimit { metrics.concurrencyLimit.record(limit) }
         for (connection, reason) in actions.retire {
             switch reason {
@@ -279,7 +280,7 @@ final class ConnectionPool: Sendable {
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
         for (waiter, error) in actions.fail { finish(waiter.payload.send, .failure(error)) }
-        for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection) }
+        for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection, now: now) }
     }
 
     // MARK: - Opening and closing

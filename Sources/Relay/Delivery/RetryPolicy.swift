@@ -54,7 +54,7 @@ package struct RetryPolicy: Sendable, Hashable {
         after decision: DeliveryDecision,
         attempt: Int,
         tokenRefreshes: Int = 0,
-        now: Double,
+        now: @autoclosure () -> Double,
         expiration: Int64?,
         using generator: inout some RandomNumberGenerator
     ) -> RetryStep {
@@ -72,7 +72,8 @@ package struct RetryPolicy: Sendable, Hashable {
         case .resendNow, .refreshToken, .replaceConnection: delay = .zero
         case .backoff: delay = backoff(afterAttempt: attempt, using: &generator)
         }
-        if let expiration, expiration > 0, now + (delay + Self.expirationMargin).seconds >= Double(expiration) {
+        // The clock is read only here: an answer that finishes the event needs no time.
+        if let expiration, expiration > 0, now() + (delay + Self.expirationMargin).seconds >= Double(expiration) {
             return .finish(.expired)
         }
         return .retry(after: delay, strategy)
