@@ -171,12 +171,11 @@ final class ConnectionIO {
     // MARK: - Requests
 
     private func startStreams() {
-        // Read once (reading the table's property copies the table: a retain of each of its buffers); only
-        // the streams opened below use it up, and `nextToStart` says when nothing waits.
-        var startable = table.startable
-        guard startable > 0 else { return }
+        // The property is read once per turn (reading it copies the table: a retain of each of its buffers);
+        // the loop asks the table itself (`nextToStart`, mutating: no copy) whether another may start.
+        guard table.startable > 0 else { return }
         if token != nil { refreshToken() }
-        while startable > 0 {
+        while true {
             if session.nextStreamID > UInt32(connection.configuration.settings.maxStreamID) {
                 retireForStreamIDs()
                 return
@@ -197,7 +196,6 @@ final class ConnectionIO {
             }
             next.request.streamID = streamID
             table.opened(next, streamID: streamID)
-            startable -= 1
         }
     }
 
