@@ -28,15 +28,18 @@ package struct DeliveryReport: Sendable, Hashable {
 /// Retries follow `RetryPolicy`. No task waits for an answer: each attempt continues in the sender's
 /// completion; only a retry delay waits on a task (`Task.sleep`), so one slow event never holds up others.
 /// The event carries its own progress (`Delivery.progress`) from attempt to attempt.
-struct DeliveryAttempts: Sendable {
-    var policy: RetryPolicy
+///
+/// A class, shared by every event: an attempt out at APNs keeps it (`AwaitedAnswer.attempts`) as one
+/// reference, not as a copy of its settings and closures (one retain per attempt instead of one per field).
+final class DeliveryAttempts: Sendable {
+    let policy: RetryPolicy
     /// How long one request may wait for its response.
-    var requestTimeout: Duration
+    let requestTimeout: Duration
     /// UNIX seconds now; injectable for tests.
-    var clock: WallClock
+    let clock: WallClock
     /// Asked before each retry; when it says `true` the attempts end with the last known state as
     /// `.failed`, `abandoned` (the caller publishes no result for it: the event is redone later).
-    var isAbandoned: @Sendable () -> Bool
+    let isAbandoned: @Sendable () -> Bool
 
     init(policy: RetryPolicy, requestTimeout: Duration, clock: WallClock, isAbandoned: @escaping @Sendable () -> Bool = { false }) {
         self.policy = policy
@@ -103,7 +106,7 @@ struct DeliveryAttempts: Sendable {
             if failure?.mayHaveReachedAPNs == true { event.delivery!.progress.possibleDuplicates += 1 }
             var giveUp = report(.failed, event.delivery!.progress)
             giveUp.abandoned = true
-            let next = { [event] in
+            let next = { [event, self] in
                 if isAbandoned() { completion(event, giveUp) } else { attempt(event, completion) }
             }
             guard delay > .zero else { return next() }
