@@ -166,14 +166,31 @@ import Testing
                        $0.flags) }
         }
         let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        let noCopyName = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
+        let lent = noCopyName | UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
         let byName = Dictionary(flags.map { ($0.0, ($0.1, $0.2)) }, uniquingKeysWith: { a, _ in a })
-        #expect(byName[":path"]?.1 == noIndex)
-        #expect(byName["authorization"]?.1 == noIndex)
+        #expect(byName[":path"]?.1 == noIndex | lent)
         #expect(byName["authorization"]?.0 == "bearer x.y.z")
         #expect(byName[":method"]?.0 == "POST")
-        #expect(byName["apns-topic"]?.1 == 0)
+        #expect(byName["apns-topic"]?.1 == lent)
         #expect(byName["apns-push-type"]?.0 == "alert")
         #expect(byName["apns-priority"]?.0 == "10")
-        #expect(byName["apns-id"]?.1 == noIndex)
+        #expect(byName["apns-id"]?.1 == noIndex | lent)
+    }
+
+    /// The request's own fields are lent to nghttp2 (its buffer outlives the HEADERS frame); the provider
+    /// token is not: a rotation may replace it before nghttp2 packs the frame, so nghttp2 copies its value.
+    @Test func lendsItsFieldsButNotTheProviderToken() throws {
+        let prepared = PreparedRequest(notification: try Self.notification(), authority: "api.push.apple.com")
+        let flags = prepared.withHeaders(authorization: Array("bearer x.y.z".utf8)) { nva in
+            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self), $0.flags) }
+        }
+        let noCopyValue = UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        let authorization = try #require(flags.first { $0.0 == "authorization" })
+        #expect(authorization.1 & noCopyValue == 0, "the token's value must be copied")
+        #expect(authorization.1 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
+        for (name, flag) in flags where name != "authorization" {
+            #expect(flag & noCopyValue != 0, "\(name) is in the request's buffer: lent, not copied")
+        }
     }
 }

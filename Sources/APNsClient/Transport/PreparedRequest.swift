@@ -145,7 +145,14 @@ struct PreparedRequest: Sendable {
     var hasBody: Bool { !payload.isEmpty }
 
     /// Lends an `nghttp2_nv` array over these headers plus `authorization` (never indexed) if given.
-    /// The pointers are valid only inside `body`; nghttp2 copies them during `nghttp2_submit_request`.
+    ///
+    /// The fields in this request's buffer are lent to nghttp2 uncopied (`NO_COPY_NAME`, `NO_COPY_VALUE`): it
+    /// reads them once, when it packs the HEADERS frame, so the buffer must outlive that. `HTTP2Session.submit`
+    /// guarantees it: the stream request that holds this value stays in its connection's table until nghttp2
+    /// reports the stream closed or its HEADERS not sent, or until the connection resets the stream (which
+    /// cancels a HEADERS not yet packed) or ends its session; only then is the buffer given back to be
+    /// reused. `authorization` (the current provider token, which a rotation may replace meanwhile) is
+    /// copied by nghttp2.
     func withHeaders<R>(authorization: [UInt8]?, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
         var nva = [nghttp2_nv]()
         return withHeaders(authorization: authorization, scratch: &nva, body)
@@ -157,7 +164,7 @@ struct PreparedRequest: Sendable {
         bytes.withUnsafeBytes { raw in
             let base = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: UInt8.self))
             let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-            let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            let lent = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
             nva.removeAll(keepingCapacity: true)
             nva.reserveCapacity(fieldCount + 1)
             for index in 0..<fieldCount {
@@ -166,7 +173,7 @@ struct PreparedRequest: Sendable {
                 nva.append(nghttp2_nv(
                     name: base + Int(f.nameStart), value: base + Int(f.valueStart),
                     namelen: Int(f.nameLength & ~Field.neverIndexBit), valuelen: Int(f.valueLength),
-                    flags: neverIndex ? noIndex : none
+                    flags: neverIndex ? noIndex | lent : lent
                 ))
             }
             guard let authorization else { return nva.withUnsafeBufferPointer(body) }
@@ -175,7 +182,7 @@ struct PreparedRequest: Sendable {
                     nva.append(nghttp2_nv(
                         name: UnsafeMutablePointer(mutating: name.baseAddress!),
                         value: UnsafeMutablePointer(mutating: auth.baseAddress!),
-                        namelen: name.count, valuelen: auth.count, flags: noIndex
+                        namelen: name.count, valuelen: auth.count, flags: noIndex | UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
                     ))
                     return nva.withUnsafeBufferPointer(body)
                 }
