@@ -193,4 +193,19 @@ import Testing
             #expect(flag & noCopyValue != 0, "\(name) is in the request's buffer: lent, not copied")
         }
     }
+
+    /// nghttp2 lowercases only the names it copies: a name lent to it goes out as written, and a server
+    /// rejects an uppercase one (RFC 9113, 8.2.1). The request writes them lowercase.
+    @Test func writesACallersHeaderNamesInLowercase() {
+        let prepared = PreparedRequest(
+            method: "GET", path: "/1/apps/com.example/channels", authority: "api-manage-broadcast.push.apple.com",
+            headers: [(name: "Apns-Request-Id", value: "Mixed-Case-Value")], body: [], maxResponseBody: 1024
+        )
+        let fields = prepared.withHeaders(authorization: nil) { nva in
+            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
+                       String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self)) }
+        }
+        #expect(fields.contains { $0 == ("apns-request-id", "Mixed-Case-Value") })
+        #expect(!fields.contains { $0.0.contains(where: \.isUppercase) })
+    }
 }

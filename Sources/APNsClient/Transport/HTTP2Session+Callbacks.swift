@@ -50,6 +50,9 @@ enum NGHTTP2Callbacks {
         return 0
     }
 
+    // Reads only the frame's header: a HEADERS not sent may be one whose stream was reset, and its header
+    // fields, lent from the request's buffer (`PreparedRequest.withHeaders`), may point into a buffer given back
+    // and reused since.
     static let onFrameNotSend: nghttp2_on_frame_not_send_callback = { _, frame, error, userData in
         guard let frame, UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue else { return 0 }
         connection(userData) { $0.requestNotSent(streamID: frame.pointee.hd.stream_id, error: error) }

@@ -133,7 +133,8 @@ struct PreparedRequest: Sendable {
         add(":scheme", "https")
         add(":path", path, neverIndex: true)
         add(":authority", authority)
-        for (name, value) in headers { add(name: name.utf8, value, neverIndex: true) }
+        // HTTP/2 field names are lowercase (RFC 9113, 8.2.1); nghttp2 does not lowercase a name it is lent.
+        for (name, value) in headers { add(name: name.lowercased().utf8, value, neverIndex: true) }
         self.maxResponseBody = maxResponseBody
         keepsResponseBody = true
     }

@@ -50,6 +50,11 @@ struct StreamTable<Request> {
     /// first valid token).
     private(set) var maxConcurrentStreams = 1
     private(set) var waiting = Deque<Waiting>()
+    /// Submitted streams. Their requests' header fields are lent to nghttp2 until it packs the HEADERS
+    /// (`PreparedRequest.withHeaders`), so a request leaves only when nghttp2 is done with them: it closed the
+    /// stream or did not send its HEADERS (`closed`), the connection reset the stream first (`expire`: a
+    /// reset cancels a HEADERS not yet packed), or the session has ended (`closeAll`). Keep it so for any new
+    /// way out.
     private(set) var open: [Int32: Open] = [:]
     /// No deadline in the table is before this (it may be earlier than the earliest: a scan then recomputes it).
     /// Requests mostly end long before their deadline, so it is kept loosely instead of in a heap.
