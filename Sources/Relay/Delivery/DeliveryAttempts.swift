@@ -57,12 +57,17 @@ final class DeliveryAttempts: Sendable {
     }
 
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
-        event.delivery!.progress.attempts += 1
-        let span = event.trace?.attemptStarted(number: event.delivery!.progress.attempts, host: event.delivery!.event.notification.environment.host)
+        // What the send needs, read in place; the send itself runs outside the access (its answer may come
+        // back before it returns, and that reads the event's delivery).
+        let (attempt, sender, notification) = event.withDelivery { delivery in
+            delivery.progress.attempts += 1
+            return (delivery.progress.attempts, delivery.credential.sender, delivery.event.notification)
+        }
+        let span = event.trace?.attemptStarted(number: attempt, host: notification.environment.host)
         // The answer comes to the event itself (`InFlightEvent.answered`), which hands it to `answered` below
         // with what it keeps here: no closure per attempt.
         event.awaitedAnswer = AwaitedAnswer(attempts: self, span: span, completion: completion)
-        event.delivery!.credential.sender.send(event.delivery!.event.notification, deadline: .now + requestTimeout, answeringTo: event)
+        sender.send(notification, deadline: .now + requestTimeout, answeringTo: event)
     }
 
     /// An attempt's answer: finish with a report, or retry after the policy's delay.
@@ -88,10 +93,10 @@ final class DeliveryAttempts: Sendable {
         }
         if let span { event.trace?.attemptEnded(span, response: response, failure: failure.map { "\($0)" }) }
         var generator = SystemRandomNumberGenerator()
-        let progress = event.delivery!.progress
+        let (progress, expiration) = event.withDelivery { ($0.progress, $0.event.notification.expiration) }
         let step = policy.nextStep(
             after: decision, attempt: progress.attempts, tokenRefreshes: progress.tokenRefreshes,
-            now: clock.now(), expiration: event.delivery!.event.notification.expiration, using: &generator
+            now: clock.now(), expiration: expiration, using: &generator
         )
         func report(_ outcome: DeliveryOutcome, _ progress: DeliveryProgress) -> DeliveryReport {
             DeliveryReport(

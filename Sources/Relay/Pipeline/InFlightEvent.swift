@@ -54,6 +54,11 @@ final class InFlightEvent: PublishedEvent, @unchecked Sendable {
 
     var partition: KafkaTopicPartition { message.topicPartition }
 
+    /// A valid event's delivery, in place: reading a field as `delivery!.field` copies the whole delivery
+    /// first (a retain and a release of each reference in it). `body` must not reach this event: it runs
+    /// inside the access.
+    func withDelivery<R>(_ body: (inout Delivery) -> R) -> R { body(&delivery!) }
+
     /// Topic, partition and offset, for log lines about this event.
     var logMetadata: Logger.Metadata {
         ["topic": "\(source.topic)", "partition": "\(source.partition)", "offset": "\(source.offset)"]
