@@ -30,49 +30,68 @@ package struct APNsID: Hashable, Sendable, CustomStringConvertible {
             return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
         case .uuid(let high, let low, let uppercase):
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { buffer in
-                let letters: UInt8 = uppercase ? UInt8(ascii: "A") : UInt8(ascii: "a")
-                var nibble = 0
-                for index in 0..<36 {
-                    if index == 8 || index == 13 || index == 18 || index == 23 {
-                        buffer[index] = UInt8(ascii: "-")
-                        continue
+                let digits = uppercase ? Self.upperDigits : Self.lowerDigits
+                digits.withUnsafeBufferPointer { digits in
+                    // The 16 digits of each half, last first, each into its place (dashes fall between them).
+                    var word = low
+                    for index in Self.digitPositions[16...].reversed() {
+                        buffer[index] = digits[Int(word & 0xF)]
+                        word >>= 4
                     }
-                    let word = nibble < 16 ? high : low
-                    let value = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (nibble % 16))) & 0xF
-                    buffer[index] = value < 10 ? UInt8(ascii: "0") + value : letters + value - 10
-                    nibble += 1
+                    word = high
+                    for index in Self.digitPositions[..<16].reversed() {
+                        buffer[index] = digits[Int(word & 0xF)]
+                        word >>= 4
+                    }
                 }
+                for index in Self.dashPositions { buffer[index] = UInt8(ascii: "-") }
                 return body(UnsafeRawBufferPointer(buffer))
             }
         }
     }
 
+    /// Where a canonical UUID's 32 digits are (8-4-4-4-12), and its dashes.
+    private static let digitPositions: [Int] = (0..<36).filter { !dashPositions.contains($0) }
+    private static let dashPositions = [8, 13, 18, 23]
+    private static let lowerDigits = Array("0123456789abcdef".utf8)
+    private static let upperDigits = Array("0123456789ABCDEF".utf8)
+
+    /// Each byte's digit value (0–15) with `lowerBit` or `upperBit` for a letter, or `invalid`.
+    private static let lowerBit: UInt8 = 0x10
+    private static let upperBit: UInt8 = 0x20
+    private static let invalid: UInt8 = 0x80
+    private static let digitValues: [UInt8] = (0...255).map { byte -> UInt8 in
+        switch UInt8(byte) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): (UInt8(byte) - UInt8(ascii: "a") + 10) | lowerBit
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): (UInt8(byte) - UInt8(ascii: "A") + 10) | upperBit
+        default: invalid
+        }
+    }
+
     /// A canonical UUID's 32 hex digits in one case (8-4-4-4-12), or `nil`.
     private static func uuid(_ bytes: UnsafeRawBufferPointer) -> Storage? {
-        guard bytes.count == 36 else { return nil }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        var sawUpper = false
-        var sawLower = false
-        var nibble = 0
-        for index in 0..<36 {
-            let byte = bytes[index]
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
+        guard bytes.count == 36, bytes[8] == UInt8(ascii: "-"), bytes[13] == UInt8(ascii: "-"),
+            bytes[18] == UInt8(ascii: "-"), bytes[23] == UInt8(ascii: "-")
+        else { return nil }
+        return digitValues.withUnsafeBufferPointer { values in
+            // Every digit's flags, or'ed together: one check for an invalid byte and for mixed case.
+            var seen: UInt8 = 0
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for index in digitPositions[..<16] {
+                let value = values[Int(bytes[index])]
+                seen |= value
+                high = high << 4 | UInt64(value & 0xF)
             }
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10; sawLower = true
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10; sawUpper = true
-            default: return nil
+            for index in digitPositions[16...] {
+                let value = values[Int(bytes[index])]
+                seen |= value
+                low = low << 4 | UInt64(value & 0xF)
             }
-            if nibble < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
-            nibble += 1
+            // Mixed case is kept as text, so that the id is written back exactly as it came.
+            guard seen & invalid == 0, seen & (lowerBit | upperBit) != lowerBit | upperBit else { return nil }
+            return .uuid(high: high, low: low, uppercase: seen & upperBit != 0)
         }
-        // Mixed case is kept as text, so that the id is written back exactly as it came.
-        guard !(sawUpper && sawLower) else { return nil }
-        return .uuid(high: high, low: low, uppercase: sawUpper)
     }
 }

@@ -11,6 +11,10 @@ import Testing
         "123E4567-e89b-12d3-a456-426614174000",  // mixed case: kept as text
         "123e4567e89b12d3a456426614174000",  // no dashes: text
         "123e4567-e89b-12d3-a456-42661417400g",  // not hex: text
+        "g23e4567-e89b-12d3-a456-426614174000",  // not hex in the first half: text
+        "123E4567-E89B-12D3-A456-42661417400G",  // upper case, not hex: text
+        "123e4567-e89b-12d3-a456-4266141740~0",
+        "123e4567-e89b-12d3-a456_426614174000",  // a dash missing: text
         "x",
         "",
     ])
