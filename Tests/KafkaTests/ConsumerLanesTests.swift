@@ -164,8 +164,7 @@ struct ConsumerLanesTests {
         }
         #expect(partitions.count == 3)
         // Bulk fills its buffer while held.
-        let bulkBuffered = try await waitFor(within: .seconds(20), "bulk's buffer to fill") { consumer.bufferedMessageCount(.bulk) >= 64 }
-        #expect(bulkBuffered)
+        try await eventually("bulk's buffer to fill", within: .seconds(20), every: .milliseconds(10)) { consumer.bufferedMessageCount(.bulk) >= 64 }
 
         try await produceKeyed(producer, topic: "urgent", count: 5, keyPrefix: "urgent")
         var urgentKeys: Set<String> = []
@@ -229,9 +228,9 @@ struct ConsumerTopicTurnsTests {
         guard case .partitionsAssigned = try await nextEvent(&iterator, within: .seconds(20), expecting: "the assignment") else {
             throw TestFailure("the first event is not the assignment")
         }
-        _ = try await waitFor(within: .seconds(20), "campaign's backlog fetched") { fetched.withLock { $0["campaign"] ?? 0 } >= Int64(backlog) }
+        try await eventually("campaign's backlog fetched", within: .seconds(20), every: .milliseconds(10)) { fetched.withLock { $0["campaign"] ?? 0 } >= Int64(backlog) }
         try await produceKeyed(producer, topic: "app-b", count: 5, keyPrefix: "b")
-        _ = try await waitFor(within: .seconds(20), "app-b's records fetched") { fetched.withLock { $0["app-b"] ?? 0 } >= 5 }
+        try await eventually("app-b's records fetched", within: .seconds(20), every: .milliseconds(10)) { fetched.withLock { $0["app-b"] ?? 0 } >= 5 }
 
         consumer.release(.bulk)
         var campaignBefore = 0
@@ -248,12 +247,3 @@ struct ConsumerTopicTurnsTests {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes (conditions that no event announces).
-private func waitFor(within timeout: Duration, _ what: String, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw TestFailure("no \(what) within \(timeout)") }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return true
-}
