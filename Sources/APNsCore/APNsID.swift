@@ -19,6 +19,11 @@ package struct APNsID: Hashable, Sendable, CustomStringConvertible {
         storage = Self.uuid(bytes) ?? .text(String(decoding: bytes, as: UTF8.self))
     }
 
+    /// Whether the id is kept as its 16 bytes (a canonical UUID in one case), not as text (for tests).
+    package var isCompact: Bool {
+        if case .uuid = storage { true } else { false }
+    }
+
     /// The text, as APNs sent it.
     package var description: String { withUTF8 { String(decoding: $0, as: UTF8.self) } }
 

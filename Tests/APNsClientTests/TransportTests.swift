@@ -121,10 +121,14 @@ import Testing
 
     /// Headers of the `:path` a request carries, as nghttp2 would send them.
     private static func headers(_ prepared: PreparedRequest) -> [String: String] {
-        prepared.withHeaders(authorization: nil) { nva in
-            Dictionary(nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
-                                  String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self)) },
-                       uniquingKeysWith: { a, _ in a })
+        Dictionary(fields(prepared).map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// The fields a request hands nghttp2, in order, with their flags.
+    private static func fields(_ prepared: PreparedRequest, authorization: [UInt8]? = nil) -> [(name: String, value: String, flags: UInt8)] {
+        prepared.withHeaders(authorization: authorization) { nva in
+            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
+                       String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self), $0.flags) }
         }
     }
 
@@ -160,11 +164,7 @@ import Testing
 
     @Test func neverIndexesPathAndAuthorization() throws {
         let prepared = PreparedRequest(notification: try Self.notification(), authority: "api.push.apple.com")
-        let flags = prepared.withHeaders(authorization: Array("bearer x.y.z".utf8)) { nva in
-            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
-                       String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self),
-                       $0.flags) }
-        }
+        let flags = Self.fields(prepared, authorization: Array("bearer x.y.z".utf8))
         let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
         let noCopyName = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
         let lent = noCopyName | UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
@@ -182,15 +182,13 @@ import Testing
     /// token is not: a rotation may replace it before nghttp2 packs the frame, so nghttp2 copies its value.
     @Test func lendsItsFieldsButNotTheProviderToken() throws {
         let prepared = PreparedRequest(notification: try Self.notification(), authority: "api.push.apple.com")
-        let flags = prepared.withHeaders(authorization: Array("bearer x.y.z".utf8)) { nva in
-            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self), $0.flags) }
-        }
+        let fields = Self.fields(prepared, authorization: Array("bearer x.y.z".utf8))
         let noCopyValue = UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
-        let authorization = try #require(flags.first { $0.0 == "authorization" })
-        #expect(authorization.1 & noCopyValue == 0, "the token's value must be copied")
-        #expect(authorization.1 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
-        for (name, flag) in flags where name != "authorization" {
-            #expect(flag & noCopyValue != 0, "\(name) is in the request's buffer: lent, not copied")
+        let authorization = try #require(fields.first { $0.name == "authorization" })
+        #expect(authorization.flags & noCopyValue == 0, "the token's value must be copied")
+        #expect(authorization.flags & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
+        for field in fields where field.name != "authorization" {
+            #expect(field.flags & noCopyValue != 0, "\(field.name) is in the request's buffer: lent, not copied")
         }
     }
 
@@ -201,11 +199,8 @@ import Testing
             method: "GET", path: "/1/apps/com.example/channels", authority: "api-manage-broadcast.push.apple.com",
             headers: [(name: "Apns-Request-Id", value: "Mixed-Case-Value")], body: [], maxResponseBody: 1024
         )
-        let fields = prepared.withHeaders(authorization: nil) { nva in
-            nva.map { (String(decoding: UnsafeBufferPointer(start: $0.name, count: $0.namelen), as: UTF8.self),
-                       String(decoding: UnsafeBufferPointer(start: $0.value, count: $0.valuelen), as: UTF8.self)) }
-        }
-        #expect(fields.contains { $0 == ("apns-request-id", "Mixed-Case-Value") })
-        #expect(!fields.contains { $0.0.contains(where: \.isUppercase) })
+        let fields = Self.fields(prepared)
+        #expect(fields.contains { $0.name == "apns-request-id" && $0.value == "Mixed-Case-Value" })
+        #expect(!fields.contains { $0.name.contains(where: \.isUppercase) })
     }
 }

@@ -134,7 +134,10 @@ struct PreparedRequest: Sendable {
         add(":path", path, neverIndex: true)
         add(":authority", authority)
         // HTTP/2 field names are lowercase (RFC 9113, 8.2.1); nghttp2 does not lowercase a name it is lent.
-        for (name, value) in headers { add(name: name.lowercased().utf8, value, neverIndex: true) }
+        // ASCII only, as nghttp2 did when it copied names.
+        for (name, value) in headers {
+            add(name: name.utf8.lazy.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, value, neverIndex: true)
+        }
         self.maxResponseBody = maxResponseBody
         keepsResponseBody = true
     }

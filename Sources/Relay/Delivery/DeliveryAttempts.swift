@@ -107,9 +107,12 @@ final class DeliveryAttempts: Sendable {
         case .finish(let outcome):
             completion(event, report(outcome, progress))
         case .retry(let delay, let strategy):
-            if strategy == .refreshToken { event.delivery!.progress.tokenRefreshes += 1 }
-            if failure?.mayHaveReachedAPNs == true { event.delivery!.progress.possibleDuplicates += 1 }
-            var giveUp = report(.failed, event.delivery!.progress)
+            let progress = event.withDelivery { delivery in
+                if strategy == .refreshToken { delivery.progress.tokenRefreshes += 1 }
+                if failure?.mayHaveReachedAPNs == true { delivery.progress.possibleDuplicates += 1 }
+                return delivery.progress
+            }
+            var giveUp = report(.failed, progress)
             giveUp.abandoned = true
             let next = { [event, self] in
                 if isAbandoned() { completion(event, giveUp) } else { attempt(event, completion) }
