@@ -83,13 +83,7 @@ package struct RelayApp: Sendable {
 
         let consumerConfiguration = Self.consumerConfiguration(configuration)
 
-        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
-        producerConfiguration.clientID = configuration.kafka.clientID
-        producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
-        if let exactlyOnce = configuration.relay.exactlyOnce {
-            producerConfiguration.transactionalID = exactlyOnce.transactionalID
-            producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
-        }
+        let producerConfiguration = Self.producerConfiguration(configuration)
 
         // Neither starts a thread here: the relay starts both in its `run()`.
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
@@ -107,6 +101,20 @@ package struct RelayApp: Sendable {
     package static func prefetchSplit(_ budget: Int) -> (queued: Int, response: Int) {
         let response = min(budget / 3, 2 * 1024 * 1024)
         return (budget - response, response)
+    }
+
+    /// The producer's settings: the relay's keys, then `kafka.properties` and `kafka.producerProperties`
+    /// (which may repeat a key's value but not contradict it).
+    package static func producerConfiguration(_ configuration: RelayAppConfiguration) -> KafkaProducerConfiguration {
+        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
+        producerConfiguration.clientID = configuration.kafka.clientID
+        producerConfiguration.linger = configuration.kafka.linger
+        producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
+        if let exactlyOnce = configuration.relay.exactlyOnce {
+            producerConfiguration.transactionalID = exactlyOnce.transactionalID
+            producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
+        }
+        return producerConfiguration
     }
 
     /// The consumer's settings: the relay's keys, then librdkafka's prefetch from `kafka.prefetchBytes`,

@@ -39,6 +39,11 @@ package struct RelayAppConfiguration: Sendable {
         /// response on its way (`fetch.max.bytes`: a third, at most 2 MiB), and queued records, the rest
         /// (`queued.max.messages.kbytes`). See `RelayApp.prefetchSplit`.
         package var prefetchBytes = 18 * 1024 * 1024
+        /// `linger.ms`: how long the producer gathers records into a batch before it sends a request. The
+        /// relay's own (librdkafka's is 5 ms): while APNs is slow, answers come a few at a time, and a request
+        /// per few records costs the relay more than its pushes (Benchmarks/README, session 29). A result
+        /// reaches Kafka (and its offset commits) at most this much later; events in flight hold that long.
+        package var linger: Duration = .milliseconds(20)
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
         package var properties: [String: String] = [:]
         package var consumerProperties: [String: String] = [:]
@@ -175,6 +180,7 @@ package struct RelayAppConfiguration: Sendable {
             transactionInterval: settings.milliseconds("kafka.transactionIntervalMs", default: kafkaDefaults.transactionInterval, range: 10...60_000),
             transactionTimeout: settings.milliseconds("kafka.transactionTimeoutMs", default: kafkaDefaults.transactionTimeout, range: 1000...900_000),
             prefetchBytes: settings.int("kafka.prefetchBytes", default: kafkaDefaults.prefetchBytes, range: 4 * 1024 * 1024...1 << 30),
+            linger: settings.milliseconds("kafka.lingerMs", default: kafkaDefaults.linger, range: 0...1000),
             properties: settings.properties("kafka.properties"),
             consumerProperties: settings.properties("kafka.consumerProperties"),
             producerProperties: settings.properties("kafka.producerProperties")

@@ -57,6 +57,13 @@ struct ConfigurationTests {
         #expect(producerError { $0.idempotent = false; $0.acks = "1" } == nil)
     }
 
+    @Test func lingerCannotBeChangedBehindTheTypedFieldThroughItsAlias() {
+        let error = producerError { $0.linger = .milliseconds(20); $0.additionalProperties["queue.buffering.max.ms"] = "50" }
+        #expect(error?.code == .configuration)
+        #expect(error?.message.contains("linger.ms=20") == true, "\(String(describing: error))")
+        #expect(producerError { $0.linger = .milliseconds(20); $0.additionalProperties["queue.buffering.max.ms"] = "20" } == nil)
+    }
+
     @Test func librdkafkaRejectionCarriesItsMessage() {
         let error = consumerError { $0.additionalProperties["no.such.property"] = "1" }
         #expect(error?.code == .configuration)

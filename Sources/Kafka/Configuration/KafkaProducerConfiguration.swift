@@ -71,11 +71,13 @@ package struct KafkaProducerConfiguration: Sendable {
         for key in ["acks", "request.required.acks"] {
             if additional[key] == "-1" { additional[key] = "all" }
         }
-        if let alias = additional.removeValue(forKey: "request.required.acks") {
-            if let acks = additional["acks"], acks != alias {
-                throw KafkaError(code: .configuration, message: "acks=\(acks) contradicts request.required.acks=\(alias)")
+        // An alias would otherwise pass the comparison below and then override the typed field in librdkafka.
+        for (alias, key) in [("request.required.acks", "acks"), ("queue.buffering.max.ms", "linger.ms")] {
+            guard let value = additional.removeValue(forKey: alias) else { continue }
+            if let named = additional[key], named != value {
+                throw KafkaError(code: .configuration, message: "\(key)=\(named) contradicts \(alias)=\(value)")
             }
-            additional["acks"] = alias
+            additional[key] = value
         }
         return try KafkaPropertyMerge.merge(owned: owned, additional: additional, guarantees: [:])
     }

@@ -1,0 +1,51 @@
+import Kafka
+import RelayApp
+import Testing
+
+/// A configuration with a credential and a broker, and `overrides` on top.
+private func relayConfiguration(_ overrides: [String: String]) async throws -> RelayAppConfiguration {
+    let reader = try await RelayAppConfiguration.reader(
+        file: nil, environment: [:],
+        overrides: ["kafka.bootstrapServers": "broker:9092", "apns.token.keyId": "ABC123DEFG", "apns.token.teamId": "DEF123GHIJ",
+                    "apns.token.privateKeyFile": "/secrets/key.p8"].merging(overrides) { $1 })
+    return try RelayAppConfiguration(reader: reader, requireCredential: false)
+}
+
+@Suite struct PrefetchBudgetTests {
+    private func consumerProperties(_ overrides: [String: String]) async throws -> [String: String] {
+        RelayApp.consumerConfiguration(try await relayConfiguration(overrides)).additionalProperties
+    }
+
+    @Test func oneBudgetBoundsTheQueueAndTheResponseOnItsWay() async throws {
+        let properties = try await consumerProperties([:])
+        #expect(properties["queued.max.messages.kbytes"] == "16384", "18 MiB less the response")
+        #expect(properties["fetch.max.bytes"] == "2097152", "a third of 18 MiB, at most 2 MiB")
+        #expect(properties["queued.min.messages"] == "30000")
+    }
+
+    @Test func theBudgetFollowsItsKeyAndEachPropertyCanStillBeSet() async throws {
+        let smaller = try await consumerProperties(["kafka.prefetchBytes": "4194304"])
+        #expect(smaller["queued.max.messages.kbytes"] == "2730", "4 MiB less a third, in KiB")
+        #expect(smaller["fetch.max.bytes"] == "1398101", "a third of 4 MiB: at least librdkafka's message.max.bytes (1000000)")
+        let larger = try await consumerProperties(["kafka.prefetchBytes": "67108864"])
+        #expect(larger["queued.max.messages.kbytes"] == "63488", "64 MiB less 2 MiB")
+        #expect(larger["fetch.max.bytes"] == "2097152")
+        let overridden = try await consumerProperties(["kafka.consumerProperties": "fetch.max.bytes=1048576"])
+        #expect(overridden["fetch.max.bytes"] == "1048576")
+        #expect(overridden["queued.max.messages.kbytes"] == "16384")
+    }
+}
+
+@Suite struct ProducerSettingsTests {
+    @Test func lingerDefaultsToTwentyMillisecondsAndFollowsItsKey() async throws {
+        #expect(RelayApp.producerConfiguration(try await relayConfiguration([:])).linger == .milliseconds(20))
+        let set = RelayApp.producerConfiguration(try await relayConfiguration(["kafka.lingerMs": "0"]))
+        #expect(set.linger == .zero)
+        let other = RelayApp.producerConfiguration(try await relayConfiguration(["kafka.producerProperties": "batch.size=65536"]))
+        #expect(other.additionalProperties["batch.size"] == "65536")
+    }
+
+    @Test func lingerOutsideItsRangeIsRefused() async throws {
+        await #expect(throws: (any Error).self) { _ = try await relayConfiguration(["kafka.lingerMs": "5000"]) }
+    }
+}
