@@ -137,10 +137,12 @@ package struct RelayApp: Sendable {
         //   (librdkafka's defaults, 64 MB and 100k messages, would be per partition); each input topic has
         //   a queue, so that one topic's backlog never holds another's records back (the lane's topics are
         //   read in turn). While the relay is the bottleneck the
-        //   queue fills and librdkafka 2.0.2 looks again only up to a second later; the queue is what the
-        //   relay works on meanwhile, so it holds about a second of full speed (Benchmarks/README.md: 8 MB /
-        //   10k gave 16k events/s, 16 MB / 30k 30–39k). The count bounds librdkafka's per-record overhead
-        //   (a few hundred bytes each) when records are small.
+        //   queue fills and librdkafka 2.0.2 would look again only up to a second later; the consumer wakes
+        //   its fetcher once the relay has drained a full queue to a quarter (`FetchNudger`), so the queue
+        //   only has to cover that refill (Benchmarks/README.md, session 29: 8 MiB / 10k gave the same
+        //   52–56k events/s as 18 MiB / 30k, and 13 MiB less at the peak; without the nudge 8 MB / 10k gave
+        //   16k). The count bounds librdkafka's per-record overhead (a few hundred bytes each) when records
+        //   are small.
         // - Those bounds are checked before a fetch: the response comes on top, up to `fetch.max.bytes`, which
         //   librdkafka otherwise sets to the whole queue budget. With a backlog every fetch comes back full,
         //   so the response is what the peak holds beyond the queue: a third of the budget, at most 2 MiB
@@ -149,7 +151,7 @@ package struct RelayApp: Sendable {
         let (queued, response) = prefetchSplit(configuration.kafka.prefetchBytes)
         let prefetch = [
             "queued.max.messages.kbytes": String(queued / 1024),
-            "queued.min.messages": "30000",
+            "queued.min.messages": "10000",
             "fetch.max.bytes": String(response),
         ]
         consumerConfiguration.additionalProperties = prefetch

@@ -38,7 +38,7 @@ package struct RelayAppConfiguration: Sendable {
         /// What librdkafka may hold of records fetched ahead, over every partition together, in bytes: the fetch
         /// response on its way (`fetch.max.bytes`: a third, at most 2 MiB), and queued records, the rest
         /// (`queued.max.messages.kbytes`). See `RelayApp.prefetchSplit`.
-        package var prefetchBytes = 18 * 1024 * 1024
+        package var prefetchBytes = 8 * 1024 * 1024
         /// `linger.ms`: how long the producer gathers records into a batch before it sends a request. The
         /// relay's own (librdkafka's is 5 ms): while APNs is slow, answers come a few at a time, and a request
         /// per few records cost the producer's threads a quarter of the relay's CPU (Benchmarks/README,

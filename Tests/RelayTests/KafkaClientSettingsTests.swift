@@ -18,9 +18,9 @@ private func relayConfiguration(_ overrides: [String: String]) async throws -> R
 
     @Test func oneBudgetBoundsTheQueueAndTheResponseOnItsWay() async throws {
         let properties = try await consumerProperties([:])
-        #expect(properties["queued.max.messages.kbytes"] == "16384", "18 MiB less the response")
-        #expect(properties["fetch.max.bytes"] == "2097152", "a third of 18 MiB, at most 2 MiB")
-        #expect(properties["queued.min.messages"] == "30000")
+        #expect(properties["queued.max.messages.kbytes"] == "6144", "8 MiB less the response")
+        #expect(properties["fetch.max.bytes"] == "2097152", "a third of 8 MiB, at most 2 MiB")
+        #expect(properties["queued.min.messages"] == "10000")
     }
 
     @Test func theBudgetFollowsItsKeyAndEachPropertyCanStillBeSet() async throws {
@@ -32,7 +32,7 @@ private func relayConfiguration(_ overrides: [String: String]) async throws -> R
         #expect(larger["fetch.max.bytes"] == "2097152")
         let overridden = try await consumerProperties(["kafka.consumerProperties": "fetch.max.bytes=1048576"])
         #expect(overridden["fetch.max.bytes"] == "1048576")
-        #expect(overridden["queued.max.messages.kbytes"] == "16384")
+        #expect(overridden["queued.max.messages.kbytes"] == "6144")
     }
 }
 

@@ -35,7 +35,11 @@ package final class KafkaConsumer: Sendable {
     ///   librdkafka's message), `clientCreation` if librdkafka refuses to create the handle.
     package init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
-        let shared = KafkaConsumerShared(configuration: configuration, logger: logger)
+        // What librdkafka lets a topic's queue hold before it stops fetching (its defaults otherwise).
+        let fetchQueue = FetchQueueWatch(
+            maxRecords: properties["queued.min.messages"].flatMap { Int($0) } ?? 100_000,
+            maxBytes: (properties["queued.max.messages.kbytes"].flatMap { Int($0) } ?? 65_536) * 1024)
+        let shared = KafkaConsumerShared(configuration: configuration, fetchQueue: fetchQueue, logger: logger)
         let errorHandler = configuration.errorHandler
         // Weak: the client owns the context that owns this closure.
         let weakClient = WeakClient()

@@ -42,9 +42,15 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     private let recordQueues = BlockingMutex(RecordQueues())
     /// Topics whose records go to the urgent lane.
     let urgentTopics: Set<String>
+    /// A topic queue's limits and state, copied per queue by the poll thread (see `FetchNudger`).
+    private let fetchQueue: FetchQueueWatch
+    /// Wakes the fetcher of a topic queue the poll thread drained (on a thread of its own, from `runPollLoop`).
+    let nudger: FetchNudger
 
-    init(configuration: KafkaConsumerConfiguration, logger: Logger) {
+    init(configuration: KafkaConsumerConfiguration, fetchQueue: FetchQueueWatch, logger: Logger) {
         self.logger = logger
+        self.fetchQueue = fetchQueue
+        self.nudger = FetchNudger(logger: logger)
         self.isCooperative = configuration.partitionAssignmentStrategy.isCooperative
         self.revocationDrainTimeout = configuration.revocationDrainTimeout
         self.pollTimeoutMilliseconds = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
@@ -303,6 +309,12 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             var received = Optional(KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName))
             polledBatch.withLock { $0.append(received.take()!) }
         }
+        nudger.start(client: client, isClosing: { [self] in isClosing.load(ordering: .acquiring) }) { [self] topic in
+            state.withLock { $0.forwardedPartitions }.compactMap { $0.topic == topic ? $0.partition : nil }
+        }
+        defer { nudger.stop() }
+        /// Per topic queue: its topic, and whether it is due a nudge.
+        var watches: [OpaquePointer: (topic: String, watch: FetchQueueWatch)] = [:]
         client.withHandle { handle in
             let consumerQueue = rd_kafka_queue_get_consumer(handle)!
             recordQueues.withLock { $0.isOpen = true }
@@ -332,11 +344,17 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                     let first = firstTopic[lane.rawValue] % topics.count
                     firstTopic[lane.rawValue] = first + 1
                     for turn in 0..<topics.count {
+                        let queue = topics[(first + turn) % topics.count]
                         let count = batch.withUnsafeMutableBufferPointer { buffer in
-                            rd_kafka_consume_batch_queue(topics[(first + turn) % topics.count], 0, buffer.baseAddress, share)
+                            rd_kafka_consume_batch_queue(queue, 0, buffer.baseAddress, share)
                         }
-                        for index in 0..<max(0, count) { take(batch[index]!, lane: lane) }
+                        var bytes = 0
+                        for index in 0..<max(0, count) {
+                            bytes += batch[index]!.pointee.len + batch[index]!.pointee.key_len
+                            take(batch[index]!, lane: lane)
+                        }
                         taken += max(0, count)
+                        watch(queue, took: max(0, count), bytes: bytes, in: &watches)
                     }
                     flushPolledBatch(handle: handle)
                 }
@@ -362,6 +380,18 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
         logger.debug("consumer closed")
         closed.set()
+    }
+
+    /// After the poll thread took `taken` records from `queue`: asks for a nudge of its topic's fetcher if it
+    /// was full and is now drained (`FetchQueueWatch`).
+    private func watch(_ queue: OpaquePointer, took taken: Int, bytes: Int, in watches: inout [OpaquePointer: (topic: String, watch: FetchQueueWatch)]) {
+        if watches[queue] == nil {
+            guard let topic = recordQueues.withLock({ $0.topic(of: queue) }) else { return }
+            watches[queue] = (topic, fetchQueue)
+        }
+        if watches[queue]!.watch.took(taken, bytes: bytes, leaving: Int(rd_kafka_queue_length(queue))) {
+            nudger.request(watches[queue]!.topic)
+        }
     }
 
     /// Waits for a byte on the wake pipe (or the timeout), then empties it.

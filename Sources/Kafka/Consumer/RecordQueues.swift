@@ -20,6 +20,11 @@ struct RecordQueues {
         return queue
     }
 
+    /// The topic whose records `queue` holds.
+    func topic(of queue: OpaquePointer) -> String? {
+        byTopic.first { $0.value == queue }?.key
+    }
+
     /// Destroys every queue (the consumer is closed: nothing is forwarded to them any more).
     mutating func close() {
         isOpen = false

@@ -1,0 +1,125 @@
+import CRdKafka
+import Dispatch
+import Logging
+import ServiceSupport
+import Synchronization
+
+/// Wakes librdkafka's fetcher for a topic whose records the application has drained.
+///
+/// librdkafka 2.0 stops fetching a partition whose queue holds `queued.min.messages` records or
+/// `queued.max.messages.kbytes`, and decides again only when the leader's broker thread wakes: on a response,
+/// an operation, or its one-second timer (2.1 added `fetch.queue.backoff.ms` for this). The consumer forwards
+/// all of a topic's partitions to one queue, so they stop together, and an application that drains the queue
+/// in less than a second then waits for that timer with nothing to read: at full speed the relay sat idle
+/// 0.4 s of every second (Benchmarks/README, session 29). Any request to a broker wakes its thread, which then
+/// decides again and fetches. The request sent here is the one that changes nothing: the latest offsets of the
+/// topic's assigned partitions (`rd_kafka_offsets_for_times`, one ListOffsets request per leader broker).
+///
+/// When is the poll thread's call (`FetchQueueWatch`); the request blocks for a round trip, so it runs on a
+/// thread of its own (`run`), one at a time.
+final class FetchNudger: Sendable {
+    private let logger: Logger
+    /// Topics to nudge, in the order asked; each at most once while it waits.
+    private let pending = Mutex<[String]>([])
+    private let wake = DispatchSemaphore(value: 0)
+    /// Nudges sent (requests that reached every leader or failed are both counted).
+    let sent = Atomic<Int>(0)
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    /// Asks for a nudge of `topic`'s leaders (on the nudger's thread, soon).
+    func request(_ topic: String) {
+        let added = pending.withLock { pending in
+            guard !pending.contains(topic) else { return false }
+            pending.append(topic)
+            return true
+        }
+        if added { wake.signal() }
+    }
+
+    /// Wakes the thread so that it sees `isClosing` (call after setting it).
+    func stop() { wake.signal() }
+
+    /// Starts the nudger's thread: it sends what is asked until `isClosing()` (then `stop()` wakes it).
+    /// `partitions(topic)` lists the topic's assigned partitions.
+    func start(client: KafkaClient, isClosing: @escaping @Sendable () -> Bool, partitions: @escaping @Sendable (String) -> [Int32]) {
+        do {
+            try DedicatedThread.start(name: "kafka-nudge") { [self] in run(client: client, isClosing: isClosing, partitions: partitions) }
+        } catch {
+            logger.warning("\(error): a drained topic waits up to a second for librdkafka to fetch again")
+        }
+    }
+
+    private func run(client: KafkaClient, isClosing: () -> Bool, partitions: (String) -> [Int32]) {
+        while !isClosing() {
+            wake.wait()
+            while let topic = pending.withLock({ $0.isEmpty ? nil : $0.removeFirst() }), !isClosing() {
+                let assigned = partitions(topic)
+                guard !assigned.isEmpty else { continue }
+                nudge(topic, assigned, client: client)
+            }
+        }
+    }
+
+    private func nudge(_ topic: String, _ partitions: [Int32], client: KafkaClient) {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(partitions.count)) else { return }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for partition in partitions {
+            // The "offset" of a times query is the timestamp; -1 asks for the latest offset.
+            rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = -1
+        }
+        let error = client.withHandle { rd_kafka_offsets_for_times($0, list, Self.timeoutMilliseconds) }
+        sent.add(1, ordering: .relaxed)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            // Harmless: the fetcher then looks again at its own timer, as without the nudge.
+            logger.debug("fetch nudge failed", metadata: ["topic": "\(topic)", "error": "\(String(cString: rd_kafka_err2str(error)))"])
+        }
+    }
+
+    /// How long a nudge waits for its answers (the fetcher's own timer is a second).
+    static let timeoutMilliseconds: Int32 = 1000
+}
+
+/// The poll thread's view of one topic queue: whether librdkafka may have stopped fetching into it, and
+/// whether the application has drained it far enough that it should fetch again.
+///
+/// Armed when the queue held at least half of what librdkafka lets it hold (the smaller of
+/// `queued.min.messages` and `queued.max.messages.kbytes` over the records' mean size, an estimate: hence
+/// half) before a take, then due once drained to a quarter (possibly by that same take): one nudge per fill.
+/// A queue that never fills (the application keeps up, or the topic is idle) is never nudged.
+struct FetchQueueWatch {
+    /// `queued.min.messages` and `queued.max.messages.kbytes` in bytes.
+    let maxRecords: Int
+    let maxBytes: Int
+    private var armed = false
+    /// The records' mean size (key and value), bytes; 0 until the first batch.
+    private var meanBytes = 0.0
+
+    init(maxRecords: Int, maxBytes: Int) {
+        self.maxRecords = max(1, maxRecords)
+        self.maxBytes = max(1, maxBytes)
+    }
+
+    /// What librdkafka lets the queue hold, in records, by the records seen so far.
+    var capacity: Int {
+        guard meanBytes > 0 else { return maxRecords }
+        return max(1, min(maxRecords, Int(Double(maxBytes) / meanBytes)))
+    }
+
+    /// The application took `taken` records of `bytes` (keys and values) and `length` are left.
+    /// - Returns: whether to nudge the topic's fetcher now.
+    mutating func took(_ taken: Int, bytes: Int, leaving length: Int) -> Bool {
+        if taken > 0 {
+            let mean = Double(bytes) / Double(taken)
+            meanBytes = meanBytes == 0 ? mean : meanBytes * 0.9 + mean * 0.1
+        }
+        let capacity = capacity
+        // The queue before this take: a take may empty a full queue in one go.
+        if (length + taken) * 2 >= capacity { armed = true }
+        guard armed, length * 4 <= capacity else { return false }
+        armed = false
+        return true
+    }
+}
