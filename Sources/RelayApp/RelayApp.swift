@@ -140,7 +140,7 @@ package struct RelayApp: Sendable {
         //   queue fills and librdkafka 2.0.2 would look again only up to a second later; the consumer wakes
         //   its fetcher once the relay has drained a full queue to a quarter (`FetchNudger`), so the queue
         //   only has to cover that refill (Benchmarks/README.md, session 29: 8 MiB / 10k gave the same
-        //   52–56k events/s as 18 MiB / 30k, and 13 MiB less at the peak; without the nudge 8 MB / 10k gave
+        //   50–56k events/s as 18 MiB / 30k, and 13 MiB less at the peak; without the nudge 8 MB / 10k gave
         //   16k). The count bounds librdkafka's per-record overhead (a few hundred bytes each) when records
         //   are small.
         // - Those bounds are checked before a fetch: the response comes on top, up to `fetch.max.bytes`, which
@@ -153,6 +153,9 @@ package struct RelayApp: Sendable {
             "queued.max.messages.kbytes": String(queued / 1024),
             "queued.min.messages": "10000",
             "fetch.max.bytes": String(response),
+            // librdkafka has one fetch out per broker: one that waits on partitions with nothing new (an idle
+            // urgent topic) holds back the refill of a drained one for that long (librdkafka's default: 500).
+            "fetch.wait.max.ms": "100",
         ]
         consumerConfiguration.additionalProperties = prefetch
             .merging(configuration.kafka.properties) { $1 }

@@ -42,8 +42,8 @@ package struct RelayAppConfiguration: Sendable {
         /// `linger.ms`: how long the producer gathers records into a batch before it sends a request. The
         /// relay's own (librdkafka's is 5 ms): while APNs is slow, answers come a few at a time, and a request
         /// per few records cost the producer's threads a quarter of the relay's CPU (Benchmarks/README,
-        /// session 29). A result reaches Kafka (and its offset commits) at most this much later; events in
-        /// flight are held that much longer.
+        /// session 29). A result reaches Kafka (and its offset is stored for the next commit) at most this
+        /// much later; events in flight are held that much longer.
         package var linger: Duration = .milliseconds(20)
         /// librdkafka properties for both clients (SASL/SSL and anything else), then per client.
         package var properties: [String: String] = [:]

@@ -21,6 +21,7 @@ private func relayConfiguration(_ overrides: [String: String]) async throws -> R
         #expect(properties["queued.max.messages.kbytes"] == "6144", "8 MiB less the response")
         #expect(properties["fetch.max.bytes"] == "2097152", "a third of 8 MiB, at most 2 MiB")
         #expect(properties["queued.min.messages"] == "10000")
+        #expect(properties["fetch.wait.max.ms"] == "100", "a fetch waiting on idle partitions holds a refill back no longer")
     }
 
     @Test func theBudgetFollowsItsKeyAndEachPropertyCanStillBeSet() async throws {

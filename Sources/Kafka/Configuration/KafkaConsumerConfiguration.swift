@@ -59,6 +59,9 @@ package struct KafkaConsumerConfiguration: Sendable {
     package var revocationDrainTimeout: Duration = .seconds(15)
     /// How long one blocking `rd_kafka_consumer_poll` on the poll thread may wait.
     package var pollTimeout: Duration = .milliseconds(100)
+    /// Whether a drained topic queue's fetcher is woken at once (`FetchNudger`) rather than at librdkafka's
+    /// one-second timer. Off only to measure what it does.
+    package var wakesFetcher = true
 
     /// Any other librdkafka property, passed through verbatim.
     package var additionalProperties: [String: String] = [:]

@@ -8,21 +8,27 @@ import Synchronization
 ///
 /// librdkafka 2.0 stops fetching a partition whose queue holds `queued.min.messages` records or
 /// `queued.max.messages.kbytes`, and decides again only when the leader's broker thread wakes: on a response,
-/// an operation, or its one-second timer (2.1 added `fetch.queue.backoff.ms` for this). The consumer forwards
+/// an operation, or its one-second timer (2.2 added `fetch.queue.backoff.ms` for this). The consumer forwards
 /// all of a topic's partitions to one queue, so they stop together, and an application that drains the queue
 /// in less than a second then waits for that timer with nothing to read: at full speed the relay sat idle
 /// 0.4 s of every second (Benchmarks/README, session 29). Any request to a broker wakes its thread, which then
-/// decides again and fetches. The request sent here is the one that changes nothing: the latest offsets of the
-/// topic's assigned partitions (`rd_kafka_offsets_for_times`, one ListOffsets request per leader broker).
+/// decides again, and fetches unless a fetch is already out to that broker (one that waits on partitions with
+/// nothing new, up to `fetch.wait.max.ms`: the relay keeps that short). The request sent here changes no
+/// consumer state: the latest offsets of the topic's assigned partitions (`rd_kafka_offsets_for_times`, one
+/// ListOffsets request per leader; an error answer makes librdkafka refresh its metadata). A partition
+/// fetched from a follower (`client.rack`) is not woken: the request goes to its leader.
 ///
 /// When is the poll thread's call (`FetchQueueWatch`); the request blocks for a round trip, so it runs on a
-/// thread of its own (`run`), one at a time.
+/// thread of its own, one at a time.
 final class FetchNudger: Sendable {
     private let logger: Logger
     /// Topics to nudge, in the order asked; each at most once while it waits.
     private let pending = Mutex<[String]>([])
     private let wake = DispatchSemaphore(value: 0)
-    /// Nudges sent (requests that reached every leader or failed are both counted).
+    /// Signalled by the thread as it ends (`stop`, after `start` started it).
+    private let ended = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    /// Requests sent (answered or not).
     let sent = Atomic<Int>(0)
 
     init(logger: Logger) {
@@ -39,17 +45,27 @@ final class FetchNudger: Sendable {
         if added { wake.signal() }
     }
 
-    /// Wakes the thread so that it sees `isClosing` (call after setting it).
-    func stop() { wake.signal() }
-
     /// Starts the nudger's thread: it sends what is asked until `isClosing()` (then `stop()` wakes it).
     /// `partitions(topic)` lists the topic's assigned partitions.
     func start(client: KafkaClient, isClosing: @escaping @Sendable () -> Bool, partitions: @escaping @Sendable (String) -> [Int32]) {
+        started.store(true, ordering: .releasing)
         do {
-            try DedicatedThread.start(name: "kafka-nudge") { [self] in run(client: client, isClosing: isClosing, partitions: partitions) }
+            try DedicatedThread.start(name: "kafka-nudge") { [self] in
+                run(client: client, isClosing: isClosing, partitions: partitions)
+                ended.signal()
+            }
         } catch {
+            started.store(false, ordering: .releasing)
             logger.warning("\(error): a drained topic waits up to a second for librdkafka to fetch again")
         }
+    }
+
+    /// Wakes the thread so that it sees `isClosing()` (set it first) and waits until it has ended: at most a
+    /// request's timeout, when one is out.
+    func stop() {
+        guard started.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        wake.signal()
+        ended.wait()
     }
 
     private func run(client: KafkaClient, isClosing: () -> Bool, partitions: (String) -> [Int32]) {
@@ -85,17 +101,19 @@ final class FetchNudger: Sendable {
 /// The poll thread's view of one topic queue: whether librdkafka may have stopped fetching into it, and
 /// whether the application has drained it far enough that it should fetch again.
 ///
-/// Armed when the queue held at least half of what librdkafka lets it hold (the smaller of
-/// `queued.min.messages` and `queued.max.messages.kbytes` over the records' mean size, an estimate: hence
-/// half) before a take, then due once drained to a quarter (possibly by that same take): one nudge per fill.
-/// A queue that never fills (the application keeps up, or the topic is idle) is never nudged.
+/// Armed when the queue held at least half of what librdkafka lets it hold before a take (the smaller of
+/// `queued.min.messages` and `queued.max.messages.kbytes` over the records' mean value size, which is what
+/// librdkafka counts; an estimate, hence half), then due once drained to a quarter (possibly by that same
+/// take): one nudge per fill. A queue that never gets half full (the application keeps up, or the topic is
+/// idle) is never nudged; one that a single fetch fills half-way may be, once per fetch, harmlessly.
 struct FetchQueueWatch {
     /// `queued.min.messages` and `queued.max.messages.kbytes` in bytes.
     let maxRecords: Int
     let maxBytes: Int
     private var armed = false
-    /// The records' mean size (key and value), bytes; 0 until the first batch.
-    private var meanBytes = 0.0
+    /// Recent records and their values' bytes, each decayed by a tenth per take: their ratio is the mean.
+    private var recentRecords = 0.0
+    private var recentBytes = 0.0
 
     init(maxRecords: Int, maxBytes: Int) {
         self.maxRecords = max(1, maxRecords)
@@ -104,16 +122,16 @@ struct FetchQueueWatch {
 
     /// What librdkafka lets the queue hold, in records, by the records seen so far.
     var capacity: Int {
-        guard meanBytes > 0 else { return maxRecords }
-        return max(1, min(maxRecords, Int(Double(maxBytes) / meanBytes)))
+        guard recentRecords > 0, recentBytes > 0 else { return maxRecords }
+        return max(1, min(maxRecords, Int(Double(maxBytes) * recentRecords / recentBytes)))
     }
 
-    /// The application took `taken` records of `bytes` (keys and values) and `length` are left.
+    /// The application took `taken` records whose values hold `bytes`, and `length` are left.
     /// - Returns: whether to nudge the topic's fetcher now.
     mutating func took(_ taken: Int, bytes: Int, leaving length: Int) -> Bool {
         if taken > 0 {
-            let mean = Double(bytes) / Double(taken)
-            meanBytes = meanBytes == 0 ? mean : meanBytes * 0.9 + mean * 0.1
+            recentRecords = recentRecords * 0.9 + Double(taken)
+            recentBytes = recentBytes * 0.9 + Double(bytes)
         }
         let capacity = capacity
         // The queue before this take: a take may empty a full queue in one go.

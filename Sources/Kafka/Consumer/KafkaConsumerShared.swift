@@ -44,12 +44,14 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let urgentTopics: Set<String>
     /// A topic queue's limits and state, copied per queue by the poll thread (see `FetchNudger`).
     private let fetchQueue: FetchQueueWatch
+    private let wakesFetcher: Bool
     /// Wakes the fetcher of a topic queue the poll thread drained (on a thread of its own, from `runPollLoop`).
     let nudger: FetchNudger
 
     init(configuration: KafkaConsumerConfiguration, fetchQueue: FetchQueueWatch, logger: Logger) {
         self.logger = logger
         self.fetchQueue = fetchQueue
+        self.wakesFetcher = configuration.wakesFetcher
         self.nudger = FetchNudger(logger: logger)
         self.isCooperative = configuration.partitionAssignmentStrategy.isCooperative
         self.revocationDrainTimeout = configuration.revocationDrainTimeout
@@ -309,10 +311,11 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
             var received = Optional(KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName))
             polledBatch.withLock { $0.append(received.take()!) }
         }
-        nudger.start(client: client, isClosing: { [self] in isClosing.load(ordering: .acquiring) }) { [self] topic in
-            state.withLock { $0.forwardedPartitions }.compactMap { $0.topic == topic ? $0.partition : nil }
+        if wakesFetcher {
+            nudger.start(client: client, isClosing: { [self] in isClosing.load(ordering: .acquiring) }) { [self] topic in
+                state.withLock { $0.forwardedPartitions }.compactMap { $0.topic == topic ? $0.partition : nil }
+            }
         }
-        defer { nudger.stop() }
         /// Per topic queue: its topic, and whether it is due a nudge.
         var watches: [OpaquePointer: (topic: String, watch: FetchQueueWatch)] = [:]
         client.withHandle { handle in
@@ -350,7 +353,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                         }
                         var bytes = 0
                         for index in 0..<max(0, count) {
-                            bytes += batch[index]!.pointee.len + batch[index]!.pointee.key_len
+                            bytes += batch[index]!.pointee.len
                             take(batch[index]!, lane: lane)
                         }
                         taken += max(0, count)
@@ -364,6 +367,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 }
                 if served == 0 && taken == 0 { sleepUntilWoken(timeoutMilliseconds: pollTimeoutMilliseconds) }
             }
+            nudger.stop()
             logger.debug("closing consumer: committing stored offsets and leaving the group")
             // Serves the final revocation through our callback (not waited for: isClosing is set) and commits
             // the stored offsets, since auto commit is on.
@@ -385,6 +389,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// After the poll thread took `taken` records from `queue`: asks for a nudge of its topic's fetcher if it
     /// was full and is now drained (`FetchQueueWatch`).
     private func watch(_ queue: OpaquePointer, took taken: Int, bytes: Int, in watches: inout [OpaquePointer: (topic: String, watch: FetchQueueWatch)]) {
+        guard wakesFetcher else { return }
         if watches[queue] == nil {
             guard let topic = recordQueues.withLock({ $0.topic(of: queue) }) else { return }
             watches[queue] = (topic, fetchQueue)
