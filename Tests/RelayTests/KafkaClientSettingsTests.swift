@@ -42,6 +42,10 @@ private func relayConfiguration(_ overrides: [String: String]) async throws -> R
         #expect(RelayApp.producerConfiguration(try await relayConfiguration([:])).linger == .milliseconds(20))
         let set = RelayApp.producerConfiguration(try await relayConfiguration(["kafka.lingerMs": "0"]))
         #expect(set.linger == .zero)
+        let transactional = try await relayConfiguration(["kafka.exactlyOnce": "true", "kafka.transactionalId": "relay-0"])
+        #expect(RelayApp.producerConfiguration(transactional).linger == .milliseconds(5), "a transaction waits for its records")
+        let chosen = try await relayConfiguration(["kafka.exactlyOnce": "true", "kafka.transactionalId": "relay-0", "kafka.lingerMs": "30"])
+        #expect(RelayApp.producerConfiguration(chosen).linger == .milliseconds(30))
         let other = RelayApp.producerConfiguration(try await relayConfiguration(["kafka.producerProperties": "batch.size=65536"]))
         #expect(other.additionalProperties["batch.size"] == "65536")
     }

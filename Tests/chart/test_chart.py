@@ -88,7 +88,7 @@ ALL_ON = {
         "groupId": "push-relay",
         "topics": {"input": "push-events"},
         "properties": ["ssl.ca.location=/etc/kafka-ca/ca.crt"],
-        "producerProperties": ["linger.ms=5"],
+        "producerProperties": ["batch.num.messages=5000"],
         "sasl": {"enabled": True, "username": "relay", "existingSecret": "kafka-credentials"},
     },
     "apns": {
@@ -109,10 +109,10 @@ ALL_ON_HPA = {**REQUIRED, "autoscaling": {"enabled": True, "minReplicas": 2, "ma
 # credentials (a PKCS#12 certificate and a token), a CA bundle, every optional relay key.
 EVERY_KEY = {
     "kafka": {"bootstrapServers": BOOTSTRAP, "clientId": "push", "autoCommitIntervalMs": 500,
-              "exactlyOnce": True, "transactionIntervalMs": 200, "transactionTimeoutMs": 30000,
+              "exactlyOnce": True, "transactionIntervalMs": 200, "transactionTimeoutMs": 30000, "lingerMs": 30,
               "topics": {"urgent": ["apns-notifications-urgent"]},
               "assignmentStrategy": "roundrobin", "properties": ["socket.keepalive.enable=true"],
-              "consumerProperties": ["fetch.wait.max.ms=100"], "producerProperties": ["linger.ms=5"]},
+              "consumerProperties": ["fetch.wait.max.ms=100"], "producerProperties": ["batch.num.messages=5000"]},
     "apns": {
         "token": {"keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "existingSecret": "apns-key"},
         "topics": ["com.example.app"],
@@ -631,7 +631,7 @@ def test_all_on_config_and_secrets():
     config = relay_config(objs)
     assert config["kafka"]["bootstrapServers"] == ["kafka-0.kafka:9093", "kafka-1.kafka:9093"]
     assert config["kafka"]["groupId"] == "push-relay"
-    assert config["kafka"]["producerProperties"] == ["linger.ms=5"]
+    assert config["kafka"]["producerProperties"] == ["batch.num.messages=5000"]
     assert "sasl" not in config["kafka"], "chart-only SASL block leaked into relay.yaml"
     assert config["apns"]["auth"] == "certificate" and "token" not in config["apns"]
     assert config["apns"]["caFile"] == "/etc/kafka-ca/ca.crt", "extraConfig not merged"
