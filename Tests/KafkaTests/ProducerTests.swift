@@ -93,6 +93,35 @@ struct ProducerTests {
         try await consumer.close()
     }
 
+    /// librdkafka 2.0 asks the cluster about a topic only after its first record, at its next once-a-second
+    /// topic scan. A learned topic is known at once: a record for a partition it does not have is refused
+    /// as it is produced, where an unlearned topic's record is queued, its partition unknown, and refused
+    /// only in its delivery report (a scan later).
+    @Test(.timeLimit(.minutes(1)))
+    func learnedTopicsAreKnownBeforeTheirFirstRecord() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
+        try cluster.createTopic("learned", partitions: 3)
+        try cluster.createTopic("unlearned", partitions: 3)
+        cluster.setTopicError("absent", .unknownTopicOrPartition)
+        let producer = try testProducer(cluster)
+
+        let missing = try await producer.learnTopics(["learned", "absent"], timeout: .seconds(10))
+        #expect(Array(missing.keys) == ["absent"], "\(missing)")
+
+        let refused = #expect(throws: KafkaError.self) {
+            try producer.produce(topic: "learned", key: nil as [UInt8]?, value: [1], partition: 7) { _ in }
+        }
+        #expect(refused?.code == .enqueue)
+        #expect(refused?.responseCode == .unknownPartition, "\(String(describing: refused))")
+
+        // The premise: without the lookup the same record is taken, and fails only later.
+        let report = EventRecorder<Result<KafkaDeliveryReport, KafkaError>>()
+        try producer.produce(topic: "unlearned", key: nil as [UInt8]?, value: [1], partition: 7) { report.append($0) }
+        try await report.waitUntil("the unlearned topic's delivery report", within: .seconds(10)) { !$0.isEmpty }
+        #expect(throws: KafkaError.self) { try report.entries[0].get() }
+        try await producer.close()
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func statisticsReachTheHandler() async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))

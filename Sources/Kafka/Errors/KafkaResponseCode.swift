@@ -25,6 +25,7 @@ package struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomSt
     package static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
     package static let messageTimedOut = Self(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
     package static let queueFull = Self(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    package static let unknownPartition = Self(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
     package static let timedOut = Self(RD_KAFKA_RESP_ERR__TIMED_OUT)
     package static let purgedInQueue = Self(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
     package static let purgedInFlight = Self(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)

@@ -31,18 +31,25 @@ struct ReadinessTests {
     }
 
     /// Results that cannot reach Kafka (here: the results topic has no leader for a while) turn the relay
-    /// unready instead of stalling behind a green probe; it is ready again once they get through.
+    /// unready instead of stalling behind a green probe; it is ready again once they get through. The relay
+    /// asks about its output topics at start, and says which one Kafka could not give it.
     @Test func stuckResultsTurnTheRelayUnready() async throws {
         try await withSandbox(logger: logger) { sandbox in
             var configuration = try await sandbox.relayConfiguration(groupID: "stuck-\(UUID().uuidString.prefix(8))")
             configuration.relay.publishStallTimeout = .seconds(2)
-            let app = try RelayApp(configuration: configuration, logger: logger)
+            // The results topic has no leader from the start (a metadata answer: the relay's producer learns
+            // the output topics at start, and a leader it knows would take the result): librdkafka holds the
+            // result (for up to message.timeout.ms).
+            let results = sandbox.options.topics.results
+            sandbox.cluster.setTopicError(results, .leaderNotAvailable)
+            let log = LogRecorder()
+            let app = try RelayApp(configuration: configuration, logger: log.logger())
             let services = app.serviceGroup(logger: logger)
             let running = Task { try await services.run() }
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             try await eventually("the relay is ready", within: .seconds(60)) { app.relay.readiness == nil }
-            // The results topic has no leader: librdkafka holds the result (for up to message.timeout.ms).
-            sandbox.cluster.setTopicError(sandbox.options.topics.results, .leaderNotAvailable)
+            let warned = log.records.entries.filter { $0.level == .warning && $0.message.hasPrefix("output topic not found in Kafka") }
+            #expect(warned.map { $0.metadata["topic"]?.description } == [results], "\(warned.map(\.metadata))")
             try await sandbox.produce([(key: "stuck", value: SampleEvents.event(id: "stuck", deviceToken: SampleEvents.token(8)))])
             try await eventually("the relay turns unready while its result cannot be published", within: .seconds(60)) {
                 app.relay.readiness?.contains("reached Kafka") == true

@@ -1,0 +1,50 @@
+import CRdKafka
+import ServiceSupport
+
+extension KafkaProducer {
+    /// Looks `topics` up now (their partitions and leaders), so that the first records to each go out at once.
+    ///
+    /// librdkafka 2.0 learns about a topic named in a record only when the first such record is produced, and
+    /// asks the cluster about it only at its next topic scan (once a second): after a start, each output
+    /// topic's first records — and every event waiting for them — waited up to a second (0.84 s in the 40 ms
+    /// RTT benchmark, Benchmarks/README.md session 30). One metadata request for all of them, on a dedicated
+    /// thread; the topics stay known for the producer's life (librdkafka keeps a topic with partitions).
+    /// - Returns: each topic the cluster does not have or reported an error for, with librdkafka's text.
+    ///   Records for such a topic wait in librdkafka until it exists or `message.timeout.ms` passes.
+    /// - Throws: ``KafkaError`` `broker` when no broker answered within `timeout`.
+    package func learnTopics(_ topics: [String], timeout: Duration) async throws(KafkaError) -> [String: String] {
+        let client = self.client
+        return try await DedicatedThread.run(name: "kafka-topics") {
+            Result { () throws(KafkaError) in
+                try client.withHandle { handle throws(KafkaError) in
+                    try Self.learnTopicsBlocking(handle: handle, topics: topics, timeout: timeout)
+                }
+            }
+        }.get()
+    }
+
+    private static func learnTopicsBlocking(
+        handle: OpaquePointer, topics: [String], timeout: Duration
+    ) throws(KafkaError) -> [String: String] {
+        // A topic handle makes the topic one librdkafka knows locally; the metadata request below asks about
+        // every such topic, and its answer gives each its partitions before this returns.
+        let handles = topics.compactMap { rd_kafka_topic_new(handle, $0, nil) }
+        defer { handles.forEach { rd_kafka_topic_destroy($0) } }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let code = rd_kafka_metadata(handle, 0, nil, &metadata, Int32(clamping: timeout.kafkaMilliseconds))
+        guard code == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
+            throw KafkaError(code: .broker, rawResponse: code, message: "no metadata for \(topics.joined(separator: ", ")) within \(timeout)")
+        }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        var errors: [String: rd_kafka_resp_err_t] = [:]
+        for index in 0..<Int(metadata.pointee.topic_cnt) {
+            let topic = metadata.pointee.topics[index]
+            errors[String(cString: topic.topic)] = topic.err
+        }
+        var missing: [String: String] = [:]
+        for topic in topics where errors[topic] != RD_KAFKA_RESP_ERR_NO_ERROR {
+            missing[topic] = String(cString: rd_kafka_err2str(errors[topic] ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART))
+        }
+        return missing
+    }
+}
