@@ -58,7 +58,8 @@ final class RelayUnderTest {
 
     init(_ sandbox: RelaySandbox, extra: [String: String] = [:]) throws {
         var environment = sandbox.relayEnvironment(groupID: "bench-\(UUID().uuidString.prefix(8))")
-        environment["APNS_RELAY_LOG_LEVEL"] = "warning"
+        // BENCH_RELAY_LOG_LEVEL: the relay's log level (default warning; its log is a temporary file).
+        environment["APNS_RELAY_LOG_LEVEL"] = ProcessInfo.processInfo.environment["BENCH_RELAY_LOG_LEVEL"] ?? "warning"
         // BENCH_RELAY_ADMIN_PORT: serve the relay's /metrics there, to watch a run (off by default).
         if let port = ProcessInfo.processInfo.environment["BENCH_RELAY_ADMIN_PORT"] { environment["APNS_RELAY_ADMIN_PORT"] = port }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)

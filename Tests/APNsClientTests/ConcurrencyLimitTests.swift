@@ -41,6 +41,24 @@ import TestSupport
         #expect(history == history.sorted(), "never decreases on fast answers")
     }
 
+    /// A start-up that looked like congestion (a fresh pool's handshakes delayed a few answers) ends slow
+    /// start; answers that then come as fast as the baseline show no queue anywhere, and the limit doubles
+    /// per round trip again instead of growing by √limit (which took 2.3 s from 300 to 1,600 at 40 ms).
+    @Test func aQueueFreePathGrowsAsFastAsInSlowStartAfterAFalseStart() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        _ = simulate(&limit, rounds: 1, latency: { _ in .milliseconds(40) })
+        _ = simulate(&limit, rounds: 2, latency: { _ in .milliseconds(100) })  // the start-up's slow answers
+        #expect(limit.isProbing, "the first congestion signal probes the baseline")
+        var rounds = 0
+        while limit.isProbing && rounds < 100 {
+            _ = simulate(&limit, rounds: 1, latency: { _ in .milliseconds(40) })
+            rounds += 1
+        }
+        let afterProbe = limit.limit
+        let history = simulate(&limit, rounds: 5, latency: queueing(capacity: 100_000, base: .milliseconds(40)))
+        #expect(history.last! >= afterProbe * 16, "doubles per round trip on a path without a queue: \(afterProbe) → \(history)")
+    }
+
     @Test func convergesDownWhenLatencyRisesAndRecoversWhenItFalls() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
         let fast = simulate(&limit, rounds: 400, latency: queueing(capacity: 5000))

@@ -9,8 +9,12 @@
 /// concurrency-limits AIMD and gradient limits). Latency is smoothed (an average over the last few answers,
 /// as TCP smooths its round-trip time), so jitter is not mistaken for a queue. While the smoothed latency
 /// stays within `tolerance` × the baseline and the limit is in use, the limit grows by about √limit per
-/// round trip (one per answer — doubling per round trip — until the first sign of congestion, as TCP's slow
-/// start, so a long link reaches its rate in a few round trips). A smoothed latency above that, an answer
+/// round trip; by one per answer — doubling per round trip, as TCP's slow start — until the first sign of
+/// congestion, and again whenever answers come as fast as the baseline (within `queueFree` × it: no queue
+/// anywhere, so the limit, not the path, is what holds the rate back). A long link so reaches its rate in a
+/// few round trips, also after a first congestion signal that the start-up alone caused (a fresh pool's
+/// handshakes): at 40 ms, √ growth took 2.3 s from 300 to 1,600 while every answer came in 40–45 ms
+/// (Benchmarks/README.md, session 30). A smoothed latency above `tolerance` × the baseline, an answer
 /// slower than `ceiling` (near the request timeout) or a timeout takes `backoffRatio` of the limit, at most
 /// once per round trip, so one burst of slow answers counts once. Answer statuses are not load signals
 /// (429 TooManyRequests is about one device token; a 503 comes back as fast as a 200).
@@ -37,6 +41,9 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         var backoffRatio = 0.9
         /// A smoothed latency above this multiple of the baseline is a congestion signal.
         var tolerance = 2.0
+        /// A smoothed latency within this multiple of the baseline shows no queue: the limit doubles per
+        /// round trip as in slow start (between this and `tolerance`, √limit per round trip).
+        var queueFree = 1.25
         /// Latencies below this never count as congestion (a fast path's jitter is not a queue).
         var latencyFloor: Duration = .milliseconds(20)
         /// Answers slower than this are congestion whatever the baseline
@@ -114,10 +121,11 @@ package struct ConcurrencyLimit: Sendable, Hashable {
             decrease(now: now)
         } else if inFlight * 2 >= limit {
             // Only grow a limit that is used: an idle pool says nothing about what APNs sustains.
-            // After the first congestion: √limit more per round trip (as the queue allowance of Netflix's
-            // gradient limit) rather than TCP's one, which took seconds to grow a limit of hundreds back
-            // after a long link's start-up (Benchmarks/README.md, 40 ms RTT).
-            value = min(Double(configuration.maximum), value + (slowStart ? 1 : value.squareRoot() / value))
+            // After the first congestion, while answers show some queue: √limit more per round trip (as the
+            // queue allowance of Netflix's gradient limit) rather than TCP's one, which took seconds to grow
+            // a limit of hundreds back after a long link's start-up (Benchmarks/README.md, 40 ms RTT).
+            let doubling = slowStart || (best.isFinite && average <= best * configuration.queueFree)
+            value = min(Double(configuration.maximum), value + (doubling ? 1 : value.squareRoot() / value))
         }
     }
 
