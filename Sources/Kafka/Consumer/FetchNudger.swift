@@ -141,3 +141,17 @@ struct FetchQueueWatch {
         return true
     }
 }
+
+/// The poll thread's ``FetchQueueWatch`` of each topic queue, made on the queue's first take.
+struct FetchQueueWatches {
+    private let initial: FetchQueueWatch
+    private var byQueue: [OpaquePointer: FetchQueueWatch] = [:]
+
+    init(_ initial: FetchQueueWatch) { self.initial = initial }
+
+    /// The poll thread took `taken` records, whose values hold `bytes`, from `topic`'s queue.
+    /// - Returns: whether to nudge the topic's fetcher now.
+    mutating func took(_ taken: Int, bytes: Int, from topic: RecordQueues.TopicQueue) -> Bool {
+        byQueue[topic.queue, default: initial].took(taken, bytes: bytes, leaving: Int(rd_kafka_queue_length(topic.queue)))
+    }
+}

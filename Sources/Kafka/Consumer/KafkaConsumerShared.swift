@@ -316,8 +316,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 state.withLock { $0.forwardedPartitions }.compactMap { $0.topic == topic ? $0.partition : nil }
             }
         }
-        /// Per topic queue: its topic, and whether it is due a nudge.
-        var watches: [OpaquePointer: (topic: String, watch: FetchQueueWatch)] = [:]
+        var watches = FetchQueueWatches(fetchQueue)
         client.withHandle { handle in
             let consumerQueue = rd_kafka_queue_get_consumer(handle)!
             recordQueues.withLock { $0.isOpen = true }
@@ -347,9 +346,9 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                     let first = firstTopic[lane.rawValue] % topics.count
                     firstTopic[lane.rawValue] = first + 1
                     for turn in 0..<topics.count {
-                        let queue = topics[(first + turn) % topics.count]
+                        let topic = topics[(first + turn) % topics.count]
                         let count = batch.withUnsafeMutableBufferPointer { buffer in
-                            rd_kafka_consume_batch_queue(queue, 0, buffer.baseAddress, share)
+                            rd_kafka_consume_batch_queue(topic.queue, 0, buffer.baseAddress, share)
                         }
                         var bytes = 0
                         for index in 0..<max(0, count) {
@@ -357,7 +356,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                             take(batch[index]!, lane: lane)
                         }
                         taken += max(0, count)
-                        watch(queue, took: max(0, count), bytes: bytes, in: &watches)
+                        if wakesFetcher, watches.took(max(0, count), bytes: bytes, from: topic) { nudger.request(topic.topic) }
                     }
                     flushPolledBatch(handle: handle)
                 }
@@ -384,19 +383,6 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         }
         logger.debug("consumer closed")
         closed.set()
-    }
-
-    /// After the poll thread took `taken` records from `queue`: asks for a nudge of its topic's fetcher if it
-    /// was full and is now drained (`FetchQueueWatch`).
-    private func watch(_ queue: OpaquePointer, took taken: Int, bytes: Int, in watches: inout [OpaquePointer: (topic: String, watch: FetchQueueWatch)]) {
-        guard wakesFetcher else { return }
-        if watches[queue] == nil {
-            guard let topic = recordQueues.withLock({ $0.topic(of: queue) }) else { return }
-            watches[queue] = (topic, fetchQueue)
-        }
-        if watches[queue]!.watch.took(taken, bytes: bytes, leaving: Int(rd_kafka_queue_length(queue))) {
-            nudger.request(watches[queue]!.topic)
-        }
     }
 
     /// Waits for a byte on the wake pipe (or the timeout), then empties it.

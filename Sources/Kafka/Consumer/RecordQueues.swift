@@ -4,9 +4,15 @@ import CRdKafka
 /// partition is forwarded, each in its lane's list in the order made. Opened and closed by the poll thread;
 /// the rebalance callback (on the poll thread) and the application (holding a lane) forward partitions.
 struct RecordQueues {
+    /// One topic's queue.
+    struct TopicQueue {
+        let topic: String
+        let queue: OpaquePointer
+    }
+
     private var byTopic: [String: OpaquePointer] = [:]
     /// Each lane's topic queues, indexed by `KafkaConsumerLane.rawValue`.
-    private(set) var byLane: [[OpaquePointer]] = KafkaConsumerLane.allCases.map { _ in [] }
+    private(set) var byLane: [[TopicQueue]] = KafkaConsumerLane.allCases.map { _ in [] }
     var isOpen = false
 
     /// `topic`'s queue, made (and set to wake the poll thread through `wake`) on first use.
@@ -16,13 +22,8 @@ struct RecordQueues {
         var wakeByte: UInt8 = 1
         rd_kafka_queue_io_event_enable(queue, wake, &wakeByte, 1)
         byTopic[topic] = queue
-        byLane[lane.rawValue].append(queue)
+        byLane[lane.rawValue].append(TopicQueue(topic: topic, queue: queue))
         return queue
-    }
-
-    /// The topic whose records `queue` holds.
-    func topic(of queue: OpaquePointer) -> String? {
-        byTopic.first { $0.value == queue }?.key
     }
 
     /// Destroys every queue (the consumer is closed: nothing is forwarded to them any more).
