@@ -1,23 +1,30 @@
-extension RelayService {
-    /// How long the start waits for the cluster's answer about the output topics.
-    static let outputTopicsTimeout: Duration = .seconds(5)
+import Kafka
 
-    /// Has the producer look the output topics up before the first event is taken (``KafkaProducer/learnTopics(_:timeout:)``):
-    /// otherwise librdkafka asks about each only after its first record, at its next once-a-second topic
-    /// scan, and the first results of a start wait up to a second. Neither outcome stops the start: a topic
-    /// the cluster does not have yet may be created by an operator (or by the broker on the first record),
-    /// and an unreachable cluster shows in the consumer's own errors.
-    func learnOutputTopics() async {
-        let topics = configuration.topics.outputs
+extension RelayService {
+    /// How long the start waits for the cluster's answer about the results topic.
+    static let resultsTopicTimeout: Duration = .seconds(5)
+
+    /// Has the producer look the results topic up before the first event is taken (``KafkaProducer/learnTopics(_:timeout:)``):
+    /// otherwise librdkafka asks about it only after the first result, at its next once-a-second topic scan,
+    /// and every event of the first second waits for that. Only the results topic, which every event writes
+    /// to at once: the others may stay unused for long (removed channels), and a broker that creates topics on
+    /// demand would create them now. Neither outcome stops the start: a topic that is not usable yet may be
+    /// created by an operator, or get its leader, and an unreachable cluster shows in the consumer's errors.
+    func learnResultsTopic() async {
+        let topic = configuration.topics.results
         do {
-            let missing = try await producer.learnTopics(topics, timeout: Self.outputTopicsTimeout)
-            for (topic, error) in missing.sorted(by: { $0.key < $1.key }) {
-                logger.warning("output topic not found in Kafka: records for it wait until it exists (or fail after message.timeout.ms)",
-                               metadata: ["topic": "\(topic)", "error": "\(error)"])
+            guard let code = try await producer.learnTopics([topic], timeout: Self.resultsTopicTimeout)[topic] else { return }
+            let why = switch code {
+            case .unknownTopicOrPartition: "Kafka does not have it; create it, or fix kafka.topics.results"
+            case .leaderNotAvailable: "it has no leader yet (just created, or its brokers are down)"
+            case .topicAuthorizationFailed: "this principal may not describe it (Kafka ACLs)"
+            default: code.explanation
             }
+            logger.warning("results topic not usable at start: results wait until it is (retried, nothing is lost)",
+                           metadata: ["topic": "\(topic)", "reason": "\(why)", "error": "\(code)"])
         } catch {
-            logger.warning("could not look the output topics up at start; the first records to each may wait up to a second longer",
-                           metadata: ["topics": "\(topics)", "error": "\(error)"])
+            logger.warning("could not look the results topic up at start; the first results may wait up to a second longer",
+                           metadata: ["topic": "\(topic)", "error": "\(error)"])
         }
     }
 }

@@ -193,7 +193,7 @@ package final class RelayService: Service, Sendable {
                 }
                 logger.info("exactly-once results: transactional producer ready", metadata: ["transactionalId": "\(exactlyOnce.transactionalID)"])
             }
-            await learnOutputTopics()
+            await learnResultsTopic()
             try consumer.subscribe(topics: configuration.topics.inputs)
             try consumer.start()
         } catch {

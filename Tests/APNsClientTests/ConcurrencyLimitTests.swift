@@ -59,6 +59,44 @@ import TestSupport
         #expect(history.last! >= afterProbe * 16, "doubles per round trip on a path without a queue: \(afterProbe) → \(history)")
     }
 
+    /// A degraded APNs that drops some streams: every round trip a request times out while the others come
+    /// back as fast as ever. Those answers show no queue, but the timeouts are congestion: the limit must not
+    /// double between them (a timeout shows 10 s after its request was sent, by when doubling per round trip
+    /// would have taken the limit to its maximum).
+    @Test func timeoutsAmongFastAnswersKeepTheLimitFromDoubling() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        _ = simulate(&limit, rounds: 3, latency: { _ in .milliseconds(40) })
+        limit.congested(now: now)  // the first timeout ends slow start (and probes)
+        var history: [Int] = []
+        for _ in 0..<60 {
+            history += simulate(&limit, rounds: 1, latency: { _ in .milliseconds(40) })
+            limit.congested(now: now)
+        }
+        #expect(history.suffix(20).max()! <= 400, "held near what the timeouts allow: \(history)")
+    }
+
+    /// A baseline a probe raised while APNs was slow (a brownout: the limit fell near its minimum and the
+    /// probe found 60 ms) comes down as soon as answers are back at 10 ms, not at the next periodic probe
+    /// 30 s later: under a stale baseline, a real queue would look free of one.
+    @Test func aBaselineRaisedInABrownoutComesDownWhenThePathRecovers() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        for _ in 0..<300 { limit.answered(after: .milliseconds(10), inFlight: 100, now: now) }
+        limit.congested(now: now)
+        for _ in 0..<200 { limit.answered(after: .milliseconds(10), inFlight: min(limit.limit, 4), now: now) }
+        now += .seconds(2)
+        for _ in 0..<2000 {
+            now += .milliseconds(1)
+            limit.answered(after: .milliseconds(60), inFlight: limit.limit, now: now)
+        }
+        #expect(limit.baseline.map { abs(($0 - .milliseconds(60)) / .microseconds(1)) < 100 } == true, "the brownout's baseline: \(String(describing: limit.baseline))")
+        // Recovered: 10 ms again, well before the next periodic probe.
+        for _ in 0..<20 {
+            now += .milliseconds(1)
+            limit.answered(after: .milliseconds(10), inFlight: limit.limit, now: now)
+        }
+        #expect(limit.baseline.map { $0 < .milliseconds(20) } == true, "\(String(describing: limit.baseline))")
+    }
+
     @Test func convergesDownWhenLatencyRisesAndRecoversWhenItFalls() {
         var limit = ConcurrencyLimit(configuration: .init(initial: 100))
         let fast = simulate(&limit, rounds: 400, latency: queueing(capacity: 5000))

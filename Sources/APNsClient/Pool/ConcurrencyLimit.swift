@@ -11,7 +11,8 @@
 /// stays within `tolerance` × the baseline and the limit is in use, the limit grows by about √limit per
 /// round trip; by one per answer — doubling per round trip, as TCP's slow start — until the first sign of
 /// congestion, and again whenever answers come as fast as the baseline (within `queueFree` × it: no queue
-/// anywhere, so the limit, not the path, is what holds the rate back). A long link so reaches its rate in a
+/// anywhere, so the limit, not the path, is what holds the rate back) and have for two round trips without
+/// a congestion signal. A long link so reaches its rate in a
 /// few round trips, also after a first congestion signal that the start-up alone caused (a fresh pool's
 /// handshakes): at 40 ms, √ growth took 2.3 s from 300 to 1,600 while every answer came in 40–45 ms
 /// (Benchmarks/README.md, session 30). A smoothed latency above `tolerance` × the baseline, an answer
@@ -79,6 +80,8 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     private var lastProbe: ContinuousClock.Instant?
     /// Whether the probe due may raise the baseline (it was asked for by a limit near its minimum).
     private var probeMayRaise = false
+    /// When the last congestion signal came (a slow smoothed latency or a timeout).
+    private var lastCongestion: ContinuousClock.Instant?
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -113,18 +116,26 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         smoothed = average
         if decreaseHold > 0 { decreaseHold -= 1 }
         if advanceProbe(seconds, inFlight: inFlight, now: now) { return }
-        // Before the first probe the baseline is the best average seen after the first few answers (a fresh
-        // pool's handshake and warm-up): at worst too high, which the first probe corrects.
-        if samples >= Self.smoothingSpan, case .idle(due: nil) = probe { best = min(best, average) }
+        if samples >= Self.smoothingSpan, case .idle(let due) = probe {
+            // Before the first probe the baseline is the best average seen after the first few answers (a fresh
+            // pool's handshake and warm-up): at worst too high, which the first probe corrects. After it, an
+            // average under half the baseline shows a baseline gone stale (one a probe raised during a
+            // brownout, say) before the next periodic probe would: jitter never halves an 8-answer average.
+            if due == nil || average * configuration.tolerance < best { best = min(best, average) }
+        }
         let slow = average > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
         if slow || seconds > Self.seconds(configuration.ceiling) {
+            lastCongestion = now
             decrease(now: now)
         } else if inFlight * 2 >= limit {
             // Only grow a limit that is used: an idle pool says nothing about what APNs sustains.
             // After the first congestion, while answers show some queue: √limit more per round trip (as the
             // queue allowance of Netflix's gradient limit) rather than TCP's one, which took seconds to grow
             // a limit of hundreds back after a long link's start-up (Benchmarks/README.md, 40 ms RTT).
-            let doubling = slowStart || (best.isFinite && average <= best * configuration.queueFree)
+            // Doubling needs two round trips without a congestion signal: requests that time out while the
+            // rest come back fast (a degraded APNs dropping some streams) keep the limit in check.
+            let calm = lastCongestion.map { Self.seconds(now - $0) >= 2 * average } ?? true
+            let doubling = slowStart || (calm && best.isFinite && average <= best * configuration.queueFree)
             value = min(Double(configuration.maximum), value + (doubling ? 1 : value.squareRoot() / value))
         }
     }
@@ -132,6 +143,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     /// A request sent went unanswered within its timeout.
     mutating func congested(now: ContinuousClock.Instant) {
         if decreaseHold > 0 { decreaseHold -= 1 }
+        lastCongestion = now
         // A path that loses requests shows no baseline, and a probe only moves on answers: one running now
         // would hold the limit at its minimum for as long as requests keep timing out (each after a request
         // timeout), however well the rest of the path answers. It ends here; the limit resumes its value

@@ -5,14 +5,20 @@ extension KafkaProducer {
     /// Looks `topics` up now (their partitions and leaders), so that the first records to each go out at once.
     ///
     /// librdkafka 2.0 learns about a topic named in a record only when the first such record is produced, and
-    /// asks the cluster about it only at its next topic scan (once a second): after a start, each output
-    /// topic's first records — and every event waiting for them — waited up to a second (0.84 s in the 40 ms
-    /// RTT benchmark, Benchmarks/README.md session 30). One metadata request for all of them, on a dedicated
-    /// thread; the topics stay known for the producer's life (librdkafka keeps a topic with partitions).
-    /// - Returns: each topic the cluster does not have or reported an error for, with librdkafka's text.
-    ///   Records for such a topic wait in librdkafka until it exists or `message.timeout.ms` passes.
+    /// asks the cluster about it only at its next topic scan (once a second): after a start, the first
+    /// results — and every event waiting for them — waited up to a second (0.84 s in the 40 ms RTT benchmark,
+    /// Benchmarks/README.md session 30). Blocks a dedicated thread for up to `timeout`. A topic handle makes a
+    /// topic one librdkafka knows locally (and sends its own leader query); one metadata request then asks
+    /// about every such topic. librdkafka keeps every local topic for the client's life, and updates them
+    /// from the answer before the call returns.
+    ///
+    /// The request is the producer's own: with `allow.auto.create.topics` (librdkafka's default for a
+    /// producer) a broker that creates topics on demand creates them now, as the first record would have.
+    /// - Returns: each topic the cluster reported an error for (unknown, no leader yet, not authorized).
+    ///   Records for such a topic wait in librdkafka until it is usable, or are refused after
+    ///   `topic.metadata.propagation.max.ms` if it never appears.
     /// - Throws: ``KafkaError`` `broker` when no broker answered within `timeout`.
-    package func learnTopics(_ topics: [String], timeout: Duration) async throws(KafkaError) -> [String: String] {
+    package func learnTopics(_ topics: [String], timeout: Duration) async throws(KafkaError) -> [String: KafkaResponseCode] {
         let client = self.client
         return try await DedicatedThread.run(name: "kafka-topics") {
             Result { () throws(KafkaError) in
@@ -25,9 +31,7 @@ extension KafkaProducer {
 
     private static func learnTopicsBlocking(
         handle: OpaquePointer, topics: [String], timeout: Duration
-    ) throws(KafkaError) -> [String: String] {
-        // A topic handle makes the topic one librdkafka knows locally; the metadata request below asks about
-        // every such topic, and its answer gives each its partitions before this returns.
+    ) throws(KafkaError) -> [String: KafkaResponseCode] {
         let handles = topics.compactMap { rd_kafka_topic_new(handle, $0, nil) }
         defer { handles.forEach { rd_kafka_topic_destroy($0) } }
         var metadata: UnsafePointer<rd_kafka_metadata>?
@@ -41,10 +45,10 @@ extension KafkaProducer {
             let topic = metadata.pointee.topics[index]
             errors[String(cString: topic.topic)] = topic.err
         }
-        var missing: [String: String] = [:]
+        var failed: [String: KafkaResponseCode] = [:]
         for topic in topics where errors[topic] != RD_KAFKA_RESP_ERR_NO_ERROR {
-            missing[topic] = String(cString: rd_kafka_err2str(errors[topic] ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART))
+            failed[topic] = KafkaResponseCode(errors[topic] ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
         }
-        return missing
+        return failed
     }
 }

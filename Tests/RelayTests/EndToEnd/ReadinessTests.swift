@@ -32,13 +32,13 @@ struct ReadinessTests {
 
     /// Results that cannot reach Kafka (here: the results topic has no leader for a while) turn the relay
     /// unready instead of stalling behind a green probe; it is ready again once they get through. The relay
-    /// asks about its output topics at start, and says which one Kafka could not give it.
+    /// asks about the results topic at start, and says why it cannot use it.
     @Test func stuckResultsTurnTheRelayUnready() async throws {
         try await withSandbox(logger: logger) { sandbox in
             var configuration = try await sandbox.relayConfiguration(groupID: "stuck-\(UUID().uuidString.prefix(8))")
             configuration.relay.publishStallTimeout = .seconds(2)
             // The results topic has no leader from the start (a metadata answer: the relay's producer learns
-            // the output topics at start, and a leader it knows would take the result): librdkafka holds the
+            // the results topic at start, and a leader it knows would take the result): librdkafka holds the
             // result (for up to message.timeout.ms).
             let results = sandbox.options.topics.results
             sandbox.cluster.setTopicError(results, .leaderNotAvailable)
@@ -48,8 +48,9 @@ struct ReadinessTests {
             let running = Task { try await services.run() }
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             try await eventually("the relay is ready", within: .seconds(60)) { app.relay.readiness == nil }
-            let warned = log.records.entries.filter { $0.level == .warning && $0.message.hasPrefix("output topic not found in Kafka") }
+            let warned = log.records.entries.filter { $0.level == .warning && $0.message.hasPrefix("results topic not usable at start") }
             #expect(warned.map { $0.metadata["topic"]?.description } == [results], "\(warned.map(\.metadata))")
+            #expect(warned.first?.metadata["reason"]?.description.contains("no leader") == true, "\(warned.map(\.metadata))")
             try await sandbox.produce([(key: "stuck", value: SampleEvents.event(id: "stuck", deviceToken: SampleEvents.token(8)))])
             try await eventually("the relay turns unready while its result cannot be published", within: .seconds(60)) {
                 app.relay.readiness?.contains("reached Kafka") == true
