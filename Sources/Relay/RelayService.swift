@@ -184,15 +184,7 @@ package final class RelayService: Service, Sendable {
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
             try producer.start()  // the Kafka clients' threads start here, not when they are made
-            if let exactlyOnce = configuration.exactlyOnce {
-                // Registers the transactional id: fences an older instance, aborts its open transaction.
-                do {
-                    try await producer.initTransactions(timeout: Self.initTransactionsTimeout)
-                } catch {
-                    throw RelayError("exactly-once: Kafka did not register the transactional id '\(exactlyOnce.transactionalID)' (InitProducerId): \(error)")
-                }
-                logger.info("exactly-once results: transactional producer ready", metadata: ["transactionalId": "\(exactlyOnce.transactionalID)"])
-            }
+            try await registerTransactionalID()
             await learnResultsTopic()
             try consumer.subscribe(topics: configuration.topics.inputs)
             try consumer.start()

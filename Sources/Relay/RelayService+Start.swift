@@ -1,6 +1,19 @@
 import Kafka
 
+/// The steps of `run()` before the first event is taken, besides starting the clients.
 extension RelayService {
+    /// Exactly-once mode: registers the transactional id (InitProducerId), which fences an older instance
+    /// with the same id and aborts its open transaction. Does nothing otherwise.
+    func registerTransactionalID() async throws {
+        guard let exactlyOnce = configuration.exactlyOnce else { return }
+        do {
+            try await producer.initTransactions(timeout: Self.initTransactionsTimeout)
+        } catch {
+            throw RelayError("exactly-once: Kafka did not register the transactional id '\(exactlyOnce.transactionalID)' (InitProducerId): \(error)")
+        }
+        logger.info("exactly-once results: transactional producer ready", metadata: ["transactionalId": "\(exactlyOnce.transactionalID)"])
+    }
+
     /// How long the start waits for the cluster's answer about the results topic.
     static let resultsTopicTimeout: Duration = .seconds(5)
 
