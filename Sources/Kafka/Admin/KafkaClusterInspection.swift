@@ -54,11 +54,7 @@ package struct KafkaClusterInspection: Sendable {
                 let broker = metadata.pointee.brokers[index]
                 inspection.brokers.append("\(String(cString: broker.host)):\(broker.port)")
             }
-            var found: [String: (partitions: Int, error: rd_kafka_resp_err_t)] = [:]
-            for index in 0..<Int(metadata.pointee.topic_cnt) {
-                let topic = metadata.pointee.topics[index]
-                found[String(cString: topic.topic)] = (Int(topic.partition_cnt), topic.err)
-            }
+            let found = metadata.pointee.topicsByName
             for topic in topics {
                 if let entry = found[topic], entry.error == RD_KAFKA_RESP_ERR_NO_ERROR {
                     inspection.partitions[topic] = entry.partitions

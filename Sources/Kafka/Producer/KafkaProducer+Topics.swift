@@ -40,14 +40,10 @@ extension KafkaProducer {
             throw KafkaError(code: .broker, rawResponse: code, message: "no metadata for \(topics.joined(separator: ", ")) within \(timeout)")
         }
         defer { rd_kafka_metadata_destroy(metadata) }
-        var errors: [String: rd_kafka_resp_err_t] = [:]
-        for index in 0..<Int(metadata.pointee.topic_cnt) {
-            let topic = metadata.pointee.topics[index]
-            errors[String(cString: topic.topic)] = topic.err
-        }
+        let found = metadata.pointee.topicsByName
         var failed: [String: KafkaResponseCode] = [:]
-        for topic in topics where errors[topic] != RD_KAFKA_RESP_ERR_NO_ERROR {
-            failed[topic] = KafkaResponseCode(errors[topic] ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+        for topic in topics where found[topic]?.error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            failed[topic] = KafkaResponseCode(found[topic]?.error ?? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
         }
         return failed
     }
