@@ -67,7 +67,7 @@ package final class APNsClient: Sendable {
     /// Failures are `APNsClientError` with `code == .transport` and a `transportFailure` (`.notSent`,
     /// `.timedOut`, `.connectFailed`, `.connectionLost`, `.notProcessed`, `.streamRefused`), or `.shutdown`.
     package func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
     ) {
         send(notification, deadline: deadline, ticket: nil, completion: .typed(completion))
@@ -76,7 +76,7 @@ package final class APNsClient: Sendable {
     /// As `send(_:deadline:completion:)`, for a caller that takes any error (the relay's `NotificationSender`):
     /// the error is handed over as it is, with no closure per request to convert it.
     package func sendReportingAnyError(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
         send(notification, deadline: deadline, ticket: nil, completion: .erased(completion))
@@ -84,12 +84,12 @@ package final class APNsClient: Sendable {
 
     /// As `sendReportingAnyError(_:deadline:completion:)`, telling `handler` (retained until then): a caller
     /// with an object per request allocates nothing more to hear its answer.
-    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler) {
+    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
         send(notification, deadline: deadline, ticket: nil, completion: .handler(handler))
     }
 
     private func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        _ notification: APNsNotification, deadline: MonotonicInstant, ticket: RequestTicket?,
         completion: ConnectionPool.Completion
     ) {
         let pool = pools[notification.environment]!
@@ -98,7 +98,7 @@ package final class APNsClient: Sendable {
     }
 
     private func send(
-        _ prepared: consuming PreparedRequest, on pool: ConnectionPool, deadline: ContinuousClock.Instant, ticket: RequestTicket?,
+        _ prepared: consuming PreparedRequest, on pool: ConnectionPool, deadline: MonotonicInstant, ticket: RequestTicket?,
         completion: ConnectionPool.Completion
     ) {
         pool.send(prepared, deadline: deadline, ticket: ticket, completion: completion)
@@ -107,7 +107,7 @@ package final class APNsClient: Sendable {
     /// Sends one notification and returns APNs' answer (see `send(_:deadline:completion:)`).
     /// - Throws: `APNsClientError` (see `send(_:deadline:completion:)`), or `CancellationError` when the
     ///   calling task is cancelled (the request's stream is reset, or its wait ends).
-    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    package func send(_ notification: APNsNotification, deadline: MonotonicInstant) async throws -> APNsResponse {
         try await awaitAnswer { ticket, completion in send(notification, deadline: deadline, ticket: ticket, completion: .typed(completion)) }
     }
 
@@ -116,7 +116,7 @@ package final class APNsClient: Sendable {
     /// - Throws: as `send(_:deadline:)`.
     func request(
         _ method: String, _ path: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-        environment: APNsEnvironment, deadline: ContinuousClock.Instant, maxResponseBody: Int
+        environment: APNsEnvironment, deadline: MonotonicInstant, maxResponseBody: Int
     ) async throws -> APNsResponse {
         let pool = pools[environment]!
         let prepared = PreparedRequest(
@@ -155,7 +155,7 @@ package final class APNsClient: Sendable {
     }
 
     /// Stops taking requests, lets in-flight ones finish until `deadline`, then closes every connection.
-    package func shutdown(deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(10))) async {
+    package func shutdown(deadline: MonotonicInstant = .now.advanced(by: .seconds(10))) async {
         for pool in pools.values { await pool.shutdown(deadline: deadline) }
     }
 

@@ -5,11 +5,12 @@ import Kafka
 import Logging
 import Relay
 import ServiceLifecycle
+import ServiceSupport
 
 extension APNsClient: NotificationSender {
     // `holdUnsentRequests()` is the client's own.
     package func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
         sendReportingAnyError(notification, deadline: deadline, completion: completion)

@@ -4,11 +4,11 @@ import Synchronization
 /// many of the same were dropped since it last went through.
 package final class LogThrottle: Sendable {
     private let interval: Duration
-    private let state = Mutex<[String: (last: ContinuousClock.Instant, suppressed: Int)]>([:])
+    private let state = Mutex<[String: (last: MonotonicInstant, suppressed: Int)]>([:])
 
     package init(interval: Duration) { self.interval = interval }
 
-    package func admit(_ message: String, now: ContinuousClock.Instant = .now) -> Int? {
+    package func admit(_ message: String, now: MonotonicInstant = .now) -> Int? {
         state.withLock { seen in
             if let entry = seen[message], now - entry.last < interval {
                 seen[message]!.suppressed += 1

@@ -6,6 +6,7 @@ import Kafka
 import Logging
 import Relay
 import RelayApp
+import struct ServiceSupport.MonotonicInstant
 
 /// `apns-relay check`: everything `run` needs, tried without running — the configuration, Kafka (metadata,
 /// the topics, the group) and one APNs request per credential and environment that APNs refuses for a
@@ -170,7 +171,7 @@ struct CheckCommand: AsyncParsableCommand {
                     let concrete = credential.topics.first { !$0.hasSuffix(".*") }
                     guard let bundle = topic ?? concrete ?? client.clientCertificate?.bundleID else {
                         fail("APNs credential \(credential.name): no bundle id to check it with at APNs (its topics are empty or wildcards); give --topic")
-                        await client.shutdown(deadline: .now + .seconds(2))
+                        await client.shutdown(deadline: MonotonicInstant.now.advanced(by: .seconds(2)))
                         continue
                     }
                     for environment in environments {
@@ -199,7 +200,7 @@ struct CheckCommand: AsyncParsableCommand {
                             fail("\(label): no answer: \(error.message)")
                         }
                     }
-                    await client.shutdown(deadline: .now + .seconds(2))
+                    await client.shutdown(deadline: MonotonicInstant.now.advanced(by: .seconds(2)))
                     if channels {
                         for (ok, line) in await checkChannelManagement(
                             configuration, credential: credential, bundle: bundle, environments: environments.filter(credential.environments.contains),
@@ -324,7 +325,7 @@ struct CheckCommand: AsyncParsableCommand {
             payload: ArraySlice(#"{"aps":{"content-available":1}}"#.utf8)
         )
         return await withCheckedContinuation { continuation in
-            client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+            client.send(notification, deadline: MonotonicInstant.now.advanced(by: .milliseconds(timeoutMs))) { continuation.resume(returning: $0) }
         }
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Relay
 import RelayApp
+import struct ServiceSupport.MonotonicInstant
 
 /// `apns-relay send`: one push through the relay's own APNs client and configuration, to check a credential,
 /// an endpoint or a device token by hand.
@@ -121,10 +122,10 @@ struct SendCommand: AsyncParsableCommand {
         let start = ContinuousClock.now
         let (outcome, took) = try await eventLoops.withRunningLoops {
             let outcome: Result<APNsResponse, APNsClientError> = await withCheckedContinuation { continuation in
-                client.send(notification, deadline: .now + .milliseconds(timeoutMs)) { continuation.resume(returning: $0) }
+                client.send(notification, deadline: MonotonicInstant.now.advanced(by: .milliseconds(timeoutMs))) { continuation.resume(returning: $0) }
             }
             let took = ContinuousClock.now - start
-            await client.shutdown(deadline: .now + .seconds(2))
+            await client.shutdown(deadline: MonotonicInstant.now.advanced(by: .seconds(2)))
             return (outcome, took)
         }
         let milliseconds = Int(took.components.seconds * 1000 + took.components.attoseconds / 1_000_000_000_000_000)

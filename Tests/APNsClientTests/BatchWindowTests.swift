@@ -1,9 +1,10 @@
+import ServiceSupport
 import Testing
 @testable import APNsClient
 
 /// The event loop's batch window, without a loop: answers and turns at chosen instants.
 @Suite struct BatchWindowTests {
-    private let start = ContinuousClock.now
+    private let start = MonotonicInstant.now
 
     /// Feeds `rate` answers a second, each `answerTime` seconds after its request, over `seconds` from
     /// `from` seconds on, turning every millisecond; returns the window at the end.

@@ -1,3 +1,4 @@
+import ServiceSupport
 import Testing
 import TestSupport
 @testable import APNsClient
@@ -21,9 +22,9 @@ import TestSupport
     }
 
     /// The simulated clock: round trips advance it.
-    private final class Clock { var now = ContinuousClock.now }
+    private final class Clock { var now = MonotonicInstant.now }
     private let clock = Clock()
-    private var now: ContinuousClock.Instant {
+    private var now: MonotonicInstant {
         get { clock.now }
         nonmutating set { clock.now = newValue }
     }

@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 import Testing
 @testable import APNsClient
 
@@ -6,7 +7,7 @@ import Testing
 @Suite struct PoolStateMachineTests {
     typealias Machine = PoolStateMachine<Int, String>
 
-    private let start = ContinuousClock.now
+    private let start = MonotonicInstant.now
 
     /// A pool of at most 4 connections, no adaptive limit and no idle timeout unless `configure` sets them.
     private func machine(streamBudget: Int = .max, _ configure: (inout APNsClientConfiguration.Pool) -> Void = { _ in }) -> Machine {
@@ -40,7 +41,7 @@ import Testing
         return nil
     }
 
-    private func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+    private func at(_ milliseconds: Int) -> MonotonicInstant { start + .milliseconds(milliseconds) }
 
     @Test func theFirstRequestOpensAConnectionAndWaitsForIt() {
         var m = machine()

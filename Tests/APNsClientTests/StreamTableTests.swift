@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 import TestSupport
 import Testing
 @testable import APNsClient
@@ -8,8 +9,8 @@ import Testing
 @Suite struct StreamTableTests {
     typealias Table = StreamTable<String>
 
-    private let start = ContinuousClock.now
-    private func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+    private let start = MonotonicInstant.now
+    private func at(_ milliseconds: Int) -> MonotonicInstant { start + .milliseconds(milliseconds) }
 
     /// Opens every startable request on ids 1, 3, 5, … from `firstID`; returns what opened, by id.
     @discardableResult
@@ -144,7 +145,7 @@ import Testing
 /// The event loop's timers, earliest first, in order of arrival at equal deadlines.
 @Suite struct TimerQueueTests {
     @Test func popsDueTimersEarliestFirstAndTiesInArrivalOrder() {
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         var timers = TimerQueue<String>()
         timers.schedule(at: start + .milliseconds(30), "c")
         timers.schedule(at: start + .milliseconds(10), "a1")
@@ -161,7 +162,7 @@ import Testing
     }
 
     @Test func keepsOrderOverManyRandomDeadlines() {
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         var timers = TimerQueue<Int>()
         var generator = SeededGenerator(seed: 7)
         let deadlines = (0..<1000).map { _ in Int.random(in: 0..<500, using: &generator) }

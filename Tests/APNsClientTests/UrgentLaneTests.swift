@@ -1,5 +1,6 @@
 import APNsCore
 import APNsMock
+import ServiceSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -31,7 +32,7 @@ import Testing
         let answers = EventRecorder<Answer>()
         // Bulk in flight as the pool saw it after each answer (its hand-offs to waiters come first).
         let peakBulk = Mutex(0)
-        let deadline = ContinuousClock.now + hangGuard
+        let deadline = MonotonicInstant.now + hangGuard
         for i in 1...flood {
             client.send(try MockFixture.notification(i), deadline: deadline) { result in
                 let bulk = client.requestsByLane(for: .production).bulkInFlight

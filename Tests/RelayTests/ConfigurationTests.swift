@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import Relay
 import RelayApp
+import ServiceSupport
 import Testing
 
 @Suite struct ConfigurationTests {
@@ -203,7 +204,7 @@ import Testing
     @Test func theDirectoryFindsTheCredentialByBundleIDAndEnvironment() {
         struct Never: NotificationSender {
             func send(
-                _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+                _ notification: APNsNotification, deadline: MonotonicInstant,
                 completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
             ) { completion(.success(APNsResponse(status: 500))) }
             func holdUnsentRequests() {}

@@ -21,7 +21,7 @@ private final class ScriptedSender: NotificationSender {
     func holdUnsentRequests() {}
 
     func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) {
         calls.add(1, ordering: .relaxed)

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Kafka
+import ServiceSupport
 import Testing
 
 @testable import Relay
@@ -25,7 +26,7 @@ import Testing
 /// Triage only looks the credential up; nothing is sent.
 private struct NoSender: NotificationSender {
     func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     ) { Issue.record("triage sent a notification") }
     func holdUnsentRequests() {}

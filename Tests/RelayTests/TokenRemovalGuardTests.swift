@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import Logging
 import RelayApp
+import ServiceSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -23,7 +24,7 @@ import Testing
     /// A guard at a fixed origin; `at` is seconds after it. 60 s window (slices of 3 s), 50 %, sample 10.
     /// Each answer recorded without a target comes from a device token of its own.
     struct Machine {
-        let origin = ContinuousClock.now
+        let origin = MonotonicInstant.now
         var machine: TokenRemovalGuard
         private var tokens = 0
 
@@ -275,10 +276,10 @@ import Testing
 /// `TokenRemovalScreen`: the guard behind its lock, deciding from delivery reports, logging its changes once.
 @Suite struct TokenRemovalScreenTests {
     final class Clock: Sendable {
-        let origin = ContinuousClock.now
+        let origin = MonotonicInstant.now
         let elapsed = Mutex<Duration>(.zero)
         func advance(_ duration: Duration) { elapsed.withLock { $0 += duration } }
-        var now: ContinuousClock.Instant { origin + elapsed.withLock { $0 } }
+        var now: MonotonicInstant { origin + elapsed.withLock { $0 } }
     }
 
     static let badDeviceToken = DeliveryReport(

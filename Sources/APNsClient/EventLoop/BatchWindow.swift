@@ -33,7 +33,7 @@ struct BatchWindow {
     /// 0 while unknown. A loop serving several pools follows whichever answered last.
     var baseline: Double = 0
     private var answersSinceRate = 0
-    private var rateSince: ContinuousClock.Instant?
+    private var rateSince: MonotonicInstant?
 
     init(floor: Duration) {
         self.floor = floor
@@ -47,7 +47,7 @@ struct BatchWindow {
     }
 
     /// The loop turned at `now`: once per `rateInterval`, the rate is measured and the window follows.
-    mutating func turned(at now: ContinuousClock.Instant) {
+    mutating func turned(at now: MonotonicInstant) {
         guard let since = rateSince else {
             rateSince = now
             return

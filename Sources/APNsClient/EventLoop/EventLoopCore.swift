@@ -2,6 +2,7 @@ import APNsCore
 import CNGHTTP2
 import Glibc
 import Logging
+import ServiceSupport
 
 /// The part of an `APNsEventLoop` its thread owns: the epoll set's connections, the timers, the turn's
 /// completions and the read buffer every connection on the loop shares (reads are one at a time).
@@ -28,12 +29,12 @@ final class EventLoopCore {
     private let eventFD: Int32
     private let timerFD: Int32
     /// This turn's time (taken once per turn after the wait): good enough for deadlines and latencies.
-    private(set) var now = ContinuousClock.now
+    private(set) var now = MonotonicInstant.now
     var stopping = false
 
     private var connections: [Int: ConnectionIO] = [:]
     private var timers = TimerQueue<Timer>()
-    private var armedFor: ContinuousClock.Instant?
+    private var armedFor: MonotonicInstant?
     /// Connections with something to do this turn (each once: `ConnectionIO.isDirty`).
     private var dirty: [ConnectionIO] = []
     /// Connections whose TLS session may hold more decrypted data than their last read took.
@@ -44,7 +45,7 @@ final class EventLoopCore {
 
     private var batchWindow: BatchWindow
     /// When the last turn that did work began.
-    private var lastBusyTurn: ContinuousClock.Instant?
+    private var lastBusyTurn: MonotonicInstant?
     /// A connection ended this turn with its send window nearly used up: the next turn waits no longer than
     /// the floor, so the server's WINDOW_UPDATE is read at once (a wider window would hold the connection
     /// starved and make the pool open more).
@@ -83,11 +84,11 @@ final class EventLoopCore {
     }
 
     /// Wakes connection `id` at `deadline` (`timerFired`, then `process`).
-    func schedule(at deadline: ContinuousClock.Instant, connection id: Int) {
+    func schedule(at deadline: MonotonicInstant, connection id: Int) {
         timers.schedule(at: deadline, .connection(id))
     }
 
-    func schedule(at deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> Void) {
+    func schedule(at deadline: MonotonicInstant, _ work: @escaping @Sendable () -> Void) {
         timers.schedule(at: deadline, .work(work))
     }
 
@@ -203,7 +204,7 @@ final class EventLoopCore {
     }
 
     /// Sleeps until `deadline` (the batch window's end); returns at once when it has passed.
-    private static func sleep(until deadline: ContinuousClock.Instant) {
+    private static func sleep(until deadline: MonotonicInstant) {
         let left = (deadline - .now).nanoseconds
         guard left > 0 else { return }
         var request = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
@@ -237,7 +238,7 @@ final class EventLoopCore {
         let earliest = timers.earliest
         guard earliest != armedFor else { return }
         armedFor = earliest
-        let nanoseconds = earliest.map { max(0, ($0 - ContinuousClock.now).nanoseconds) } ?? -1
+        let nanoseconds = earliest.map { max(0, ($0 - MonotonicInstant.now).nanoseconds) } ?? -1
         _ = cnghttp2_timerfd_arm(timerFD, nanoseconds)
     }
 

@@ -1,10 +1,12 @@
+import ServiceSupport
+
 /// Deadlines of one event loop, earliest first (a binary heap): connections' request deadlines, PINGs,
 /// connect timeouts, and the pools' timers. Timers due at the same instant fire in the order they were
 /// added. Entries are never removed early: whoever a timer wakes checks whether it is still due (a
 /// connection whose earliest deadline moved later just schedules again), which keeps this a plain heap.
 struct TimerQueue<Payload> {
     private struct Entry {
-        var deadline: ContinuousClock.Instant
+        var deadline: MonotonicInstant
         var sequence: UInt64
         var payload: Payload
 
@@ -19,9 +21,9 @@ struct TimerQueue<Payload> {
     var isEmpty: Bool { heap.isEmpty }
     var count: Int { heap.count }
     /// When the earliest timer is due.
-    var earliest: ContinuousClock.Instant? { heap.first?.deadline }
+    var earliest: MonotonicInstant? { heap.first?.deadline }
 
-    mutating func schedule(at deadline: ContinuousClock.Instant, _ payload: Payload) {
+    mutating func schedule(at deadline: MonotonicInstant, _ payload: Payload) {
         sequence &+= 1
         heap.append(Entry(deadline: deadline, sequence: sequence, payload: payload))
         var child = heap.count - 1
@@ -34,7 +36,7 @@ struct TimerQueue<Payload> {
     }
 
     /// Removes and returns the earliest timer if it is due at `now`.
-    mutating func popDue(now: ContinuousClock.Instant) -> Payload? {
+    mutating func popDue(now: MonotonicInstant) -> Payload? {
         guard let first = heap.first, first.deadline <= now else { return nil }
         let last = heap.removeLast()
         guard !heap.isEmpty else { return first.payload }

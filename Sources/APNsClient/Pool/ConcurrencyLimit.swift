@@ -1,3 +1,5 @@
+import ServiceSupport
+
 /// How many requests may be in flight to one APNs endpoint, learned from how APNs answers.
 ///
 /// A slow or degraded APNs queues what it is sent; requests that wait there past their timeout are resent
@@ -59,7 +61,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     /// Where a probe of the baseline is.
     private enum Probe: Hashable {
         /// Not probing; the next probe is due at `due` (none before the first congestion signal).
-        case idle(due: ContinuousClock.Instant?)
+        case idle(due: MonotonicInstant?)
         /// Holding what is in flight to the minimum until the requests sent before the probe are answered.
         case draining
         /// Taking the answers of requests sent while at most the minimum were in flight.
@@ -77,11 +79,11 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     /// Until the first congestion signal the limit doubles per round trip.
     private var slowStart = true
     private var probe = Probe.idle(due: nil)
-    private var lastProbe: ContinuousClock.Instant?
+    private var lastProbe: MonotonicInstant?
     /// Whether the probe due may raise the baseline (it was asked for by a limit near its minimum).
     private var probeMayRaise = false
     /// When the last congestion signal came (a slow smoothed latency or a timeout).
-    private var lastCongestion: ContinuousClock.Instant?
+    private var lastCongestion: MonotonicInstant?
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -106,7 +108,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     /// An answer arrived at `now` after `latency`, with `inFlight` requests outstanding (this one included).
-    mutating func answered(after latency: Duration, inFlight: Int, now: ContinuousClock.Instant) {
+    mutating func answered(after latency: Duration, inFlight: Int, now: MonotonicInstant) {
         let seconds = Self.seconds(latency)
         samples += 1
         // The first answers are averaged plainly (the first alone would weigh 2/3 of the average four
@@ -141,7 +143,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     /// A request sent went unanswered within its timeout.
-    mutating func congested(now: ContinuousClock.Instant) {
+    mutating func congested(now: MonotonicInstant) {
         if decreaseHold > 0 { decreaseHold -= 1 }
         lastCongestion = now
         // A path that loses requests shows no baseline, and a probe only moves on answers: one running now
@@ -153,7 +155,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         decrease(now: now)
     }
 
-    private mutating func decrease(now: ContinuousClock.Instant) {
+    private mutating func decrease(now: MonotonicInstant) {
         guard decreaseHold == 0 else { return }
         if slowStart {
             slowStart = false
@@ -174,7 +176,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
 
     /// Moves a due or running probe on by one answer. - Returns: whether the answer belonged to the probe
     /// (then it says nothing about congestion: the limit is held low on purpose).
-    private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: ContinuousClock.Instant) -> Bool {
+    private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: MonotonicInstant) -> Bool {
         let minimum = configuration.minimum
         switch probe {
         case .idle(let due):

@@ -1,3 +1,4 @@
+import ServiceSupport
 import Synchronization
 
 /// The timer that expires waiting requests, and callers of `shutdown` waiting for the last connection to
@@ -9,7 +10,7 @@ extension ConnectionPool {
         timerLoop.schedule(after: .milliseconds(10)) { [weak self] in
             guard let self else { return }
             let ((expired, keepSweeping), lanes) = state.withLock { s in
-                let now = ContinuousClock.now
+                let now = MonotonicInstant.now
                 return (s.machine.sweep(now: now), s.machine.laneCountsDue(now: now))
             }
             if let lanes { metrics.record(lanes) }
@@ -20,7 +21,7 @@ extension ConnectionPool {
 
     /// Stops taking requests, lets in-flight ones finish (each bounded by its own deadline), closes connections.
     /// Returns when every connection closed, or at `deadline`.
-    func shutdown(deadline: ContinuousClock.Instant) async {
+    func shutdown(deadline: MonotonicInstant) async {
         let (waiters, connections) = state.withLock { $0.machine.shutdown() }
         for w in waiters { finish(w.payload.send, .failure(APNsClientError(.shutdown, "client is shutting down"))) }
         for c in connections { c.drain() }

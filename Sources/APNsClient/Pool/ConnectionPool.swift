@@ -124,10 +124,10 @@ final class ConnectionPool: Sendable {
     /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
     /// have it and a resend may push it twice.
     func send(
-        _ request: consuming PreparedRequest, deadline: ContinuousClock.Instant, ticket: RequestTicket? = nil,
+        _ request: consuming PreparedRequest, deadline: MonotonicInstant, ticket: RequestTicket? = nil,
         completion: Completion
     ) {
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         metrics.requests.increment()
         metrics.streamsInUse.record(outstanding.add(1, ordering: .relaxed).newValue)
         let send = Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion)
@@ -138,17 +138,17 @@ final class ConnectionPool: Sendable {
     struct Send: Sendable {
         let request: PreparedRequest
         /// Until when it may wait for a connection or be resent.
-        let deadline: ContinuousClock.Instant
+        let deadline: MonotonicInstant
         /// How long an attempt has for its answer once sent (what `deadline` allowed when `send` was called).
         let budget: Duration
-        let startedAt: ContinuousClock.Instant
+        let startedAt: MonotonicInstant
         let ticket: RequestTicket?
         let completion: Completion
         var resends = 0
     }
 
     /// - Parameter now: the caller's reading of the clock, if it just took one (one read per request).
-    private func attempt(_ stream: StreamRequest, now: ContinuousClock.Instant? = nil) {
+    private func attempt(_ stream: StreamRequest, now: MonotonicInstant? = nil) {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         if let ticket = stream.send.ticket {
             let live = ticket.enter { [self] in
@@ -173,8 +173,8 @@ final class ConnectionPool: Sendable {
     }
 
     /// Sends on `connection` (which counted the request); it ends in `completed`.
-    private func submit(_ stream: StreamRequest, on connection: APNsConnection, now reading: ContinuousClock.Instant? = nil) {
-        let now = reading ?? ContinuousClock.now
+    private func submit(_ stream: StreamRequest, on connection: APNsConnection, now reading: MonotonicInstant? = nil) {
+        let now = reading ?? MonotonicInstant.now
         stream.assign(to: connection, deadline: max(stream.send.deadline, now + stream.send.budget), now: now)
         connection.submit(stream)
     }
@@ -195,7 +195,7 @@ final class ConnectionPool: Sendable {
         }
         var actions = Machine.Actions()
         // One reading for the batch: the limit's samples, the hand-offs, the latency metric.
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         let baseline = withMachine(now: now) { machine, _ -> Double? in
             for (request, result) in batch {
                 let outcome = Self.outcome(of: result)
@@ -225,7 +225,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// The send's end: metrics, then its caller. `now`: a reading the caller just took, if any.
-    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>, now: ContinuousClock.Instant? = nil) {
+    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>, now: MonotonicInstant? = nil) {
         metrics.streamsInUse.record(outstanding.subtract(1, ordering: .relaxed).newValue)
         switch result {
         case .success(let response):
@@ -251,9 +251,9 @@ final class ConnectionPool: Sendable {
     /// Runs `body` on the state machine under the lock, with loads no staler than `loadRefreshInterval`;
     /// publishes the per-lane gauges when they are due (`laneCountsDue`), outside the lock.
     /// `now`: a reading the caller just took (else the clock is read under the lock).
-    private func withMachine<R>(now reading: ContinuousClock.Instant? = nil, _ body: (inout Machine, ContinuousClock.Instant) -> R) -> R {
+    private func withMachine<R>(now reading: MonotonicInstant? = nil, _ body: (inout Machine, MonotonicInstant) -> R) -> R {
         let (result, lanes) = state.withLock { s in
-            let now = reading ?? ContinuousClock.now
+            let now = reading ?? MonotonicInstant.now
             s.machine.refreshLoads(now: now) { $0.load }
             let result = body(&s.machine, now)
             return (result, s.machine.laneCountsDue(now: now))
@@ -263,7 +263,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Carries out the machine's decisions (outside the lock). `now`: a reading the caller just took, if any.
-    private func perform(_ actions: Machine.Actions, now: ContinuousClock.Instant? = nil) {
+    private func perform(_ actions: Machine.Actions, now: MonotonicInstant? = nil) {
         if let limit = actions.newLimit { metrics.concurrencyLimit.record(limit) }
         for (connection, reason) in actions.retire {
             switch reason {

@@ -28,7 +28,7 @@ final class CredentialStatus: Sendable {
 
     /// Reads an answer: a refusal of the credential sets the gauge (and logs); a 200 clears it. `now` (the
     /// log's throttle) is read only for a refusal: an accepted push costs no clock read.
-    func answered(_ response: APNsResponse, now: ContinuousClock.Instant? = nil) {
+    func answered(_ response: APNsResponse, now: MonotonicInstant? = nil) {
         if response.status == 200 {
             // One relaxed load per accepted push; the exchange only when it was refused.
             if refusedNow.load(ordering: .relaxed), refusedNow.exchange(false, ordering: .relaxed) { gauge.record(0) }

@@ -1,10 +1,11 @@
 import APNsCore
+import ServiceSupport
 
 // The state machine's value types, and what it reports without deciding anything.
 extension PoolStateMachine {
     struct Waiter {
         let id: Int
-        let deadline: ContinuousClock.Instant
+        let deadline: MonotonicInstant
         /// The lane of its class: what it counts against once it has a connection.
         let lane: DeliveryLane
         let payload: Payload
@@ -33,16 +34,16 @@ extension PoolStateMachine {
     /// interval old, or at once when the pool went quiet.
     struct LaneGaugeSchedule {
         private var published = LaneCounts()
-        private var publishedAt: ContinuousClock.Instant
+        private var publishedAt: MonotonicInstant
 
-        init(now: ContinuousClock.Instant) { publishedAt = now }
+        init(now: MonotonicInstant) { publishedAt = now }
 
-        func isDue(now: ContinuousClock.Instant, quiet: Bool, interval: Duration) -> Bool {
+        func isDue(now: MonotonicInstant, quiet: Bool, interval: Duration) -> Bool {
             quiet || now - publishedAt >= interval
         }
 
         /// `counts`, unless they are what was published last (then `nil`).
-        mutating func publish(_ counts: LaneCounts, now: ContinuousClock.Instant) -> LaneCounts? {
+        mutating func publish(_ counts: LaneCounts, now: MonotonicInstant) -> LaneCounts? {
             guard counts != published else { return nil }
             published = counts
             publishedAt = now

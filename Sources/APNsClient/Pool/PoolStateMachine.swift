@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 
 /// The connection pool's decisions, as a value type: which connection a request goes to, when to open,
 /// retire and back off, which waiting requests expire or fail, what an outcome teaches the adaptive limit.
@@ -25,16 +26,16 @@ struct PoolStateMachine<Connection, Payload> {
     /// No waiter's deadline is before this (it may be earlier than the earliest: then a sweep scans and
     /// recomputes it). Thousands may wait behind the adaptive limit: a sweep every 10 ms must not scan
     /// them all when none can have expired.
-    private var earliestDeadline: ContinuousClock.Instant?
+    private var earliestDeadline: MonotonicInstant?
     private var sweeperRunning = false
     private var failedConnects = 0
     private(set) var lastConnectError: APNsClientError?
     private var reconnectScheduled = false
     private(set) var isShuttingDown = false
-    private var lastMaintenance: ContinuousClock.Instant
-    private var loadsRefreshedAt: ContinuousClock.Instant
+    private var lastMaintenance: MonotonicInstant
+    private var loadsRefreshedAt: MonotonicInstant
     /// When an answer last asked whether to open connections for waiting requests.
-    private var lastOpenCheck: ContinuousClock.Instant
+    private var lastOpenCheck: MonotonicInstant
     /// Requests holding a stream now, over every connection.
     private(set) var inFlight = 0
     /// Those of `inFlight` in the bulk lane (the rest are urgent).
@@ -44,11 +45,11 @@ struct PoolStateMachine<Connection, Payload> {
     /// When the per-lane gauges are next due.
     private var laneGauges: LaneGaugeSchedule
     /// When the last request came (idle pools let their connections go).
-    private var lastRequest: ContinuousClock.Instant
+    private var lastRequest: MonotonicInstant
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
     private(set) var limit: ConcurrencyLimit?
 
-    init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: ContinuousClock.Instant = .now) {
+    init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: MonotonicInstant = .now) {
         self.configuration = configuration
         self.streamBudget = streamBudget
         self.limit = configuration.adaptiveConcurrency ? ConcurrencyLimit(configuration: configuration.adaptiveLimit) : nil
@@ -61,13 +62,13 @@ struct PoolStateMachine<Connection, Payload> {
     }
 
     /// Whether nobody sent through this pool for `idleTimeout`.
-    func isIdle(now: ContinuousClock.Instant) -> Bool {
+    func isIdle(now: MonotonicInstant) -> Bool {
         guard let idle = configuration.idleTimeout else { return false }
         return waiters.isEmpty && inFlight == 0 && now - lastRequest >= idle
     }
 
     /// The connections an idle pool lets go (retired: they finish nothing, they close), or none.
-    mutating func closeIfIdle(now: ContinuousClock.Instant) -> [Connection] {
+    mutating func closeIfIdle(now: MonotonicInstant) -> [Connection] {
         guard isIdle(now: now) else { return [] }
         var closing: [Connection] = []
         for (id, entry) in entries where !entry.load.retired && entry.load.phase != .closed {
@@ -88,14 +89,14 @@ struct PoolStateMachine<Connection, Payload> {
     /// Waiters are served by `class` (`WaitQueue`: lane, priority, then apps in turn); a bulk request also
     /// waits while bulk holds its cap (see `bulkCap(streams:)`).
     mutating func request(
-        id: Int, deadline: ContinuousClock.Instant, class waitClass: WaitClass = .default, payload: Payload, now: ContinuousClock.Instant
+        id: Int, deadline: MonotonicInstant, class waitClass: WaitClass = .default, payload: Payload, now: MonotonicInstant
     ) -> (Pick, Actions) {
         request(id: id, deadline: deadline, class: waitClass, now: now) { payload }
     }
 
     /// As `request(id:deadline:class:payload:now:)`, making the waiter's payload only if the request has to wait.
     mutating func request(
-        id: Int, deadline: ContinuousClock.Instant, class waitClass: WaitClass = .default, now: ContinuousClock.Instant,
+        id: Int, deadline: MonotonicInstant, class waitClass: WaitClass = .default, now: MonotonicInstant,
         waiter payload: () -> Payload
     ) -> (Pick, Actions) {
         var actions = Actions()
@@ -122,7 +123,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// the lane of the class the request came with (`request`'s default class is bulk).
     mutating func finished(
         on id: Int, lane: DeliveryLane = WaitClass.default.lane, load: ConnectionLoad, outcome: Outcome, latency: Duration?,
-        now: ContinuousClock.Instant
+        now: MonotonicInstant
     ) -> Actions {
         var actions = Actions()
         finished(on: id, lane: lane, load: load, outcome: outcome, latency: latency, now: now, into: &actions)
@@ -133,7 +134,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// set of actions (no arrays per answer).
     mutating func finished(
         on id: Int, lane: DeliveryLane = WaitClass.default.lane, load: ConnectionLoad, outcome: Outcome, latency: Duration?,
-        now: ContinuousClock.Instant, into actions: inout Actions
+        now: MonotonicInstant, into actions: inout Actions
     ) {
         let limitBefore = limit?.limit
         learn(outcome, latency: latency, now: now)
@@ -173,7 +174,7 @@ struct PoolStateMachine<Connection, Payload> {
     }
 
     /// Ends waits whose deadline passed. `keepSweeping` is false once nobody waits (the sweeper stops).
-    mutating func sweep(now: ContinuousClock.Instant) -> (expired: [(waiter: Waiter, error: APNsClientError)], keepSweeping: Bool) {
+    mutating func sweep(now: MonotonicInstant) -> (expired: [(waiter: Waiter, error: APNsClientError)], keepSweeping: Bool) {
         var expired: [Waiter] = []
         if let earliestDeadline, earliestDeadline <= now {
             expired = waiters.removeAll { $0.deadline <= now }
@@ -202,7 +203,7 @@ struct PoolStateMachine<Connection, Payload> {
 
     /// Re-reads every connection's load (through `read`) when the last full read is older than
     /// `loadRefreshInterval`.
-    mutating func refreshLoads(now: ContinuousClock.Instant, _ read: (Connection) -> ConnectionLoad) {
+    mutating func refreshLoads(now: MonotonicInstant, _ read: (Connection) -> ConnectionLoad) {
         guard now - loadsRefreshedAt >= Self.loadRefreshInterval else { return }
         loadsRefreshedAt = now
         for (id, connection) in connections { entries[id]!.load = read(connection) }
@@ -244,7 +245,7 @@ struct PoolStateMachine<Connection, Payload> {
     }
 
     /// The backoff after failed connects ended.
-    mutating func reconnectTimerFired(now: ContinuousClock.Instant = .now) -> Actions {
+    mutating func reconnectTimerFired(now: MonotonicInstant = .now) -> Actions {
         var actions = Actions()
         reconnectScheduled = false
         if !waiters.isEmpty || (entries.count < configuration.minConnections && !isIdle(now: now)) { actions.open = connectionsToOpen() }
@@ -252,7 +253,7 @@ struct PoolStateMachine<Connection, Payload> {
     }
 
     /// A connection's state changed (GOAWAY, closed, token rotated); `load` was read just now.
-    mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent, now: ContinuousClock.Instant = .now) -> Actions {
+    mutating func connectionChanged(id: Int, load: ConnectionLoad, event: ConnectionEvent, now: MonotonicInstant = .now) -> Actions {
         var actions = Actions()
         switch event {
         case .closed:
@@ -280,7 +281,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// Requests in flight and waiting by lane, when the gauges are due: when they changed and the last
     /// publication is `loadRefreshInterval` old, or at once when the pool went quiet (nothing in flight or
     /// waiting), so an idle pool never shows a stale backlog. Cheap enough for every pool event.
-    mutating func laneCountsDue(now: ContinuousClock.Instant) -> LaneCounts? {
+    mutating func laneCountsDue(now: MonotonicInstant) -> LaneCounts? {
         let quiet = inFlight == 0 && waiters.isEmpty
         guard laneGauges.isDue(now: now, quiet: quiet, interval: Self.loadRefreshInterval) else { return nil }
         return laneGauges.publish(laneCounts, now: now)
@@ -373,7 +374,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// Feeds one outcome to the adaptive limit: an answer's latency, or congestion (a timeout after the
     /// request was sent). Answers' statuses say nothing about load here: 429 TooManyRequests is about one
     /// device token, and a 503 comes as fast as a 200.
-    private mutating func learn(_ outcome: Outcome, latency: Duration?, now: ContinuousClock.Instant) {
+    private mutating func learn(_ outcome: Outcome, latency: Duration?, now: MonotonicInstant) {
         guard var limit, let latency else { return }
         switch outcome {
         case .answered: limit.answered(after: latency, inFlight: inFlight, now: now)

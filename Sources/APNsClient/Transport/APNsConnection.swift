@@ -101,7 +101,7 @@ final class APNsConnection: Sendable {
         opened: @escaping @Sendable (Result<APNsConnection, APNsClientError>) -> Void
     ) {
         let connection = APNsConnection(id: id, configuration: configuration, loop: loop, logger: logger)
-        let deadline = ContinuousClock.now.advanced(by: configuration.settings.connectTimeout)
+        let deadline = MonotonicInstant.now.advanced(by: configuration.settings.connectTimeout)
         live.increment()
         do throws(DedicatedThread.StartFailure) {
             try DedicatedThread.start(name: "apns-connect") {

@@ -26,7 +26,7 @@ final class ConnectionIO {
     private var credentials = TokenState()
     var keepalive: Keepalive
     private var stats = Stats()
-    private let connectDeadline: ContinuousClock.Instant
+    private let connectDeadline: MonotonicInstant
     /// Told once: the first SETTINGS arrived (`.success`), or the connection ended before them.
     var onReady: ((Result<Void, APNsClientError>) -> Void)?
     let onEvent: @Sendable (ConnectionEvent) -> Void
@@ -41,7 +41,7 @@ final class ConnectionIO {
     private var terminated = false
     private var writeInterest = false
     /// The earliest time a loop timer is set to wake this connection.
-    private var wakeScheduledAt: ContinuousClock.Instant?
+    private var wakeScheduledAt: MonotonicInstant?
     private var incoming: [StreamRequest] = []
     /// The stream whose headers and data are arriving (they come together): saves a lookup per header.
     /// Unretained: the table holds the request while its stream is open, and every path that takes a stream
@@ -58,8 +58,8 @@ final class ConnectionIO {
     }
 
     struct Keepalive {
-        var lastReceive: ContinuousClock.Instant
-        var pingSentAt: ContinuousClock.Instant?
+        var lastReceive: MonotonicInstant
+        var pingSentAt: MonotonicInstant?
     }
 
     /// What the pool has not heard yet (published once per turn).
@@ -71,7 +71,7 @@ final class ConnectionIO {
 
     init(
         connection: APNsConnection, core: EventLoopCore, socket: TLSSocket, token: TokenSource?,
-        connectDeadline: ContinuousClock.Instant, live: LiveCount,
+        connectDeadline: MonotonicInstant, live: LiveCount,
         onEvent: @escaping @Sendable (ConnectionEvent) -> Void, onReady: @escaping (Result<Void, APNsClientError>) -> Void
     ) {
         self.connection = connection
@@ -134,7 +134,7 @@ final class ConnectionIO {
 
     /// Everything the connection does in a turn: takes new requests, expires deadlines, opens streams,
     /// pings, drains, writes, publishes its load for the pool, and sets its next timer; closes when done.
-    func process(now: ContinuousClock.Instant) {
+    func process(now: MonotonicInstant) {
         guard !closed else { return }
         if table.phase == .awaitingSettings && now >= connectDeadline && fatal == nil {
             fatal = (.connectFailed, "no SETTINGS from the server before the connect timeout")
@@ -213,7 +213,7 @@ final class ConnectionIO {
         core.complete(request, result)
     }
 
-    private func expire(now: ContinuousClock.Instant) {
+    private func expire(now: MonotonicInstant) {
         let expired = table.expire(now: now) { $0.cancelled.load(ordering: .acquiring) }
         for (request, failure) in expired.waiting {
             if let failure {
@@ -265,7 +265,7 @@ final class ConnectionIO {
         }
     }
 
-    private func checkKeepalive(now: ContinuousClock.Instant) {
+    private func checkKeepalive(now: MonotonicInstant) {
         let configuration = connection.configuration
         if let sent = keepalive.pingSentAt {
             if now - sent >= configuration.settings.pingTimeout {
@@ -276,7 +276,7 @@ final class ConnectionIO {
         }
     }
 
-    private func sendPing(now: ContinuousClock.Instant) {
+    private func sendPing(now: MonotonicInstant) {
         if session.ping() { keepalive.pingSentAt = now }
     }
 

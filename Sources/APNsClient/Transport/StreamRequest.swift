@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 import Synchronization
 
 /// One attempt of a request, from its arrival at the pool to its answer: what nghttp2 sends, what comes back,
@@ -14,9 +15,9 @@ import Synchronization
 /// writes it (`cancelled` excepted), until it ends, after which nobody touches its response fields.
 final class StreamRequest: @unchecked Sendable {
     /// When the stream must have its answer (`timedOut` after); set by `assign`.
-    private(set) var deadline: ContinuousClock.Instant
+    private(set) var deadline: MonotonicInstant
     /// When a connection took it; set by `assign`.
-    private(set) var enqueuedAt: ContinuousClock.Instant
+    private(set) var enqueuedAt: MonotonicInstant
     /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
     let pool: ConnectionPool
@@ -41,7 +42,7 @@ final class StreamRequest: @unchecked Sendable {
     }
 
     /// A connection takes the request: its stream has until `deadline` for the answer.
-    func assign(to connection: APNsConnection, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) {
+    func assign(to connection: APNsConnection, deadline: MonotonicInstant, now: MonotonicInstant) {
         self.connection = connection
         self.deadline = deadline
         self.enqueuedAt = now

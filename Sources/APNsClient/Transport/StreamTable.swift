@@ -1,5 +1,6 @@
 import APNsCore
 import DequeModule
+import ServiceSupport
 
 /// The requests of one HTTP/2 connection, as a value type: which wait for a stream, which are open on which
 /// stream id, their deadlines, and what the connection's state (SETTINGS, GOAWAY, retirement, shutdown) means
@@ -28,12 +29,12 @@ struct StreamTable<Request> {
 
     struct Waiting {
         var request: Request
-        var deadline: ContinuousClock.Instant
+        var deadline: MonotonicInstant
     }
 
     struct Open {
         var request: Request
-        var deadline: ContinuousClock.Instant
+        var deadline: MonotonicInstant
     }
 
     /// What ends at a deadline scan.
@@ -55,10 +56,10 @@ struct StreamTable<Request> {
     /// stream or did not send its HEADERS (`closed`), the connection reset the stream first (`expire`: a
     /// reset cancels a HEADERS not yet packed), or the session has ended (`closeAll`). Keep it so for any new
     /// way out.
-    private(set) var open: [Int32: Open] = [:]
+    private(set) var open = OpenStreams<Open>()
     /// No deadline in the table is before this (it may be earlier than the earliest: a scan then recomputes it).
     /// Requests mostly end long before their deadline, so it is kept loosely instead of in a heap.
-    private(set) var nextDeadline: ContinuousClock.Instant?
+    private(set) var nextDeadline: MonotonicInstant?
 
     var isEmpty: Bool { waiting.isEmpty && open.isEmpty }
     var openCount: Int { open.count }
@@ -91,7 +92,7 @@ struct StreamTable<Request> {
     // MARK: - Requests
 
     /// A request arrives; it waits for a stream (or fails at once when the connection opens no more).
-    mutating func enqueue(_ request: Request, deadline: ContinuousClock.Instant) -> Failure? {
+    mutating func enqueue(_ request: Request, deadline: MonotonicInstant) -> Failure? {
         switch phase {
         case .awaitingSettings, .open:
             waiting.append(Waiting(request: request, deadline: deadline))
@@ -118,12 +119,12 @@ struct StreamTable<Request> {
 
     /// The request taken by `nextToStart` is on stream `streamID`.
     mutating func opened(_ started: consuming Waiting, streamID: Int32) {
-        open[streamID] = Open(request: started.request, deadline: started.deadline)
+        open.insert(Open(request: started.request, deadline: started.deadline), id: streamID)
     }
 
     /// A stream closed; returns its request and whether GOAWAY says the server never processed it.
     mutating func closed(streamID: Int32) -> (request: Request, notProcessed: Bool)? {
-        guard let entry = open.removeValue(forKey: streamID) else { return nil }
+        guard let entry = open.remove(id: streamID) else { return nil }
         if case .goaway(let last) = phase, streamID > last { return (entry.request, true) }
         return (entry.request, false)
     }
@@ -132,9 +133,9 @@ struct StreamTable<Request> {
     func request(onStream streamID: Int32) -> Request? { open[streamID]?.request }
 
     /// Ends what is cancelled (`isCancelled`) or past its deadline at `now`, and recomputes `nextDeadline`.
-    mutating func expire(now: ContinuousClock.Instant, isCancelled: (Request) -> Bool) -> Expired {
+    mutating func expire(now: MonotonicInstant, isCancelled: (Request) -> Bool) -> Expired {
         var expired = Expired()
-        var next: ContinuousClock.Instant?
+        var next: MonotonicInstant?
         if !waiting.isEmpty {
             var kept = Deque<Waiting>()
             kept.reserveCapacity(waiting.count)
@@ -150,7 +151,7 @@ struct StreamTable<Request> {
             }
             waiting = kept
         }
-        for (id, entry) in open {
+        open.forEach { id, entry in
             if isCancelled(entry.request) {
                 expired.streams.append((id, entry.request, nil))
             } else if entry.deadline <= now {
@@ -159,9 +160,8 @@ struct StreamTable<Request> {
                 next = entry.deadline
             }
         }
-        for e in expired.streams { open[e.streamID] = nil }
-        // Stream ids ascend in the order streams were opened: reset them in that order.
-        expired.streams.sort { $0.streamID < $1.streamID }
+        // In ascending order of id, the order the streams opened: they are reset in that order.
+        for e in expired.streams { _ = open.remove(id: e.streamID) }
         nextDeadline = next
         return expired
     }
@@ -172,14 +172,13 @@ struct StreamTable<Request> {
     mutating func closeAll(failure: Failure) -> [(request: Request, failure: Failure)] {
         var ended = failWaiting(Failure(transport: .notProcessed, message: "connection closed before the request was sent"))
         let last: Int32? = if case .goaway(let last) = phase { last } else { nil }
-        for (id, entry) in open.sorted(by: { $0.key < $1.key }) {
+        for (id, entry) in open.removeAll() {
             if let last, id > last {
                 ended.append((entry.request, Failure(transport: .notProcessed, message: "stream above GOAWAY last-stream-id \(last)")))
             } else {
                 ended.append((entry.request, failure))
             }
         }
-        open.removeAll()
         nextDeadline = nil
         return ended
     }

@@ -1,5 +1,6 @@
 import COpenSSL
 import Glibc
+import ServiceSupport
 
 /// Connection set-up, blocking, on a connector thread of its own: DNS (a fresh lookup per connection, as Apple
 /// asks; glibc has no non-blocking resolver), TCP, the proxy's tunnel if there is one, the TLS handshake. The
@@ -8,7 +9,7 @@ extension TLSSocket {
     /// Connects to `configuration.host` (through its proxy, if any) and completes the TLS handshake (SNI, ALPN
     /// h2, verification) by `deadline`.
     /// - Throws: `APNsClientError` with `TransportFailure.connectFailed`.
-    static func connect(_ configuration: APNsConnectionConfiguration, tls: TLSContext, deadline: ContinuousClock.Instant) throws(APNsClientError) -> TLSSocket {
+    static func connect(_ configuration: APNsConnectionConfiguration, tls: TLSContext, deadline: MonotonicInstant) throws(APNsClientError) -> TLSSocket {
         let fd: Int32
         if let proxy = configuration.proxy {
             fd = try openSocket(host: proxy.host, port: proxy.port, deadline: deadline, what: "proxy")
@@ -26,7 +27,7 @@ extension TLSSocket {
 
     /// Resolves `host` afresh and connects to the first address that answers.
     /// - Parameter what: `"proxy"` when `host` is the proxy, for the error messages.
-    private static func openSocket(host: String, port: Int, deadline: ContinuousClock.Instant, what: String?) throws(APNsClientError) -> Int32 {
+    private static func openSocket(host: String, port: Int, deadline: MonotonicInstant, what: String?) throws(APNsClientError) -> Int32 {
         let named = what.map { "\($0) " } ?? ""
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -69,7 +70,7 @@ extension TLSSocket {
     /// Asks the proxy for a tunnel to APNs (`CONNECT host:port`) on the connected socket and reads its answer.
     /// The answer is read byte by byte: whatever follows it belongs to the TLS session.
     private static func openTunnel(
-        fd: Int32, through proxy: HTTPProxy, to configuration: APNsConnectionConfiguration, deadline: ContinuousClock.Instant
+        fd: Int32, through proxy: HTTPProxy, to configuration: APNsConnectionConfiguration, deadline: MonotonicInstant
     ) throws(APNsClientError) {
         let tunnel = ProxyTunnel(proxy: proxy, targetHost: configuration.host, targetPort: configuration.port)
         let request = tunnel.request
@@ -109,7 +110,7 @@ extension TLSSocket {
         }
     }
 
-    private static func handshake(fd: Int32, host: String, tls: TLSContext, deadline: ContinuousClock.Instant) throws(APNsClientError) -> TLSSocket {
+    private static func handshake(fd: Int32, host: String, tls: TLSContext, deadline: MonotonicInstant) throws(APNsClientError) -> TLSSocket {
         guard let ssl = tls.withContext({ SSL_new($0) }) else {
             Glibc.close(fd)
             throw APNsClientError(transport: .connectFailed, "SSL_new failed")
@@ -159,7 +160,7 @@ extension TLSSocket {
         return TLSSocket(fd: fd, ssl: ssl)
     }
 
-    private static func wait(fd: Int32, events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
+    private static func wait(fd: Int32, events: Int16, until deadline: MonotonicInstant) -> Bool {
         while true {
             let left = (deadline - .now).milliseconds
             if left <= 0 { return false }

@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 
 /// The one call the relay makes to APNs (a completion, not an `async` call: the relay keeps thousands of
 /// deliveries in flight without a task each). `APNsClient` conforms; the seam lets the delivery loop be read
@@ -9,13 +10,13 @@ package protocol NotificationSender: Sendable {
     ///
     /// `completion` may run on any thread, including the caller's: it must not block.
     func send(
-        _ notification: APNsNotification, deadline: ContinuousClock.Instant,
+        _ notification: APNsNotification, deadline: MonotonicInstant,
         completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
     )
 
     /// As `send(_:deadline:completion:)`, telling `handler` (the event's own object: no closure per request).
     /// The default wraps it in a closure; a sender that can take the object as it is (the APNs client) does.
-    func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler)
+    func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler)
 
     /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
     /// sent (`.notSent`); those already sent finish. Irrevocable. (No default: a sender that forgot it would
@@ -24,7 +25,7 @@ package protocol NotificationSender: Sendable {
 }
 
 extension NotificationSender {
-    package func send(_ notification: APNsNotification, deadline: ContinuousClock.Instant, answeringTo handler: any APNsAnswerHandler) {
+    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
         send(notification, deadline: deadline) { handler.answered($0) }
     }
 }

@@ -1,4 +1,5 @@
 import APNsCore
+import ServiceSupport
 
 /// Decides whether a BadDeviceToken answer may become a removed-token record, so that a misconfiguration
 /// cannot wipe a customer's token database.
@@ -153,12 +154,12 @@ package struct TokenRemovalGuard: Sendable {
     }
 
     package let configuration: Configuration
-    private let origin: ContinuousClock.Instant
+    private let origin: MonotonicInstant
     private let sliceNanoseconds: Int64
     private var tallies: [Key: Tally] = [:]
 
     /// - Parameter origin: any instant at or before the first `now` passed in.
-    package init(configuration: Configuration, origin: ContinuousClock.Instant) {
+    package init(configuration: Configuration, origin: MonotonicInstant) {
         self.configuration = configuration
         self.origin = origin
         sliceNanoseconds = max(1, Self.nanoseconds(configuration.window) / Int64(Self.slices))
@@ -171,7 +172,7 @@ package struct TokenRemovalGuard: Sendable {
 
     /// Counts `answer` of `target` for `key` at `now` and says whether a BadDeviceToken removal may be published.
     package mutating func record(
-        _ answer: Answer, of target: PushTarget, for key: Key, at now: ContinuousClock.Instant
+        _ answer: Answer, of target: PushTarget, for key: Key, at now: MonotonicInstant
     ) -> Verdict {
         let slice = Self.nanoseconds(now - origin) / sliceNanoseconds
         // In place: a copy of the tally would copy its table on every answer.

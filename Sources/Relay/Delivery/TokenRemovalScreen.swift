@@ -1,5 +1,6 @@
 import APNsCore
 import Logging
+import ServiceSupport
 import Synchronization
 
 /// `TokenRemovalGuard` behind a lock, with its effects (logs, metrics) run outside it: every delivered
@@ -8,12 +9,12 @@ final class TokenRemovalScreen: Sendable {
     private let machine: Mutex<TokenRemovalGuard>
     private let metrics: TokenRemovalGuardMetrics
     private let logger: Logger
-    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let clock: @Sendable () -> MonotonicInstant
     private let window: Duration
 
     init(
         configuration: TokenRemovalGuard.Configuration, logger: Logger, metrics: TokenRemovalGuardMetrics = TokenRemovalGuardMetrics(),
-        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+        clock: @escaping @Sendable () -> MonotonicInstant = { .now }
     ) {
         let origin = clock()
         machine = Mutex(TokenRemovalGuard(configuration: configuration, origin: origin))
