@@ -183,6 +183,11 @@ package final class APNsClient: Sendable {
         pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
     }
 
+    /// The adaptive concurrency limit per environment (`nil` when it is off; for tests).
+    func concurrencyLimit(for environment: APNsEnvironment) -> Int? {
+        pools[environment]!.state.withLock { $0.machine.limit?.limit }
+    }
+
     /// Finished pushes' header buffers waiting for the next pushes (`ByteBufferPool`; for tests).
     func freeRequestBuffers(for environment: APNsEnvironment) -> Int { pools[environment]!.requestBuffers.count }
 }

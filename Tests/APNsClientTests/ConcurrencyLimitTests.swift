@@ -42,6 +42,27 @@ import TestSupport
         #expect(history == history.sorted(), "never decreases on fast answers")
     }
 
+    /// The probe a first congestion signal asks for waits while the pool opens connections and for two
+    /// round trips after (handshakes on the loop slow the answers, and a pool held at the minimum stops
+    /// growing); then it runs as before.
+    @Test func theStartsProbeWaitsUntilThePoolHasStoppedOpeningConnections() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        func round(_ latency: Duration, connecting: Bool) {
+            let inFlight = limit.limit
+            now += latency
+            for _ in 0..<inFlight { limit.answered(after: latency, inFlight: inFlight, now: now, connecting: connecting) }
+        }
+        round(.milliseconds(40), connecting: true)
+        round(.milliseconds(100), connecting: true)  // the start-up's slow answers: a congestion signal
+        round(.milliseconds(100), connecting: true)
+        #expect(!limit.isProbing, "no probe while connections open")
+        round(.milliseconds(40), connecting: false)
+        #expect(!limit.isProbing, "nor within two round trips of the last connect")
+        round(.milliseconds(40), connecting: false)
+        round(.milliseconds(40), connecting: false)
+        #expect(limit.isProbing, "then the probe runs")
+    }
+
     /// A start-up that looked like congestion (a fresh pool's handshakes delayed a few answers) ends slow
     /// start; answers that then come as fast as the baseline show no queue anywhere, and the limit doubles
     /// per round trip again instead of growing by √limit (which took 2.3 s from 300 to 1,600 at 40 ms).

@@ -28,7 +28,11 @@ import ServiceSupport
 /// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: it holds
 /// what is in flight to `minimum` until the queue has drained and a few answers (8) sent meanwhile have come
 /// back, and the limit returns to its value before the probe. It probes at the first congestion signal (a
-/// queue from the start shows there) and every `probeInterval` (a path that got faster): their average
+/// queue from the start shows there) and every `probeInterval` (a path that got faster), but not while the
+/// pool opens connections, nor for two round trips after: the handshakes share the loop with the answers
+/// and make a fresh pool's first answers look queued (at 40 ms RTT the start's false signal cost a probe of
+/// ~0.1 s at the minimum in a 1.5 s run), and a pool at its minimum stops growing. A pool that keeps
+/// growing stops at its maximum, so the probe comes late, never not at all. Their average
 /// becomes the baseline if it is lower, so one probe slowed by a busy host does not raise it. And it probes
 /// when a decrease takes the limit near its minimum (at most once a second): a path that got slower for
 /// good looks like congestion to a baseline that is too low, and that probe's average is the baseline,
@@ -84,6 +88,8 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     private var probeMayRaise = false
     /// When the last congestion signal came (a slow smoothed latency or a timeout).
     private var lastCongestion: MonotonicInstant?
+    /// When an answer last came while the pool was opening a connection.
+    private var lastConnecting: MonotonicInstant?
 
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -107,8 +113,9 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         return true
     }
 
-    /// An answer arrived at `now` after `latency`, with `inFlight` requests outstanding (this one included).
-    mutating func answered(after latency: Duration, inFlight: Int, now: MonotonicInstant) {
+    /// An answer arrived at `now` after `latency`, with `inFlight` requests outstanding (this one included),
+    /// while the pool was (`connecting`) or was not opening a connection.
+    mutating func answered(after latency: Duration, inFlight: Int, now: MonotonicInstant, connecting: Bool = false) {
         let seconds = Self.seconds(latency)
         samples += 1
         // The first answers are averaged plainly (the first alone would weigh 2/3 of the average four
@@ -117,7 +124,9 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         let average = smoothed.map { $0 + (seconds - $0) * weight } ?? seconds
         smoothed = average
         if decreaseHold > 0 { decreaseHold -= 1 }
-        if advanceProbe(seconds, inFlight: inFlight, now: now) { return }
+        if connecting { lastConnecting = now }
+        let settled = lastConnecting.map { Self.seconds(now - $0) >= 2 * average } ?? true
+        if advanceProbe(seconds, inFlight: inFlight, now: now, mayStart: settled) { return }
         if samples >= Self.smoothingSpan, case .idle(let due) = probe {
             // Before the first probe the baseline is the best average seen after the first few answers (a fresh
             // pool's handshake and warm-up): at worst too high, which the first probe corrects. After it, an
@@ -174,13 +183,14 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         }
     }
 
-    /// Moves a due or running probe on by one answer. - Returns: whether the answer belonged to the probe
-    /// (then it says nothing about congestion: the limit is held low on purpose).
-    private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: MonotonicInstant) -> Bool {
+    /// Moves a due or running probe on by one answer; a due one starts only if it `mayStart`. - Returns:
+    /// whether the answer belonged to the probe (then it says nothing about congestion: the limit is held low
+    /// on purpose).
+    private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: MonotonicInstant, mayStart: Bool) -> Bool {
         let minimum = configuration.minimum
         switch probe {
         case .idle(let due):
-            guard let due, now >= due else { return false }
+            guard let due, now >= due, mayStart else { return false }
             probe = .draining
             lastProbe = now
             fallthrough

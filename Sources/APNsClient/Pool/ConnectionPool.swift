@@ -196,13 +196,15 @@ final class ConnectionPool: Sendable {
         var actions = Machine.Actions()
         // One reading for the batch: the limit's samples, the hand-offs, the latency metric.
         let now = MonotonicInstant.now
+        // The limit's latency counts from the request's last byte out (`sentAt`): what waited for a stream or
+        // send window before that waited in this connection, not at APNs (ARCHITECTURE.md).
         let baseline = withMachine(now: now) { machine, _ -> Double? in
             for (request, result) in batch {
                 let outcome = Self.outcome(of: result)
                 let load = loads.first { $0.id == request.connection.id }!.load
                 machine.finished(
                     on: request.connection.id, lane: request.send.request.waitClass.lane, load: load, outcome: outcome,
-                    latency: outcome == .cancelled ? nil : now - request.enqueuedAt, now: now, into: &actions
+                    latency: outcome == .cancelled ? nil : now - request.sentAt, now: now, into: &actions
                 )
             }
             return machine.limit?.baseline?.seconds

@@ -377,7 +377,7 @@ struct PoolStateMachine<Connection, Payload> {
     private mutating func learn(_ outcome: Outcome, latency: Duration?, now: MonotonicInstant) {
         guard var limit, let latency else { return }
         switch outcome {
-        case .answered: limit.answered(after: latency, inFlight: inFlight, now: now)
+        case .answered: limit.answered(after: latency, inFlight: inFlight, now: now, connecting: connecting > 0)
         case .timedOut: limit.congested(now: now)
         case .failed, .cancelled: return
         }

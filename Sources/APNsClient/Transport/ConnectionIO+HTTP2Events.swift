@@ -72,7 +72,10 @@ extension ConnectionIO {
                 let n = min(length, payload.count - r.payloadOffset)
                 if n > 0 { buffer.update(from: payload.baseAddress! + r.payloadOffset, count: n) }
                 r.payloadOffset += n
-                if r.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+                if r.payloadOffset == payload.count {
+                    flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                    r.sentAt = core.now
+                }
                 return n
             }
         } ?? Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)

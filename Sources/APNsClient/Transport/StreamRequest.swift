@@ -18,6 +18,10 @@ final class StreamRequest: @unchecked Sendable {
     private(set) var deadline: MonotonicInstant
     /// When a connection took it; set by `assign`.
     private(set) var enqueuedAt: MonotonicInstant
+    /// When its last byte went to the connection's output (nghttp2 packed the DATA frame that ends the
+    /// stream), to the loop turn; `enqueuedAt` until then. What comes after is the path and APNs; what came
+    /// before, waiting for a stream or for send window, is this connection's own queue.
+    var sentAt: MonotonicInstant
     /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
     let pool: ConnectionPool
@@ -37,6 +41,7 @@ final class StreamRequest: @unchecked Sendable {
     init(_ send: consuming ConnectionPool.Send, pool: ConnectionPool) {
         self.deadline = send.deadline
         self.enqueuedAt = send.startedAt
+        self.sentAt = send.startedAt
         self.send = send
         self.pool = pool
     }
@@ -46,6 +51,7 @@ final class StreamRequest: @unchecked Sendable {
         self.connection = connection
         self.deadline = deadline
         self.enqueuedAt = now
+        self.sentAt = now
     }
 
     /// The request's header buffer goes back to the pool with its last holder (a resend's own stream request
