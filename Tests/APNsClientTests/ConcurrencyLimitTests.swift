@@ -63,6 +63,21 @@ import TestSupport
         #expect(limit.isProbing, "then the probe runs")
     }
 
+    /// Answers that kept to the baseline while in flight grew from 100 to 3,200 show that the baseline had no
+    /// queue in it (a queue grows with what is in flight): the first congestion signal after that (a server
+    /// briefly overloaded) backs off without a probe; the periodic one still comes. One calm round trip is
+    /// not enough (`aQueueFreePathGrowsAsFastAsInSlowStartAfterAFalseStart` probes).
+    @Test func aBaselineThatHeldWhileInFlightGrewFourfoldNeedsNoProbeAtTheFirstCongestion() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        _ = simulate(&limit, rounds: 6, latency: { _ in .milliseconds(40) })
+        let before = limit.limit
+        _ = simulate(&limit, rounds: 1, latency: { _ in .milliseconds(100) })
+        #expect(!limit.isProbing && limit.limit < before, "backed off from \(before) to \(limit.limit), without a probe")
+        now += .seconds(30)
+        _ = simulate(&limit, rounds: 1, latency: { _ in .milliseconds(40) })
+        #expect(limit.isProbing, "the periodic probe")
+    }
+
     /// A start-up that looked like congestion (a fresh pool's handshakes delayed a few answers) ends slow
     /// start; answers that then come as fast as the baseline show no queue anywhere, and the limit doubles
     /// per round trip again instead of growing by √limit (which took 2.3 s from 300 to 1,600 at 40 ms).

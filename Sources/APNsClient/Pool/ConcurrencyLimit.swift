@@ -28,7 +28,9 @@ import ServiceSupport
 /// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: it holds
 /// what is in flight to `minimum` until the queue has drained and a few answers (8) sent meanwhile have come
 /// back, and the limit returns to its value before the probe. It probes at the first congestion signal (a
-/// queue from the start shows there) and every `probeInterval` (a path that got faster), but not while the
+/// queue from the start shows there; not if answers kept to the baseline while four times as much was in flight
+/// as when it was seen, since a queue grows with what is in flight) and every `probeInterval` (a path that
+/// got faster), but not while the
 /// pool opens connections, nor for two round trips after: the handshakes share the loop with the answers
 /// and make a fresh pool's first answers look queued (at 40 ms RTT the start's false signal cost a probe of
 /// ~0.1 s at the minimum in a 1.5 s run), and a pool at its minimum stops growing. A pool that keeps
@@ -88,6 +90,10 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     private var probeMayRaise = false
     /// When the last congestion signal came (a slow smoothed latency or a timeout).
     private var lastCongestion: MonotonicInstant?
+    /// What was in flight when the baseline before the first probe was seen, and the most in flight since
+    /// with answers within `queueFree` × it (until the first congestion).
+    private var bestInFlight = 0
+    private var calmInFlight = 0
     /// When an answer last came while the pool was opening a connection.
     private var lastConnecting: MonotonicInstant?
 
@@ -132,8 +138,13 @@ package struct ConcurrencyLimit: Sendable, Hashable {
             // pool's handshake and warm-up): at worst too high, which the first probe corrects. After it, an
             // average under half the baseline shows a baseline gone stale (one a probe raised during a
             // brownout, say) before the next periodic probe would: jitter never halves an 8-answer average.
-            if due == nil || average * configuration.tolerance < best { best = min(best, average) }
+            if due == nil || average * configuration.tolerance < best {
+                if average < best { bestInFlight = inFlight }
+                best = min(best, average)
+            }
         }
+        // Before the first congestion: how far in flight grew while answers stayed as fast as the baseline.
+        if slowStart, best.isFinite, average <= best * configuration.queueFree { calmInFlight = max(calmInFlight, inFlight) }
         let slow = average > max(Self.seconds(configuration.latencyFloor), best * configuration.tolerance)
         if slow || seconds > Self.seconds(configuration.ceiling) {
             lastCongestion = now
@@ -168,8 +179,13 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         guard decreaseHold == 0 else { return }
         if slowStart {
             slowStart = false
-            // The first congestion: the queue that showed it is the moment to learn the path without one.
-            if case .idle = probe { probe = .idle(due: now) }
+            // The first congestion: the queue that showed it is the moment to learn the path without one,
+            // unless answers kept to the baseline while four times as much was in flight as when it was
+            // measured: a queue at the server grows with what is in flight (Little's law), so that baseline had
+            // none (a long link whose start-up or a brief overload looked like congestion: a probe then cost a
+            // 40 ms link ~0.4 s at the minimum, session 31). The periodic probe still comes.
+            let measuredWithoutQueue = calmInFlight >= 4 * max(1, bestInFlight)
+            if case .idle = probe { probe = .idle(due: measuredWithoutQueue ? now + configuration.probeInterval : now) }
         }
         value = max(Double(configuration.minimum), value * configuration.backoffRatio)
         // The answers already in flight were sent under the old limit: let them come back first.
