@@ -183,9 +183,10 @@ package final class APNsClient: Sendable {
         pools[environment]!.loads.filter { $0.phase == .ready }.map(\.maxConcurrentStreams)
     }
 
-    /// The adaptive concurrency limit per environment (`nil` when it is off; for tests).
-    func concurrencyLimit(for environment: APNsEnvironment) -> Int? {
-        pools[environment]!.state.withLock { $0.machine.limit?.limit }
+    /// The adaptive concurrency limit per environment and the latency it compares with (`nil` when it is off;
+    /// for tests).
+    func concurrencyLimit(for environment: APNsEnvironment) -> (limit: Int, baseline: Duration?)? {
+        pools[environment]!.state.withLock { $0.machine.limit.map { ($0.limit, $0.baseline) } }
     }
 
     /// Finished pushes' header buffers waiting for the next pushes (`ByteBufferPool`; for tests).

@@ -63,6 +63,22 @@ import TestSupport
         #expect(limit.isProbing, "then the probe runs")
     }
 
+    /// A pool that keeps opening connections (replacing failing ones, say) holds a due probe back for at most
+    /// `probeSpacing`.
+    @Test func aProbeWaitsForConnectsAtMostASecond() {
+        var limit = ConcurrencyLimit(configuration: .init(initial: 100))
+        let due = now
+        limit.congested(now: now)  // the first congestion, before any baseline: a probe is due now
+        var waited = Duration.zero
+        while !limit.isProbing && waited < .seconds(5) {
+            now += .milliseconds(50)
+            waited = now - due
+            limit.answered(after: .milliseconds(50), inFlight: limit.limit, now: now, connecting: true)
+        }
+        #expect(limit.isProbing)
+        #expect(waited >= ConcurrencyLimit.Configuration().probeSpacing && waited <= .milliseconds(1100), "waited \(waited)")
+    }
+
     /// Answers that kept to the baseline while in flight grew from 100 to 3,200 show that the baseline had no
     /// queue in it (a queue grows with what is in flight): the first congestion signal after that (a server
     /// briefly overloaded) backs off without a probe; the periodic one still comes. One calm round trip is

@@ -31,6 +31,18 @@ import Testing
         #expect(open.count == 1)
     }
 
+    @Test func theLastStreamIDsOfAConnectionDoNotOverflow() {
+        var open = OpenStreams<String>()
+        open.insert("a", id: Int32.max - 2)
+        open.insert("b", id: Int32.max)
+        var seen: [Int32] = []
+        open.forEach { id, _ in seen.append(id) }
+        #expect(seen == [Int32.max - 2, Int32.max])
+        #expect(open.remove(id: Int32.max - 2) == "a")
+        #expect(open.remove(id: Int32.max) == "b")
+        #expect(open.isEmpty)
+    }
+
     @Test func removingAllListsTheStreamsInTheOrderTheyOpened() {
         var open = OpenStreams<String>()
         for (id, name) in [(5, "c"), (7, "d"), (9, "e"), (11, "f")] { open.insert(name, id: Int32(id)) }

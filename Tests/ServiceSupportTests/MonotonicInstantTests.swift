@@ -19,5 +19,6 @@ import ServiceSupport
         #expect(now + .seconds(Int64.max) == MonotonicInstant(nanoseconds: .max), "a 'never' stays in the future")
         #expect(now - .seconds(Int64.max) < now, "nor a 'long ago' into the future")
         #expect(MonotonicInstant(nanoseconds: .max - 5) + .nanoseconds(10) == MonotonicInstant(nanoseconds: .max))
+        #expect(MonotonicInstant(nanoseconds: .min + 5) - .nanoseconds(10) == MonotonicInstant(nanoseconds: .min))
     }
 }

@@ -31,10 +31,11 @@ import ServiceSupport
 /// queue from the start shows there; not if answers kept to the baseline while four times as much was in flight
 /// as when it was seen, since a queue grows with what is in flight) and every `probeInterval` (a path that
 /// got faster), but not while the
-/// pool opens connections, nor for two round trips after: the handshakes share the loop with the answers
-/// and make a fresh pool's first answers look queued (at 40 ms RTT the start's false signal cost a probe of
-/// ~0.1 s at the minimum in a 1.5 s run), and a pool at its minimum stops growing. A pool that keeps
-/// growing stops at its maximum, so the probe comes late, never not at all. Their average
+/// pool opens connections, nor for two round trips after the last answer that came while it did: the
+/// handshakes share the loop with the answers and make a fresh pool's first answers look queued (at 40 ms RTT
+/// the start's false signal cost a probe of ~0.1 s at the minimum in a 1.5 s run), and a pool at its minimum
+/// stops growing. That wait lasts at most `probeSpacing` past the probe's due time, and a probe asked for by a
+/// limit near its minimum never waits (it is the way out of a baseline that is too low). Their average
 /// becomes the baseline if it is lower, so one probe slowed by a busy host does not raise it. And it probes
 /// when a decrease takes the limit near its minimum (at most once a second): a path that got slower for
 /// good looks like congestion to a baseline that is too low, and that probe's average is the baseline,
@@ -132,14 +133,15 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         if decreaseHold > 0 { decreaseHold -= 1 }
         if connecting { lastConnecting = now }
         let settled = lastConnecting.map { Self.seconds(now - $0) >= 2 * average } ?? true
-        if advanceProbe(seconds, inFlight: inFlight, now: now, mayStart: settled) { return }
+        if advanceProbe(seconds, inFlight: inFlight, now: now, mayStart: settled || probeMayRaise) { return }
         if samples >= Self.smoothingSpan, case .idle(let due) = probe {
             // Before the first probe the baseline is the best average seen after the first few answers (a fresh
             // pool's handshake and warm-up): at worst too high, which the first probe corrects. After it, an
             // average under half the baseline shows a baseline gone stale (one a probe raised during a
             // brownout, say) before the next periodic probe would: jitter never halves an 8-answer average.
             if due == nil || average * configuration.tolerance < best {
-                if average < best { bestInFlight = inFlight }
+                // A lower baseline: what counted as calm against the old one starts again from here.
+                if average < best { bestInFlight = inFlight; calmInFlight = inFlight }
                 best = min(best, average)
             }
         }
@@ -199,14 +201,15 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         }
     }
 
-    /// Moves a due or running probe on by one answer; a due one starts only if it `mayStart`. - Returns:
+    /// Moves a due or running probe on by one answer; a due one starts only if it `mayStart` or has waited
+    /// `probeSpacing` past its due time. - Returns:
     /// whether the answer belonged to the probe (then it says nothing about congestion: the limit is held low
     /// on purpose).
     private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: MonotonicInstant, mayStart: Bool) -> Bool {
         let minimum = configuration.minimum
         switch probe {
         case .idle(let due):
-            guard let due, now >= due, mayStart else { return false }
+            guard let due, now >= due, mayStart || now - due >= configuration.probeSpacing else { return false }
             probe = .draining
             lastProbe = now
             fallthrough

@@ -74,7 +74,8 @@ extension ConnectionIO {
                 r.payloadOffset += n
                 if r.payloadOffset == payload.count {
                     flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                    r.sentAt = core.now
+                    // The turn's clock, read at its start: a request handed over during the turn was taken later.
+                    r.sentAt = max(core.now, r.enqueuedAt)
                 }
                 return n
             }
