@@ -7,6 +7,9 @@ import ServiceSupport
 /// what is in flight by what the endpoint currently sustains keeps that queue short: the excess waits here,
 /// where waiting is harmless (never sent, never duplicated) and urgent requests go first.
 ///
+/// The pool measures an answer's latency from when its request's last byte went out (`StreamRequest.sentAt`):
+/// a wait for a stream or for send window before that is the connection's own queue, not APNs'.
+///
 /// The rule is additive increase, multiplicative decrease on latency (the idea behind Netflix's
 /// concurrency-limits AIMD and gradient limits). Latency is smoothed (an average over the last few answers,
 /// as TCP smooths its round-trip time), so jitter is not mistaken for a queue. While the smoothed latency
@@ -28,14 +31,13 @@ import ServiceSupport
 /// the relay an answer without one). So, as BBR measures a link's round trip, the limit probes: it holds
 /// what is in flight to `minimum` until the queue has drained and a few answers (8) sent meanwhile have come
 /// back, and the limit returns to its value before the probe. It probes at the first congestion signal (a
-/// queue from the start shows there; not if answers kept to the baseline while four times as much was in flight
-/// as when it was seen, since a queue grows with what is in flight) and every `probeInterval` (a path that
-/// got faster), but not while the
-/// pool opens connections, nor for two round trips after the last answer that came while it did: the
-/// handshakes share the loop with the answers and make a fresh pool's first answers look queued (at 40 ms RTT
-/// the start's false signal cost a probe of ~0.1 s at the minimum in a 1.5 s run), and a pool at its minimum
-/// stops growing. That wait lasts at most `probeSpacing` past the probe's due time, and a probe asked for by a
-/// limit near its minimum never waits (it is the way out of a baseline that is too low). Their average
+/// queue from the start shows there; not if answers kept to the baseline while four times as much was in
+/// flight as when it was seen, since a queue grows with what is in flight) and every `probeInterval` (a path
+/// that got faster), but not while the pool opens connections, nor for two round trips after the last answer
+/// that came while it did: the handshakes share the loop with the answers and make a fresh pool's first
+/// answers look queued, and a pool at its minimum stops growing. That wait lasts at most `probeSpacing` past
+/// the probe's due time, and a probe asked for by a limit near its minimum never waits (it is the way out of a
+/// baseline that is too low). Their average
 /// becomes the baseline if it is lower, so one probe slowed by a busy host does not raise it. And it probes
 /// when a decrease takes the limit near its minimum (at most once a second): a path that got slower for
 /// good looks like congestion to a baseline that is too low, and that probe's average is the baseline,
