@@ -19,8 +19,9 @@ final class StreamRequest: @unchecked Sendable {
     /// When a connection took it; set by `assign`.
     private(set) var enqueuedAt: MonotonicInstant
     /// When its last byte went to the connection's output (nghttp2 packed the DATA frame that ends the
-    /// stream), to the loop turn (never before `enqueuedAt`); `enqueuedAt` until then. What comes after is the path and APNs; what came
-    /// before, waiting for a stream or for send window, is this connection's own queue.
+    /// stream), to the loop turn (never before `enqueuedAt`); `enqueuedAt` until then. What comes after is
+    /// the path and APNs; what came before, waiting for a stream or for send window, is this connection's
+    /// own queue.
     var sentAt: MonotonicInstant
     /// Set by the caller's cancellation (any thread); the event loop acts on it.
     let cancelled = Atomic<Bool>(false)
