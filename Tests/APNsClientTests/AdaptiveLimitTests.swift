@@ -16,9 +16,10 @@ import Testing
     @Test func requestsWaitingForSendWindowDoNotLowerTheLimit() async throws {
         let mock = try await MockFixture.start()
         let client = try mock.client { $0.pool.maxConnections = 1 }
+        // The link is long from the first push on: every answer the limit learns from took a round trip.
+        mock.server.faults.latency = .init(rtt: .milliseconds(40))
         // The first accepted push opens the connection's streams (APNs starts a connection at one).
         _ = try await client.send(try MockFixture.notification(), timeout: hangGuard)
-        mock.server.faults.latency = .init(rtt: .milliseconds(40))
         let initial = try #require(client.concurrencyLimit(for: .production)?.limit)
 
         let pushes = 100
