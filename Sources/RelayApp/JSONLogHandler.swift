@@ -51,7 +51,7 @@ package struct JSONLogHandler: LogHandler {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         for key in merged.keys.sorted() where !["timestamp", "level", "label", "message"].contains(key) {
-            writer.field(key, "\(merged[key]!)")
+            writer.field(named: key, "\(merged[key]!)")
         }
         var line = writer.finish()
         line.append(UInt8(ascii: "\n"))

@@ -3,7 +3,10 @@ import APNsCore
 /// Appends JSON to a byte buffer: the few shapes our records need, with correct string escaping.
 ///
 /// Records embed the producer's `metadata` verbatim (already validated JSON), which `JSONEncoder` cannot
-/// do, and writing bytes directly keeps the per-event cost to a few hundred nanoseconds.
+/// do, and writing bytes directly keeps the per-event cost to a few hundred nanoseconds. Each member is
+/// written in one reservation of the buffer (`Array.append(addingCapacity:initializingWith:)`: one uniqueness
+/// and capacity check per member, not per byte), keys are `StaticString`s written without a scan, and
+/// integers are written two digits at a time (a result record: 450 → 250 ns, #39).
 package struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private var needsComma = false
@@ -22,47 +25,60 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "{"))
     }
 
-    package mutating func field(_ key: String, _ value: String?) {
-        writeKey(key)
-        if let value { writeString(value) } else { writeNull() }
+    package mutating func field(_ key: StaticString, _ value: String?) {
+        guard var value else { return null(key) }
+        value.withUTF8 { utf8 in
+            let text = UnsafeRawBufferPointer(utf8)
+            member(key, bound: Self.stringBound(text)) { Self.writeString(text, &$0) }
+        }
     }
 
     /// An APNs id, written from its bytes (a UUID is never a `String` on the way).
-    package mutating func field(_ key: String, _ id: APNsID?) {
-        writeKey(key)
-        guard let id else { return writeNull() }
+    package mutating func field(_ key: StaticString, _ id: APNsID?) {
+        guard let id else { return null(key) }
         id.withUTF8 { utf8 in
-            // A UUID needs no escaping; other text goes through `writeString`.
-            if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                writeString(String(decoding: utf8, as: UTF8.self))
-            } else {
-                bytes.append(UInt8(ascii: "\""))
-                bytes.append(contentsOf: utf8)
-                bytes.append(UInt8(ascii: "\""))
+            member(key, bound: Self.stringBound(utf8)) { Self.writeString(utf8, &$0) }
+        }
+    }
+
+    /// A member whose key is not known at compile time (a log line's metadata): the key is escaped too.
+    package mutating func field(named key: String, _ value: String) {
+        var key = key, value = value
+        let comma = needsComma
+        needsComma = true
+        key.withUTF8 { keyUTF8 in
+            value.withUTF8 { valueUTF8 in
+                let name = UnsafeRawBufferPointer(keyUTF8), text = UnsafeRawBufferPointer(valueUTF8)
+                bytes.append(addingCapacity: 2 + Self.stringBound(name) + Self.stringBound(text)) { out in
+                    if comma { out.append(UInt8(ascii: ",")) }
+                    Self.writeString(name, &out)
+                    out.append(UInt8(ascii: ":"))
+                    Self.writeString(text, &out)
+                }
             }
         }
     }
 
-    package mutating func field(_ key: String, _ value: Int64?) {
-        writeKey(key)
-        if let value { bytes.append(contentsOf: String(value).utf8) } else { writeNull() }
+    package mutating func field(_ key: StaticString, _ value: Int64?) {
+        guard let value else { return null(key) }
+        member(key, bound: 20) { Self.writeInteger(value, &$0) }
     }
 
-    package mutating func field(_ key: String, _ value: Int?) {
+    package mutating func field(_ key: StaticString, _ value: Int?) {
         field(key, value.map(Int64.init))
     }
 
     /// Writes `raw` as the value unchanged; `raw` must already be valid JSON (or `nil` for null).
-    package mutating func rawField(_ key: String, _ raw: [UInt8]?) {
-        writeKey(key)
-        if let raw, !raw.isEmpty { bytes.append(contentsOf: raw) } else { writeNull() }
+    package mutating func rawField(_ key: StaticString, _ raw: [UInt8]?) {
+        guard let raw, !raw.isEmpty else { return null(key) }
+        raw.withUnsafeBytes { raw in
+            member(key, bound: raw.count) { Self.copy(raw, &$0) }
+        }
     }
 
-    /// Writes a nested object whose fields `body` writes.
-    package mutating func object(_ key: String, _ body: (inout JSONWriter) -> Void) {
-        writeKey(key)
-        // Into the same buffer (a nested writer would allocate a buffer of its own).
-        bytes.append(UInt8(ascii: "{"))
+    /// Writes a nested object whose fields `body` writes, into the same buffer.
+    package mutating func object(_ key: StaticString, _ body: (inout JSONWriter) -> Void) {
+        member(key, bound: 1) { $0.append(UInt8(ascii: "{")) }
         needsComma = false
         body(&self)
         bytes.append(UInt8(ascii: "}"))
@@ -74,46 +90,94 @@ package struct JSONWriter {
         return bytes
     }
 
-    private mutating func writeKey(_ key: String) {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
-        needsComma = true
-        writeString(key)
-        bytes.append(UInt8(ascii: ":"))
+    private mutating func null(_ key: StaticString) {
+        member(key, bound: 4) { out in
+            for byte in "null".utf8 { out.append(byte) }
+        }
     }
 
-    private mutating func writeNull() {
-        bytes.append(contentsOf: "null".utf8)
+    /// Writes `,"key":` and the value `write` writes, in one reservation: `bound` is the most the value takes.
+    @inline(__always)
+    private mutating func member(_ key: StaticString, bound: Int, _ write: (inout OutputSpan<UInt8>) -> Void) {
+        let comma = needsComma
+        needsComma = true
+        bytes.append(addingCapacity: key.utf8CodeUnitCount + 4 + bound) { out in
+            if comma { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            Self.copy(UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount), &out)
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
+            write(&out)
+        }
+    }
+
+    /// A string's bytes quoted, each escaped as `\u00XX` at worst.
+    private static func stringBound(_ text: UnsafeRawBufferPointer) -> Int { text.count * 6 + 2 }
+
+    private static func copy(_ source: UnsafeRawBufferPointer, _ out: inout OutputSpan<UInt8>) {
+        guard !source.isEmpty else { return }
+        out.withUnsafeMutableBufferPointer { buffer, count in
+            precondition(source.count <= buffer.count - count, "JSONWriter: a field's bound was too small")
+            UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...])).copyMemory(from: source)
+            count += source.count
+        }
     }
 
     private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
-    private mutating func writeString(_ string: String) {
-        bytes.append(UInt8(ascii: "\""))
-        // Nearly every string needs no escaping (ids, topics, keys): copied in one go when so.
-        let copied = string.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
-            bytes.append(contentsOf: utf8)
-            return true
-        }
-        if copied == true {
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(Self.hex[Int(byte >> 4)])
-                bytes.append(Self.hex[Int(byte & 0xF)])
-            default:
-                bytes.append(byte)
+    private static func writeString(_ text: UnsafeRawBufferPointer, _ out: inout OutputSpan<UInt8>) {
+        out.append(UInt8(ascii: "\""))
+        // Nearly every string needs no escaping (ids, topics): one branch-free scan (it vectorises), then one copy.
+        var special: UInt8 = 0
+        for byte in text { special |= byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") ? 1 : 0 }
+        if special == 0 {
+            copy(text, &out)
+        } else {
+            for byte in text {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
+                case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+                case UInt8(ascii: "\r"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
+                case UInt8(ascii: "\t"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
+                case 0..<0x20:
+                    for escape in "\\u00".utf8 { out.append(escape) }
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0xF)])
+                default:
+                    out.append(byte)
+                }
             }
         }
-        bytes.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// "00", "01", … "99": an integer is written two digits at a time.
+    private static let digitPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
+
+    /// Decimal digits, most significant first.
+    private static func writeInteger(_ value: Int64, _ out: inout OutputSpan<UInt8>) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for Int64's 19 digits
+        let pairs = digitPairs.utf8Start
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = buffer.count
+            while magnitude >= 10 {
+                let pair = Int(magnitude % 100) * 2
+                magnitude /= 100
+                index -= 2
+                buffer[index] = pairs[pair]
+                buffer[index + 1] = pairs[pair + 1]
+            }
+            if magnitude > 0 || index == buffer.count {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(magnitude)
+            }
+            copy(UnsafeRawBufferPointer(rebasing: buffer[index...]), &out)
+        }
     }
 }
