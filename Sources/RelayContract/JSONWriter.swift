@@ -4,9 +4,10 @@ import APNsCore
 ///
 /// Records embed the producer's `metadata` verbatim (already validated JSON), which `JSONEncoder` cannot
 /// do, and writing bytes directly keeps the per-event cost to a few hundred nanoseconds. Each member is
-/// written in one reservation of the buffer (`Array.append(addingCapacity:initializingWith:)`: one uniqueness
-/// and capacity check per member, not per byte), keys are `StaticString`s written without a scan, and
-/// integers are written two digits at a time (a result record into a reused buffer: 592 → 307 ns in the stages bench, #39).
+/// written in one reservation of the buffer (`Array.append(addingCapacity:initializingWith:)`: one
+/// uniqueness and capacity check per member, not per byte), keys are `StaticString`s written without a
+/// scan, and integers are written two digits at a time (a result record into a reused buffer: 592 → 307 ns
+/// in the stages bench, #39).
 package struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private var needsComma = false
@@ -127,7 +128,7 @@ package struct JSONWriter {
 
     private static func writeString(_ text: UnsafeRawBufferPointer, _ out: inout OutputSpan<UInt8>) {
         out.append(UInt8(ascii: "\""))
-        // Nearly every string needs no escaping (ids, topics): one branch-free scan (it vectorises), then one copy.
+        // Nearly every string needs no escaping (ids, topics): one scan without early exit, then one copy.
         var special: UInt8 = 0
         for byte in text { special |= byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") ? 1 : 0 }
         if special == 0 {

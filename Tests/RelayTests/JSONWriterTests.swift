@@ -2,9 +2,9 @@ import Foundation
 import RelayContract
 import Testing
 
-/// `JSONWriter` against Foundation's parser: what it writes reads back as what went in, for every class of
-/// byte a string can hold and every magnitude of integer (the expected values are the inputs, never the
-/// writer's own output).
+/// `JSONWriter` against Foundation's parser: what it writes reads back as what went in, for every class
+/// of byte a string can hold and every magnitude of integer (the expected values are the inputs, never
+/// the writer's own output).
 @Suite struct JSONWriterTests {
     private func parsed(_ bytes: [UInt8]) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]) as? [String: Any])
@@ -27,7 +27,10 @@ import Testing
     /// copied as it is.
     @Test func everyControlCharacterQuoteAndBackslashIsEscaped() throws {
         let controls = String(decoding: (0..<0x20).map { UInt8($0) }, as: UTF8.self)
-        let texts = [controls, "a\"b", "back\\slash", "tab\there", "line\nbreak\r", "café 😀", "", "plain-id-123", String(repeating: "\"", count: 40)]
+        let texts = [
+            controls, "a\"b", "back\\slash", "tab\there", "line\nbreak\r", "café 😀", "", "plain-id-123",
+            String(repeating: "\"", count: 40),
+        ]
         for text in texts {
             var writer = JSONWriter(capacity: 1)  // the smallest start: every member grows the buffer
             writer.field("text", text)
@@ -53,6 +56,8 @@ import Testing
         }
         writer.field("after", 2 as Int?)
         buffer = writer.finish()
-        #expect(String(decoding: buffer, as: UTF8.self) == #"{"missing":null,"count":null,"raw":{"a":[1,2,{"b":null}]},"empty":null,"nested":{"x":1,"y":"z"},"after":2}"#)
+        let expected = #"{"missing":null,"count":null,"raw":{"a":[1,2,{"b":null}]},"empty":null,"#
+            + #""nested":{"x":1,"y":"z"},"after":2}"#
+        #expect(String(decoding: buffer, as: UTF8.self) == expected)
     }
 }
