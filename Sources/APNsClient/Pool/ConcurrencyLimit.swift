@@ -105,7 +105,9 @@ package struct ConcurrencyLimit: Sendable, Hashable {
         value = Double(min(max(configuration.initial, configuration.minimum), configuration.maximum))
     }
 
-    /// Requests that may be in flight now.
+    /// Requests that may be in flight now. (Inlined: called on a stored limit from a mutating method, an
+    /// outlined getter copied the whole limit, ~250 bytes, to a temporary first.)
+    @inline(__always)
     var limit: Int {
         if case .idle = probe { return Int(value) }
         return min(Int(value), configuration.minimum)

@@ -6,8 +6,9 @@ extension PoolStateMachine {
     /// capacity of all usable connections (for bulk's cap); `nil` when none can take a request. A connection
     /// that has been given its last stream id gets no more requests (so none is queued where no stream can
     /// open for it); it retires once its last request finished.
+    @inline(__always)  // (called from mutating methods, an outlined call copied the whole machine, ~730 bytes)
     func bestConnection() -> (id: Int, streams: Int)? {
-        if let limit, inFlight >= limit.limit { return nil }
+        if let currentLimit, inFlight >= currentLimit { return nil }
         var best: (id: Int, score: Double)?
         var streams = 0
         for (id, entry) in entries {
@@ -32,10 +33,12 @@ extension PoolStateMachine {
     /// bulk leaves its share of it free), and at least one, so bulk always moves (APNs advertises a single
     /// stream until a connection's first push succeeds). Bulk on draining connections counts too: the cap
     /// errs towards urgent while a connection is replaced.
+    @inline(__always)
     func bulkCap(streams: Int) -> Int {
-        bulkCap(capacity: min(limit?.limit ?? .max, streams))
+        bulkCap(capacity: min(currentLimit ?? .max, streams))
     }
 
+    @inline(__always)
     func bulkCap(capacity: Int) -> Int {
         // The epsilon keeps 90 × (1 − 0.3) from flooring to 62.
         max(1, Int(Double(capacity) * bulkShare + 1e-9))

@@ -46,13 +46,20 @@ struct PoolStateMachine<Connection, Payload> {
     private var laneGauges: LaneGaugeSchedule
     /// When the last request came (idle pools let their connections go).
     private var lastRequest: MonotonicInstant
+    /// The adaptive bound on `inFlight`, learning only when adaptive concurrency is on. (Not an optional: a
+    /// mutation through `limit?.` copied the whole limit, ~250 bytes, out and back per answer.)
+    private var adaptiveLimit: ConcurrencyLimit
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
-    private(set) var limit: ConcurrencyLimit?
+    var limit: ConcurrencyLimit? { configuration.adaptiveConcurrency ? adaptiveLimit : nil }
+    /// `limit?.limit`, kept beside the limit and set whenever it learns: read through the optional, the bound
+    /// copied the whole limit, up to three times per request.
+    private(set) var currentLimit: Int?
 
     init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: MonotonicInstant = .now) {
         self.configuration = configuration
         self.streamBudget = streamBudget
-        self.limit = configuration.adaptiveConcurrency ? ConcurrencyLimit(configuration: configuration.adaptiveLimit) : nil
+        adaptiveLimit = ConcurrencyLimit(configuration: configuration.adaptiveLimit)
+        currentLimit = configuration.adaptiveConcurrency ? adaptiveLimit.limit : nil
         bulkShare = 1 - min(max(0, configuration.urgentShare), 0.9)
         lastMaintenance = now
         laneGauges = LaneGaugeSchedule(now: now)
@@ -136,7 +143,7 @@ struct PoolStateMachine<Connection, Payload> {
         on id: Int, lane: DeliveryLane = WaitClass.default.lane, load: ConnectionLoad, outcome: Outcome, latency: Duration?,
         now: MonotonicInstant, into actions: inout Actions
     ) {
-        let limitBefore = limit?.limit
+        let limitBefore = currentLimit
         learn(outcome, latency: latency, now: now)
         inFlight -= 1
         if lane == .bulk { inFlightBulk -= 1 }
@@ -164,7 +171,7 @@ struct PoolStateMachine<Connection, Payload> {
             lastMaintenance = now
             retireLatencyOutliers(into: &actions)
         }
-        if let after = limit?.limit, after != limitBefore { actions.newLimit = after }
+        if let after = currentLimit, after != limitBefore { actions.newLimit = after }
         handOff(into: &actions)
         // Requests still waiting ask for another connection, at most every few milliseconds.
         if retireThis != nil || (!waiters.isEmpty && now - lastOpenCheck >= Self.loadRefreshInterval) {
@@ -300,7 +307,7 @@ struct PoolStateMachine<Connection, Payload> {
     private mutating func choose(_ lane: DeliveryLane) -> Connection? {
         let capped = lane == .bulk && reservesForUrgent
         // The cap is at most the limit's share: past that, no need to look at the connections.
-        if capped, let limit, inFlightBulk >= bulkCap(capacity: limit.limit) { return nil }
+        if capped, let currentLimit, inFlightBulk >= bulkCap(capacity: currentLimit) { return nil }
         guard let (id, streams) = bestConnection() else { return nil }
         if capped, inFlightBulk >= bulkCap(streams: streams) { return nil }
         return take(id, for: lane)
@@ -358,7 +365,7 @@ struct PoolStateMachine<Connection, Payload> {
         var want = max(0, configuration.minConnections - total)
         if want == 0 && usable > 0 && total < configuration.maxConnections {
             if saturated == usable || (!waiters.isEmpty && windowStarved * 2 >= usable) { want = 1 }
-            if reservesForUrgent, streams < limit?.limit ?? .max, inFlightBulk >= bulkCap(streams: streams),
+            if reservesForUrgent, streams < currentLimit ?? .max, inFlightBulk >= bulkCap(streams: streams),
                 bulkAboutToWait || waiters.count(in: .bulk) > 0
             {
                 want = 1
@@ -375,13 +382,13 @@ struct PoolStateMachine<Connection, Payload> {
     /// request was sent). Answers' statuses say nothing about load here: 429 TooManyRequests is about one
     /// device token, and a 503 comes as fast as a 200.
     private mutating func learn(_ outcome: Outcome, latency: Duration?, now: MonotonicInstant) {
-        guard let latency else { return }
-        // In place (`limit?.`): a `var` copy of the limit moved ~250 bytes out and back per answer.
+        guard configuration.adaptiveConcurrency, let latency else { return }
         switch outcome {
-        case .answered: limit?.answered(after: latency, inFlight: inFlight, now: now, connecting: connecting > 0)
-        case .timedOut: limit?.congested(now: now)
+        case .answered: adaptiveLimit.answered(after: latency, inFlight: inFlight, now: now, connecting: connecting > 0)
+        case .timedOut: adaptiveLimit.congested(now: now)
         case .failed, .cancelled: return
         }
+        currentLimit = adaptiveLimit.limit
     }
 
     private mutating func retireLatencyOutliers(into actions: inout Actions) {
