@@ -102,13 +102,16 @@ package struct JSONWriter {
     private mutating func member(_ key: StaticString, bound: Int, _ write: (inout OutputSpan<UInt8>) -> Void) {
         let comma = needsComma
         needsComma = true
-        bytes.append(addingCapacity: key.utf8CodeUnitCount + 4 + bound) { out in
-            if comma { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "\""))
-            Self.copy(UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount), &out)
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-            write(&out)
+        // (`withUTF8Buffer`: a one-scalar `StaticString` has no pointer to its bytes.)
+        key.withUTF8Buffer { name in
+            bytes.append(addingCapacity: name.count + 4 + bound) { out in
+                if comma { out.append(UInt8(ascii: ",")) }
+                out.append(UInt8(ascii: "\""))
+                Self.copy(UnsafeRawBufferPointer(name), &out)
+                out.append(UInt8(ascii: "\""))
+                out.append(UInt8(ascii: ":"))
+                write(&out)
+            }
         }
     }
 
