@@ -1,3 +1,4 @@
+import APNsCore
 import Foundation
 import RelayContract
 import Testing
@@ -7,7 +8,7 @@ import Testing
 /// the writer's own output).
 @Suite struct JSONWriterTests {
     private func parsed(_ bytes: [UInt8]) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]) as? [String: Any])
+        try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
     }
 
     @Test(arguments: [
@@ -32,7 +33,7 @@ import Testing
             String(repeating: "\"", count: 40),
         ]
         for text in texts {
-            var writer = JSONWriter(capacity: 1)  // the smallest start: every member grows the buffer
+            var writer = JSONWriter(capacity: 1)  // the smallest start: members grow the buffer
             writer.field("text", text)
             writer.field(named: "key \"\(text.prefix(3))\"", text)
             let bytes = writer.finish()
@@ -41,6 +42,25 @@ import Testing
             #expect(json["text"] as? String == text)
             #expect(json["key \"\(text.prefix(3))\""] as? String == text)
         }
+    }
+
+    /// Bytes that need no escaping, multi-byte UTF-8 among them, are written as they are.
+    @Test func utf8AndPlainTextAreCopiedAsTheyAre() {
+        var writer = JSONWriter()
+        writer.field("text", "café 😀 <&> /")
+        #expect(writer.finish() == Array(#"{"text":"café 😀 <&> /"}"#.utf8))
+    }
+
+    /// An APNs id is written as APNs sent it: a UUID from its 16 bytes, other text escaped.
+    @Test func apnsIDsAreWrittenFromTheirBytesAndEscaped() {
+        var writer = JSONWriter()
+        writer.field("uuid", APNsID("7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c11"))
+        writer.field("upper", APNsID("7C0CD09D-9A4B-4B1E-9D6E-2F0E6F7B2C11"))
+        writer.field("text", APNsID("a\"b\n"))
+        writer.field("none", nil as APNsID?)
+        let expected = #"{"uuid":"7c0cd09d-9a4b-4b1e-9d6e-2f0e6f7b2c11","upper":"7C0CD09D-9A4B-4B1E-9D6E-2F0E6F7B2C11","#
+            + #""text":"a\"b\n","none":null}"#
+        #expect(String(decoding: writer.finish(), as: UTF8.self) == expected)
     }
 
     @Test func nullsRawValuesAndNestedObjects() throws {

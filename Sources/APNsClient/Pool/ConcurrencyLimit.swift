@@ -114,6 +114,7 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     /// The latency answers are measured against.
+    @inline(__always)
     var baseline: Duration? {
         best.isFinite ? .nanoseconds(Int64(best * 1e9)) : nil
     }

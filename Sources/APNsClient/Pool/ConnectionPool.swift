@@ -207,7 +207,7 @@ final class ConnectionPool: Sendable {
                     latency: outcome == .cancelled ? nil : now - request.sentAt, now: now, into: &actions
                 )
             }
-            return machine.limit?.baseline?.seconds
+            return machine.baseline?.seconds
         }
         perform(actions, now: now)
         for (request, result) in batch {

@@ -48,12 +48,18 @@ struct PoolStateMachine<Connection, Payload> {
     private var lastRequest: MonotonicInstant
     /// The adaptive bound on `inFlight`, learning only when adaptive concurrency is on. (Not an optional: a
     /// mutation through `limit?.` copied the whole limit, ~250 bytes, out and back per answer.)
-    private var adaptiveLimit: ConcurrencyLimit
+    private var adaptiveLimit: ConcurrencyLimit {
+        didSet { currentLimit = configuration.adaptiveConcurrency ? adaptiveLimit.limit : nil }
+    }
     /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
     var limit: ConcurrencyLimit? { configuration.adaptiveConcurrency ? adaptiveLimit : nil }
-    /// `limit?.limit`, kept beside the limit and set whenever it learns: read through the optional, the bound
-    /// copied the whole limit, up to three times per request.
+    /// `limit?.limit`, kept beside the limit (`adaptiveLimit`'s `didSet` refreshes it): read through the optional,
+    /// the bound copied the whole limit, up to three times per request.
     private(set) var currentLimit: Int?
+    /// The limit's no-queue baseline (`nil` while unknown or when adaptive concurrency is off), read in place.
+    var baseline: Duration? {
+        @inline(__always) get { configuration.adaptiveConcurrency ? adaptiveLimit.baseline : nil }
+    }
 
     init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: MonotonicInstant = .now) {
         self.configuration = configuration
@@ -388,7 +394,6 @@ struct PoolStateMachine<Connection, Payload> {
         case .timedOut: adaptiveLimit.congested(now: now)
         case .failed, .cancelled: return
         }
-        currentLimit = adaptiveLimit.limit
     }
 
     private mutating func retireLatencyOutliers(into actions: inout Actions) {

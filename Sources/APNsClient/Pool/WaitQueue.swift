@@ -94,7 +94,7 @@ struct WaitQueue<Element> {
         var rank = first
         // The streak passes to a lower rank of the same lane only (see the type's comment).
         let laneEnd = min(end, WaitClass.endOfLane(ofRank: first))
-        if let lower = firstWaitingRank(in: (first + 1)..<max(first + 1, laneEnd)) {
+        if let lower = firstWaitingRank(in: (first + 1)..<laneEnd) {
             if streak >= Self.priorityStreak {
                 rank = lower
                 streak = 0
@@ -118,6 +118,7 @@ struct WaitQueue<Element> {
 
     /// The first rank in `range` with an element waiting. (Read through the array's subscript: `firstIndex(where:)`
     /// on a slice copied each rank it looked at, with a retain of each of its buffers.)
+    @inline(__always)  // (called from mutating methods: see ARCHITECTURE.md on large state values)
     private func firstWaitingRank(in range: Range<Int>) -> Int? {
         for rank in range where ranks[rank].count > 0 { return rank }
         return nil
