@@ -90,11 +90,11 @@ struct WaitQueue<Element> {
     /// `WaitClass.firstBulkRank` when bulk is at its cap: urgent waiters behind bulk ones still go).
     mutating func popFirst(skippingRanksFrom end: Int = .max) -> Element? {
         let end = min(end, ranks.count)
-        guard count > 0, let first = firstWaitingRank(in: 0..<end) else { return nil }
+        guard count > 0, let first = ranks[..<end].firstIndex(where: { $0.count > 0 }) else { return nil }
         var rank = first
         // The streak passes to a lower rank of the same lane only (see the type's comment).
         let laneEnd = min(end, WaitClass.endOfLane(ofRank: first))
-        if let lower = firstWaitingRank(in: (first + 1)..<laneEnd) {
+        if let lower = ranks[(first + 1)..<laneEnd].firstIndex(where: { $0.count > 0 }) {
             if streak >= Self.priorityStreak {
                 rank = lower
                 streak = 0
@@ -114,14 +114,6 @@ struct WaitQueue<Element> {
         ranks[rank].count -= 1
         count -= 1
         return element
-    }
-
-    /// The first rank in `range` with an element waiting. (Read through the array's subscript: `firstIndex(where:)`
-    /// on a slice copied each rank it looked at, with a retain of each of its buffers.)
-    @inline(__always)  // (called from mutating methods: see ARCHITECTURE.md on large state values)
-    private func firstWaitingRank(in range: Range<Int>) -> Int? {
-        for rank in range where ranks[rank].count > 0 { return rank }
-        return nil
     }
 
     /// Removes the first element matching `predicate` (in no particular order of apps).
