@@ -207,9 +207,9 @@ package struct ConcurrencyLimit: Sendable, Hashable {
     }
 
     /// Moves a due or running probe on by one answer; a due one starts only if it `mayStart` or has waited
-    /// `probeSpacing` past its due time. - Returns:
-    /// whether the answer belonged to the probe (then it says nothing about congestion: the limit is held low
-    /// on purpose).
+    /// `probeSpacing` past its due time.
+    /// - Returns: whether the answer belonged to the probe (then it says nothing about congestion: the limit
+    ///   is held low on purpose).
     private mutating func advanceProbe(_ seconds: Double, inFlight: Int, now: MonotonicInstant, mayStart: Bool) -> Bool {
         let minimum = configuration.minimum
         switch probe {

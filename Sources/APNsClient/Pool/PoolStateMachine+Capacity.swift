@@ -25,6 +25,14 @@ extension PoolStateMachine {
         return (best.id, streams)
     }
 
+    /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
+    var limit: ConcurrencyLimit? { configuration.adaptiveConcurrency ? adaptiveLimit : nil }
+
+    /// The limit's no-queue baseline (`nil` while unknown or when adaptive concurrency is off), read in place.
+    var baseline: Duration? {
+        @inline(__always) get { configuration.adaptiveConcurrency ? adaptiveLimit.baseline : nil }
+    }
+
     /// Whether part of the capacity is kept from bulk (`urgentShare` > 0).
     var reservesForUrgent: Bool { bulkShare < 1 }
 

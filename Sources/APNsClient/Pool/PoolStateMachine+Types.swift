@@ -51,6 +51,17 @@ extension PoolStateMachine {
         }
     }
 
+    var waiterCount: Int { waiters.count }
+    /// No connection open or opening (what shutdown waits for).
+    var isDrained: Bool { entries.isEmpty && connecting == 0 }
+
+    /// Requests in flight and waiting, by lane.
+    var laneCounts: LaneCounts {
+        LaneCounts(
+            urgentInFlight: inFlight - inFlightBulk, bulkInFlight: inFlightBulk,
+            urgentWaiting: waiters.count(in: .urgent), bulkWaiting: waiters.count(in: .bulk))
+    }
+
     /// Connections by state, for the gauges.
     var connectionStates: (connecting: Int, ready: Int, draining: Int) {
         var ready = 0

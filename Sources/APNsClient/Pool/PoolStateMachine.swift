@@ -22,7 +22,7 @@ struct PoolStateMachine<Connection, Payload> {
     /// The connections of `entries`, by the same ids.
     private(set) var connections: [Int: Connection] = [:]
     private(set) var connecting = 0
-    private var waiters = WaitQueue<Waiter>()
+    private(set) var waiters = WaitQueue<Waiter>()
     /// No waiter's deadline is before this (it may be earlier than the earliest: then a sweep scans and
     /// recomputes it). Thousands may wait behind the adaptive limit: a sweep every 10 ms must not scan
     /// them all when none can have expired.
@@ -48,18 +48,12 @@ struct PoolStateMachine<Connection, Payload> {
     private var lastRequest: MonotonicInstant
     /// The adaptive bound on `inFlight`, learning only when adaptive concurrency is on. (Not an optional: a
     /// mutation through `limit?.` copied the whole limit, ~250 bytes, out and back per answer.)
-    private var adaptiveLimit: ConcurrencyLimit {
+    private(set) var adaptiveLimit: ConcurrencyLimit {
         didSet { currentLimit = configuration.adaptiveConcurrency ? adaptiveLimit.limit : nil }
     }
-    /// The adaptive bound on `inFlight`; `nil` when adaptive concurrency is off.
-    var limit: ConcurrencyLimit? { configuration.adaptiveConcurrency ? adaptiveLimit : nil }
-    /// `limit?.limit`, kept beside the limit (`adaptiveLimit`'s `didSet` refreshes it): read through the optional,
-    /// the bound copied the whole limit, up to three times per request.
+    /// `limit?.limit` (+Capacity), kept beside the limit (`adaptiveLimit`'s `didSet` refreshes it): read
+    /// through the optional, the bound copied the whole limit, up to three times per request.
     private(set) var currentLimit: Int?
-    /// The limit's no-queue baseline (`nil` while unknown or when adaptive concurrency is off), read in place.
-    var baseline: Duration? {
-        @inline(__always) get { configuration.adaptiveConcurrency ? adaptiveLimit.baseline : nil }
-    }
 
     init(configuration: APNsClientConfiguration.Pool, streamBudget: Int, now: MonotonicInstant = .now) {
         self.configuration = configuration
@@ -90,10 +84,6 @@ struct PoolStateMachine<Connection, Payload> {
         }
         return closing
     }
-
-    var waiterCount: Int { waiters.count }
-    /// No connection open or opening (what shutdown waits for).
-    var isDrained: Bool { entries.isEmpty && connecting == 0 }
 
     // MARK: - Requests
 
@@ -298,12 +288,6 @@ struct PoolStateMachine<Connection, Payload> {
         let quiet = inFlight == 0 && waiters.isEmpty
         guard laneGauges.isDue(now: now, quiet: quiet, interval: Self.loadRefreshInterval) else { return nil }
         return laneGauges.publish(laneCounts, now: now)
-    }
-
-    var laneCounts: LaneCounts {
-        LaneCounts(
-            urgentInFlight: inFlight - inFlightBulk, bulkInFlight: inFlightBulk,
-            urgentWaiting: waiters.count(in: .urgent), bulkWaiting: waiters.count(in: .bulk))
     }
 
     // MARK: - Rules
