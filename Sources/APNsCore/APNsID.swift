@@ -35,41 +35,35 @@ package struct APNsID: Hashable, Sendable, CustomStringConvertible {
             return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
         case .uuid(let high, let low, let uppercase):
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { buffer in
-                let digits = uppercase ? Self.upperDigits : Self.lowerDigits
-                digits.withUnsafeBufferPointer { digits in
-                    // The 16 digits of each half, last first, each into its place (dashes fall between them).
-                    var word = low
-                    for index in Self.digitPositions[16...].reversed() {
-                        buffer[index] = digits[Int(word & 0xF)]
-                        word >>= 4
-                    }
-                    word = high
-                    for index in Self.digitPositions[..<16].reversed() {
-                        buffer[index] = digits[Int(word & 0xF)]
-                        word >>= 4
-                    }
+                // Computed, not looked up: a table in a global array is retained and released at each use.
+                let letters: UInt8 = uppercase ? UInt8(ascii: "A") - 10 : UInt8(ascii: "a") - 10
+                for digit in 0..<32 {
+                    let word = digit < 16 ? high : low
+                    let nibble = UInt8(truncatingIfNeeded: word >> (60 - 4 * UInt64(digit % 16))) & 0xF
+                    buffer[Self.position(ofDigit: digit)] = nibble < 10 ? UInt8(ascii: "0") + nibble : letters + nibble
                 }
-                for index in Self.dashPositions { buffer[index] = UInt8(ascii: "-") }
+                (buffer[8], buffer[13], buffer[18], buffer[23]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "-"))
                 return body(UnsafeRawBufferPointer(buffer))
             }
         }
     }
 
-    /// Where a canonical UUID's 32 digits are (8-4-4-4-12), and its dashes.
-    private static let digitPositions: [Int] = (0..<36).filter { !dashPositions.contains($0) }
-    private static let dashPositions = [8, 13, 18, 23]
-    private static let lowerDigits = Array("0123456789abcdef".utf8)
-    private static let upperDigits = Array("0123456789ABCDEF".utf8)
+    /// Where a canonical UUID's `digit`th hex digit (0–31) is in its text: 8-4-4-4-12, dashes between.
+    @inline(__always)
+    private static func position(ofDigit digit: Int) -> Int {
+        digit + (digit >= 8 ? 1 : 0) + (digit >= 12 ? 1 : 0) + (digit >= 16 ? 1 : 0) + (digit >= 20 ? 1 : 0)
+    }
 
-    /// Each byte's digit value (0–15) with `lowerBit` or `upperBit` for a letter, or `invalid`.
+    /// A byte's digit value (0–15) with `lowerBit` or `upperBit` for a letter, or `invalid`.
     private static let lowerBit: UInt8 = 0x10
     private static let upperBit: UInt8 = 0x20
     private static let invalid: UInt8 = 0x80
-    private static let digitValues: [UInt8] = (0...255).map { byte -> UInt8 in
-        switch UInt8(byte) {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): (UInt8(byte) - UInt8(ascii: "a") + 10) | lowerBit
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): (UInt8(byte) - UInt8(ascii: "A") + 10) | upperBit
+    @inline(__always)
+    private static func digitValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): (byte - UInt8(ascii: "a") + 10) | lowerBit
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): (byte - UInt8(ascii: "A") + 10) | upperBit
         default: invalid
         }
     }
@@ -79,24 +73,17 @@ package struct APNsID: Hashable, Sendable, CustomStringConvertible {
         guard bytes.count == 36, bytes[8] == UInt8(ascii: "-"), bytes[13] == UInt8(ascii: "-"),
             bytes[18] == UInt8(ascii: "-"), bytes[23] == UInt8(ascii: "-")
         else { return nil }
-        return digitValues.withUnsafeBufferPointer { values in
-            // Every digit's flags, or'ed together: one check for an invalid byte and for mixed case.
-            var seen: UInt8 = 0
-            var high: UInt64 = 0
-            var low: UInt64 = 0
-            for index in digitPositions[..<16] {
-                let value = values[Int(bytes[index])]
-                seen |= value
-                high = high << 4 | UInt64(value & 0xF)
-            }
-            for index in digitPositions[16...] {
-                let value = values[Int(bytes[index])]
-                seen |= value
-                low = low << 4 | UInt64(value & 0xF)
-            }
-            // Mixed case is kept as text, so that the id is written back exactly as it came.
-            guard seen & invalid == 0, seen & (lowerBit | upperBit) != lowerBit | upperBit else { return nil }
-            return .uuid(high: high, low: low, uppercase: seen & upperBit != 0)
+        // Every digit's flags, or'ed together: one check for an invalid byte and for mixed case.
+        var seen: UInt8 = 0
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for digit in 0..<32 {
+            let value = digitValue(bytes[position(ofDigit: digit)])
+            seen |= value
+            if digit < 16 { high = high << 4 | UInt64(value & 0xF) } else { low = low << 4 | UInt64(value & 0xF) }
         }
+        // Mixed case is kept as text, so that the id is written back exactly as it came.
+        guard seen & invalid == 0, seen & (lowerBit | upperBit) != lowerBit | upperBit else { return nil }
+        return .uuid(high: high, low: low, uppercase: seen & upperBit != 0)
     }
 }

@@ -39,6 +39,9 @@ final class EventPipeline: Sendable {
     private let tokenRemovals: TokenRemovalScreen
     private let metrics: RelayMetrics
     private let logger: Logger
+    /// Whether `logger` writes debug lines, read once: its level cannot change (a `let` value), and asking it
+    /// per event copies its handler (a retain and a release of the handler's box).
+    private let logsDebug: Bool
     private let clock: WallClock
     /// The reference validator, explaining schema-invalid events; `nil` if it cannot be built (the fast
     /// decoder's message is published then). Thread-safe.
@@ -73,6 +76,7 @@ final class EventPipeline: Sendable {
         tokenRemovals.register(credentials: credentials.names)
         self.metrics = metrics
         self.logger = logger
+        self.logsDebug = logger.logLevel <= .debug
         self.clock = clock
     }
 
@@ -180,10 +184,10 @@ final class EventPipeline: Sendable {
             removal = record
             (broadcast ? metrics.removedChannels : metrics.removedTokens).increment()
         }
-        logger.debug("event delivered", metadata: event.logMetadata.merging([
+        if logsDebug { logger.debug("event delivered", metadata: event.logMetadata.merging([
             "eventId": "\(delivery.event.id)", "outcome": "\(report.outcome.rawValue)",
             "apnsId": "\(report.response?.apnsID ?? "")", "reason": "\(result.reason ?? "")", "target": "\(delivery.event.notification.target)",
-        ]) { $1 })
+        ]) { $1 }) }
         publish(event, result, with: removal, broadcast: broadcast)
     }
 

@@ -113,6 +113,8 @@ final class EventLoopCore {
 
     /// Ends `request` with `result` at the end of this turn, with the turn's other completions.
     func complete(_ request: StreamRequest, _ result: Result<APNsResponse, APNsClientError>) {
+        // Each attempt ends once (a second ending would resume its caller twice).
+        guard request.end() else { return }
         completed.append((request, result))
     }
 

@@ -14,7 +14,7 @@ extension ConnectionPool {
                 return (s.machine.sweep(now: now), s.machine.laneCountsDue(now: now))
             }
             if let lanes { metrics.record(lanes) }
-            for (waiter, error) in expired { finish(waiter.payload.send, .failure(error)) }
+            for (waiter, error) in expired { finish(waiter.payload, .failure(error)) }
             if keepSweeping { startWaiterSweeper() }
         }
     }
@@ -23,7 +23,7 @@ extension ConnectionPool {
     /// Returns when every connection closed, or at `deadline`.
     func shutdown(deadline: MonotonicInstant) async {
         let (waiters, connections) = state.withLock { $0.machine.shutdown() }
-        for w in waiters { finish(w.payload.send, .failure(APNsClientError(.shutdown, "client is shutting down"))) }
+        for w in waiters { finish(w.payload, .failure(APNsClientError(.shutdown, "client is shutting down"))) }
         for c in connections { c.drain() }
         timerLoop.schedule(after: max(.zero, deadline - .now)) { [weak self] in self?.resumeClosedWaiters(force: true) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -154,9 +154,9 @@ final class ConnectionPool: Sendable {
             let live = ticket.enter { [self] in
                 let (waiter, lanes) = state.withLock { s in (s.machine.removeWaiter(id: id), s.machine.laneCountsDue(now: .now)) }
                 if let lanes { metrics.record(lanes) }
-                if let waiter { finish(waiter.payload.send, .failure(APNsClientError(.cancelled, "cancelled while waiting for a connection"))) }
+                if let waiter { finish(waiter.payload, .failure(APNsClientError(.cancelled, "cancelled while waiting for a connection"))) }
             }
-            guard live else { return finish(stream.send, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
+            guard live else { return finish(stream, .failure(APNsClientError(.cancelled, "cancelled before it was sent"))) }
         }
         // A request that has to wait waits as itself, one reference (no closure to resume it: that would cost
         // an allocation; nor its send as a value: moving it in and out of the queue copies and retains it).
@@ -168,7 +168,7 @@ final class ConnectionPool: Sendable {
         switch pick {
         case .connection(let connection): submit(stream, on: connection)
         case .wait: metrics.queuedForLimit.increment()
-        case .fail(let error): finish(stream.send, .failure(error))
+        case .fail(let error): finish(stream, .failure(error))
         }
     }
 
@@ -181,13 +181,12 @@ final class ConnectionPool: Sendable {
 
     /// Ends attempts — an event loop turn's answers together, or one refused before it reached a loop: the
     /// pool's accounting and learning in one critical section, then resends of what APNs never processed
-    /// (on another connection, while the deadline allows), then each caller.
+    /// (on another connection, while the deadline allows), then each caller. Each attempt in `batch` has
+    /// ended (`StreamRequest.end()`) by the hand of whoever put it there: an attempt ends once.
     /// - Returns: the adaptive limit's no-queue baseline in seconds, if it has one (the loop's batch window
     ///   widens with the queue at APNs above it).
     @discardableResult
-    func completed<Batch: Collection>(_ ending: Batch) -> Double? where Batch.Element == (StreamRequest, Result<APNsResponse, APNsClientError>) {
-        // Each attempt ends once (a second ending would resume its caller twice).
-        let batch = ending.filter { $0.0.end() }
+    func completed<Batch: Collection>(_ batch: Batch) -> Double? where Batch.Element == Ending {
         // Loads are read outside the pool's lock, once per connection of the batch (usually one).
         var loads: [(id: Int, load: ConnectionLoad)] = []
         for (request, _) in batch where !loads.contains(where: { $0.id == request.connection.id }) {
@@ -211,34 +210,42 @@ final class ConnectionPool: Sendable {
         }
         perform(actions, now: now)
         for (request, result) in batch {
-            if case .failure(let error) = result,
-                error.transportFailure == .notProcessed || error.transportFailure == .streamRefused,
-                request.send.resends < configuration.pool.maxTransparentResends, now < request.send.deadline
-            {
+            if Self.resends(result), request.send.resends < configuration.pool.maxTransparentResends, now < request.send.deadline {
                 metrics.transparentResends.increment()
                 var send = request.send
                 send.resends += 1
                 attempt(StreamRequest(send, pool: self))
             } else {
-                finish(request.send, result, now: now)
+                finish(request, result, now: now)
             }
         }
         return baseline
     }
 
+    /// An attempt as it ends, with its answer or why it has none.
+    typealias Ending = (StreamRequest, Result<APNsResponse, APNsClientError>)
+
+    /// Whether an attempt that ended so may be sent again at once (APNs never processed it).
+    private static func resends(_ result: Result<APNsResponse, APNsClientError>) -> Bool {
+        guard case .failure(let error) = result else { return false }
+        return error.transportFailure == .notProcessed || error.transportFailure == .streamRefused
+    }
+
     /// The send's end: metrics, then its caller. `now`: a reading the caller just took, if any.
-    func finish(_ send: Send, _ result: Result<APNsResponse, APNsClientError>, now: MonotonicInstant? = nil) {
+    /// Takes the attempt and reads its send in place: the send as an argument was a copy of the whole value,
+    /// a retain and a release of each of its references, per request.
+    func finish(_ stream: StreamRequest, _ result: Result<APNsResponse, APNsClientError>, now: MonotonicInstant? = nil) {
         metrics.streamsInUse.record(outstanding.subtract(1, ordering: .relaxed).newValue)
         switch result {
         case .success(let response):
-            metrics.latency.recordNanoseconds(((now ?? .now) - send.startedAt).nanoseconds)
+            metrics.latency.recordNanoseconds(((now ?? .now) - stream.send.startedAt).nanoseconds)
             metrics.response(APNsResponseSummary(status: String(response.status), reason: response.reason?.rawValue ?? ""))
             credentialStatus.answered(response)
         case .failure:
             metrics.transportFailures.increment()
         }
-        send.ticket?.finished()
-        send.completion(result)
+        stream.send.ticket?.finished()
+        stream.send.completion(result)
     }
 
     private static func outcome(of result: Result<APNsResponse, APNsClientError>) -> Machine.Outcome {
@@ -281,7 +288,7 @@ final class ConnectionPool: Sendable {
         for _ in 0..<actions.open { openConnection() }
         if let delay = actions.reconnectAfter { scheduleReconnect(after: delay) }
         if actions.startSweeper { startWaiterSweeper() }
-        for (waiter, error) in actions.fail { finish(waiter.payload.send, .failure(error)) }
+        for (waiter, error) in actions.fail { finish(waiter.payload, .failure(error)) }
         for (waiter, connection) in actions.handOff { submit(waiter.payload, on: connection, now: now) }
     }
 

@@ -1,5 +1,6 @@
 import APNsCore
 import COpenSSL
+import DequeModule
 import Glibc
 import Logging
 import ServiceSupport
@@ -62,7 +63,8 @@ enum ConnectionEvent: Sendable {
 /// MAX_CONCURRENT_STREAMS wait on the loop (`StreamTable`).
 final class APNsConnection: Sendable {
     struct Shared {
-        var inbox: [StreamRequest] = []
+        /// A queue: the loop takes requests from its front one by one, moving each into its table.
+        var inbox = Deque<StreamRequest>()
         var load = ConnectionLoad()
         var drainRequested = false
         var cancellationsPending = false
@@ -182,7 +184,7 @@ final class APNsConnection: Sendable {
     // MARK: - For the loop
 
     /// Takes the requests submitted since the last call, and whether a drain or a cancellation is pending.
-    func takeInbox(into requests: inout [StreamRequest]) -> (drain: Bool, cancellations: Bool) {
+    func takeInbox(into requests: inout Deque<StreamRequest>) -> (drain: Bool, cancellations: Bool) {
         shared.withLock { s in
             swap(&requests, &s.inbox)
             defer { s.cancellationsPending = false }
@@ -216,7 +218,7 @@ final class APNsConnection: Sendable {
             s.load.phase = .closed
             s.load.outstanding = 0
             defer { s.inbox.removeAll() }
-            return s.inbox
+            return Array(s.inbox)
         }
     }
 }

@@ -73,6 +73,7 @@ final class StreamRequest: @unchecked Sendable {
 
     /// Ends the request alone (not in a loop's batch): it was refused or cancelled before it reached a loop.
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
+        guard end() else { return }
         pool.completed(CollectionOfOne((self, result)))
     }
 

@@ -27,15 +27,15 @@ struct StreamTable<Request> {
         var message: String
     }
 
-    struct Waiting {
+    /// A request and when it must have its answer, waiting for a stream or open on one: the same value in
+    /// both places, so a request that opens a stream moves from one to the other whole (unpacking it into
+    /// another type copied the request: a retain and a release).
+    struct Entry {
         var request: Request
         var deadline: MonotonicInstant
     }
-
-    struct Open {
-        var request: Request
-        var deadline: MonotonicInstant
-    }
+    typealias Waiting = Entry
+    typealias Open = Entry
 
     /// What ends at a deadline scan.
     struct Expired {
@@ -91,17 +91,22 @@ struct StreamTable<Request> {
 
     // MARK: - Requests
 
-    /// A request arrives; it waits for a stream (or fails at once when the connection opens no more).
-    mutating func enqueue(_ request: Request, deadline: MonotonicInstant) -> Failure? {
+    /// A request arrives; it waits for a stream (or fails at once when the connection opens no more: then
+    /// it returns `refusal`).
+    mutating func enqueue(_ request: consuming Request, deadline: MonotonicInstant) -> Failure? {
+        if let refusal { return refusal }
+        waiting.append(Waiting(request: request, deadline: deadline))
+        if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
+        return nil
+    }
+
+    /// Why a request arriving now would fail at once (the connection opens no more streams); `nil` if it would
+    /// wait for a stream.
+    var refusal: Failure? {
         switch phase {
-        case .awaitingSettings, .open:
-            waiting.append(Waiting(request: request, deadline: deadline))
-            if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-            return nil
-        case .goaway:
-            return Failure(transport: .notProcessed, message: "connection received GOAWAY")
-        case .retiring:
-            return Failure(transport: .notProcessed, message: "connection is closing")
+        case .awaitingSettings, .open: nil
+        case .goaway: Failure(transport: .notProcessed, message: "connection received GOAWAY")
+        case .retiring: Failure(transport: .notProcessed, message: "connection is closing")
         }
     }
 
@@ -119,7 +124,7 @@ struct StreamTable<Request> {
 
     /// The request taken by `nextToStart` is on stream `streamID`.
     mutating func opened(_ started: consuming Waiting, streamID: Int32) {
-        open.insert(Open(request: started.request, deadline: started.deadline), id: streamID)
+        open.insert(started, id: streamID)
     }
 
     /// A stream closed; returns its request and whether GOAWAY says the server never processed it.

@@ -25,6 +25,9 @@ final class ResultPublisher: Sendable {
     private let failure: Latch<String>
     private let metrics: RelayMetrics
     private let logger: Logger
+    /// Whether `logger` writes trace lines, read once (its level cannot change; asking per record copies its
+    /// handler).
+    private let logsTrace: Bool
     /// Records waiting for their delivery reports, and when publishing last made progress (a record
     /// acknowledged, or the first record sent after none was waiting; monotonic nanoseconds).
     private let waiting = Atomic<Int>(0)
@@ -40,6 +43,7 @@ final class ResultPublisher: Sendable {
         self.failure = failure
         self.metrics = metrics
         self.logger = logger
+        self.logsTrace = logger.logLevel <= .trace
     }
 
     /// How long records have waited without any acknowledgement; `nil` while none waits.
@@ -119,10 +123,12 @@ final class ResultPublisher: Sendable {
         switch report {
         case .success(let report):
             progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-            logger.trace("record acknowledged", metadata: [
-                "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
-                "key": "\(record().key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
-            ])
+            if logsTrace {
+                logger.trace("record acknowledged", metadata: [
+                    "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
+                    "key": "\(record().key.map { String(decoding: $0, as: UTF8.self) } ?? "")",
+                ])
+            }
             event.recordDone(acknowledged: true)
         case .failure(let error):
             refused(record(), of: event, error)
