@@ -18,6 +18,9 @@
 // <copied bytes>` (the name from /proc/self/task/<tid>/comm at the dump, `exited` for a thread gone by then): the
 // stages of the relay run on threads of their own (the consumer's poll thread, the APNs loops, the producer's poll
 // thread, Swift's executor for admission and triage), so the benchmark can say which stage does what.
+// With BENCH_REFCOUNT_SITES_FILE set, each dump also writes that file: counts by call site (`refcount`, `copy`,
+// `clock`, `alloc` lines) and retains and releases by the object's type (`type` lines); see `sites` below.
+// Benchmarks/AllocationCounter/sites.py names the addresses and sums them per event.
 //
 // Build: gcc -O2 -fno-omit-frame-pointer -shared -fPIC -o libbench-allocation-counter.so allocation-counter.c -ldl
 #define _GNU_SOURCE
@@ -125,7 +128,7 @@ static int swift_hooks_installed;
 // the main program, for addr2line -f -e <program>; and `copy <site> <caller> <theirs> <calls> <bytes>` for memcpy and memmove
 // (its caller is not walked: the libraries that copy keep no frame pointers; a site in a shared library shows as
 // an offset outside the program); `clock <site> <caller> <theirs> <reads> 0`; `alloc <site> <caller> <theirs>
-// <allocations> 0`.
+// <allocations> 0`; and `type <metadata> <descriptor> <kind> <retains> <releases>` (see `type_sites`).
 enum { SITE_SLOTS = 1 << 16 };
 struct site_counts {
     uintptr_t site, caller, caller2;
@@ -137,6 +140,18 @@ static struct site_counts *copy_sites;
 static struct site_counts *clock_sites;
 // And allocations (malloc, calloc, realloc, posix_memalign, aligned_alloc) by call site.
 static struct site_counts *alloc_sites;
+// And retains and releases by the object's type: keyed by its metadata pointer (the object's first word; `site`
+// holds it, the callers are 0), every one counted (the table is never restricted). The dump writes `type
+// <metadata> <descriptor> <kind> <retains> <releases>`: the metadata as an offset in the main program (a type
+// whose metadata the runtime made, a generic instance, lies outside it, and its offset changes from run to run),
+// its first word in hex (its kind: 0 for a Swift class, as ObjC interop is off on Linux; 0x400 and up for boxes,
+// closure contexts, errors and tasks), and for a class its nominal type descriptor as an offset in the program,
+// which names the type when the metadata has no symbol (else 0). The descriptor is read at the dump only.
+static struct site_counts *type_sites;
+// Optional (BENCH_REFCOUNT_SITES_TYPE=<metadata offset, in hex, as a `type` line gives it>): only retains and
+// releases of objects of that type are counted by call site (the `refcount` lines), to find where one type's
+// come from; 0 for all.
+static uintptr_t site_type;
 static char sites_path[4096];
 static uintptr_t main_program_base;
 
@@ -155,6 +170,14 @@ static void append_number(char **cursor, unsigned long value) {
     while (n) *(*cursor)++ = digits[--n];
 }
 
+static void append_hex(char **cursor, uintptr_t value) {
+    char hex[20];
+    int n = 0;
+    do { hex[n++] = "0123456789abcdef"[value & 15]; value >>= 4; } while (value);
+    append(cursor, "0x");
+    while (n) *(*cursor)++ = hex[--n];
+}
+
 // One line per site of `table`: `<kind> <site> <its function's caller> <theirs> <count> <count>` (hex offsets in the main
 // program; refcount: retains, releases; copy: calls, bytes). Async-signal-safe.
 static void dump_sites(int file, const struct site_counts *table, const char *kind) {
@@ -171,17 +194,42 @@ static void dump_sites(int file, const struct site_counts *table, const char *ki
             site - main_program_base, caller ? caller - main_program_base : 0, caller2 ? caller2 - main_program_base : 0,
         };
         for (int which = 0; which < 3; which++) {
-            uintptr_t offset = offsets[which];
-            char hex[20];
-            int n = 0;
-            do { hex[n++] = "0123456789abcdef"[offset & 15]; offset >>= 4; } while (offset);
-            append(&cursor, " 0x");
-            while (n) *cursor++ = hex[--n];
+            append(&cursor, " ");
+            append_hex(&cursor, offsets[which]);
         }
         append(&cursor, " ");
         append_number(&cursor, __atomic_load_n(&table[index].retains, __ATOMIC_RELAXED));
         append(&cursor, " ");
         append_number(&cursor, __atomic_load_n(&table[index].releases, __ATOMIC_RELAXED));
+        append(&cursor, "\n");
+        if (write(file, line, (size_t)(cursor - line)) != cursor - line) return;
+    }
+}
+
+// The word at `index` of the class metadata without ObjC interop (Linux): kind, superclass, flags and instance
+// address point, instance size and alignment mask, class size and address point, then the descriptor.
+enum { CLASS_METADATA_DESCRIPTOR = 5 };
+
+// One line per type of `type_sites`: `type <metadata> <descriptor> <kind> <retains> <releases>` (see there).
+// Async-signal-safe: metadata is never freed, so reading its words here is safe.
+static void dump_types(int file) {
+    char line[160];
+    for (size_t index = 0; index < SITE_SLOTS; index++) {
+        uintptr_t metadata = __atomic_load_n(&type_sites[index].site, __ATOMIC_RELAXED);
+        if (!metadata) continue;
+        uintptr_t kind = ((const uintptr_t *)metadata)[0];
+        uintptr_t descriptor = kind == 0 ? ((const uintptr_t *)metadata)[CLASS_METADATA_DESCRIPTOR] : 0;
+        char *cursor = line;
+        append(&cursor, "type ");
+        append_hex(&cursor, metadata - main_program_base);
+        append(&cursor, " ");
+        append_hex(&cursor, descriptor ? descriptor - main_program_base : 0);
+        append(&cursor, " ");
+        append_hex(&cursor, kind);
+        append(&cursor, " ");
+        append_number(&cursor, __atomic_load_n(&type_sites[index].retains, __ATOMIC_RELAXED));
+        append(&cursor, " ");
+        append_number(&cursor, __atomic_load_n(&type_sites[index].releases, __ATOMIC_RELAXED));
         append(&cursor, "\n");
         if (write(file, line, (size_t)(cursor - line)) != cursor - line) return;
     }
@@ -268,6 +316,7 @@ static void dump_counts(int signal_number) {
         int site_file = open(sites_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (site_file >= 0) {
             dump_sites(site_file, sites, "refcount");
+            if (type_sites) dump_types(site_file);
             if (copy_sites) dump_sites(site_file, copy_sites, "copy");
             if (clock_sites) dump_sites(site_file, clock_sites, "clock");
             if (alloc_sites) dump_sites(site_file, alloc_sites, "alloc");
@@ -335,12 +384,18 @@ __attribute__((noinline)) static uintptr_t up_frames(uintptr_t *frame, uintptr_t
     return ((uintptr_t *)saved)[1];
 }
 
-// The call site, and (see `up_frames`) its function's callers. Built with -fno-omit-frame-pointer.
-#define COUNT_SITE(release) do { \
+// The object's type, then (for every type, or the one of BENCH_REFCOUNT_SITES_TYPE) the call site, and (see
+// `up_frames`) its function's callers. The metadata is the object's first word, its pointer masked as in
+// `writes_count`. Built with -fno-omit-frame-pointer.
+#define COUNT_SITE(object, release) do { \
     if (sites) { \
-        uintptr_t second; \
-        uintptr_t first = up_frames((uintptr_t *)__builtin_frame_address(0), &second); \
-        count_site_in(sites, (uintptr_t)__builtin_return_address(0), first, second, !(release), (release)); \
+        uintptr_t metadata = *(const uintptr_t *)((uintptr_t)(object) & 0x00fffffffffffff8ull); \
+        count_site_in(type_sites, metadata, 0, 0, !(release), (release)); \
+        if (!site_type || metadata == site_type) { \
+            uintptr_t second; \
+            uintptr_t first = up_frames((uintptr_t *)__builtin_frame_address(0), &second); \
+            count_site_in(sites, (uintptr_t)__builtin_return_address(0), first, second, !(release), (release)); \
+        } \
     } \
 } while (0)
 
@@ -364,7 +419,7 @@ static int writes_count(void *object) {
 static void *counting_retain(void *object) {
     if (writes_count(object)) {
         BUMP(my_slot()->retains, 1);
-        COUNT_SITE(0);
+        COUNT_SITE(object, 0);
     }
     return original_retain(object);
 }
@@ -372,7 +427,7 @@ static void *counting_retain(void *object) {
 static void *counting_retain_n(void *object, uint32_t n) {
     if (writes_count(object)) {
         BUMP(my_slot()->retains, 1);
-        COUNT_SITE(0);
+        COUNT_SITE(object, 0);
     }
     return original_retain_n(object, n);
 }
@@ -380,7 +435,7 @@ static void *counting_retain_n(void *object, uint32_t n) {
 static void counting_release(void *object) {
     if (writes_count(object)) {
         BUMP(my_slot()->releases, 1);
-        COUNT_SITE(1);
+        COUNT_SITE(object, 1);
     }
     original_release(object);
 }
@@ -388,7 +443,7 @@ static void counting_release(void *object) {
 static void counting_release_n(void *object, uint32_t n) {
     if (writes_count(object)) {
         BUMP(my_slot()->releases, 1);
-        COUNT_SITE(1);
+        COUNT_SITE(object, 1);
     }
     original_release_n(object, n);
 }
@@ -501,11 +556,23 @@ static void install_swift_hooks(void) {
         void *copy_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *clock_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         void *alloc_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (table != MAP_FAILED && copy_table != MAP_FAILED && clock_table != MAP_FAILED && alloc_table != MAP_FAILED) {
+        void *type_table = mmap(NULL, SITE_SLOTS * sizeof(struct site_counts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (table != MAP_FAILED && copy_table != MAP_FAILED && clock_table != MAP_FAILED && alloc_table != MAP_FAILED
+            && type_table != MAP_FAILED) {
             strcpy(sites_path, sites_file);
             copy_sites = copy_table;
             clock_sites = clock_table;
             alloc_sites = alloc_table;
+            type_sites = type_table;
+            // An offset that does not parse restricts nothing, and says so (before main: stderr is the relay's).
+            const char *type = getenv("BENCH_REFCOUNT_SITES_TYPE");
+            if (type && *type) {
+                char *end;
+                errno = 0;
+                unsigned long long offset = strtoull(type, &end, 16);
+                if (errno == 0 && *end == 0 && offset) site_type = main_program_base + (uintptr_t)offset;
+                else fprintf(stderr, "allocation-counter: BENCH_REFCOUNT_SITES_TYPE=%s is not a hex offset; ignored\n", type);
+            }
             sites = table;
         }
     }
