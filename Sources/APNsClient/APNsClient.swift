@@ -84,24 +84,25 @@ package final class APNsClient: Sendable {
 
     /// As `sendReportingAnyError(_:deadline:completion:)`, telling `handler` (retained until then): a caller
     /// with an object per request allocates nothing more to hear its answer.
-    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
-        send(notification, deadline: deadline, ticket: nil, completion: .handler(handler))
+    /// `now`: the caller's reading of the clock, which `deadline` was computed from (the request's start).
+    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, now: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
+        send(notification, deadline: deadline, now: now, ticket: nil, completion: .handler(handler))
     }
 
     private func send(
-        _ notification: APNsNotification, deadline: MonotonicInstant, ticket: RequestTicket?,
+        _ notification: APNsNotification, deadline: MonotonicInstant, now: MonotonicInstant? = nil, ticket: RequestTicket?,
         completion: ConnectionPool.Completion
     ) {
         let pool = pools[notification.environment]!
         let prepared = PreparedRequest(notification: notification, authority: pool.endpoint.host, buffer: pool.requestBuffers.take())
-        send(prepared, on: pool, deadline: deadline, ticket: ticket, completion: completion)
+        send(prepared, on: pool, deadline: deadline, now: now, ticket: ticket, completion: completion)
     }
 
     private func send(
-        _ prepared: consuming PreparedRequest, on pool: ConnectionPool, deadline: MonotonicInstant, ticket: RequestTicket?,
-        completion: ConnectionPool.Completion
+        _ prepared: consuming PreparedRequest, on pool: ConnectionPool, deadline: MonotonicInstant, now: MonotonicInstant? = nil,
+        ticket: RequestTicket?, completion: ConnectionPool.Completion
     ) {
-        pool.send(prepared, deadline: deadline, ticket: ticket, completion: completion)
+        pool.send(prepared, deadline: deadline, now: now, ticket: ticket, completion: completion)
     }
 
     /// Sends one notification and returns APNs' answer (see `send(_:deadline:completion:)`).

@@ -15,7 +15,7 @@ extension APNsClient: NotificationSender {
     ) {
         sendReportingAnyError(notification, deadline: deadline, completion: completion)
     }
-    // `send(_:deadline:answeringTo:)` is the client's own: the answer goes to the handler, no closure.
+    // `send(_:deadline:now:answeringTo:)` is the client's own: the answer goes to the handler, no closure.
 
     /// How this client authenticates.
     package var authentication: AuthenticationKind {

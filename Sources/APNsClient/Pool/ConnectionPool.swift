@@ -123,11 +123,13 @@ final class ConnectionPool: Sendable {
     /// `connectFailed` with the cause when no connection could be made, else `notSent`). Once sent, the request has as long for its answer as the deadline allowed when `send` was
     /// called: a request that waited here is not cut short on the wire, where a timeout means APNs may
     /// have it and a resend may push it twice.
+    /// - Parameter now: the caller's reading of the clock, which `deadline` was computed from, if it took one
+    ///   (one reading per request).
     func send(
-        _ request: consuming PreparedRequest, deadline: MonotonicInstant, ticket: RequestTicket? = nil,
+        _ request: consuming PreparedRequest, deadline: MonotonicInstant, now reading: MonotonicInstant? = nil, ticket: RequestTicket? = nil,
         completion: Completion
     ) {
-        let now = MonotonicInstant.now
+        let now = reading ?? MonotonicInstant.now
         metrics.requests.increment()
         metrics.streamsInUse.record(outstanding.add(1, ordering: .relaxed).newValue)
         let send = Send(request: request, deadline: deadline, budget: max(.zero, deadline - now), startedAt: now, ticket: ticket, completion: completion)

@@ -67,7 +67,9 @@ final class DeliveryAttempts: Sendable {
         // The answer comes to the event itself (`InFlightEvent.answered`), which hands it to `answered` below
         // with what it keeps here: no closure per attempt.
         event.awaitedAnswer = AwaitedAnswer(attempts: self, span: span, completion: completion)
-        sender.send(notification, deadline: .now + requestTimeout, answeringTo: event)
+        // One reading of the clock for the attempt: its deadline, and the start of its request in the client.
+        let now = MonotonicInstant.now
+        sender.send(notification, deadline: now + requestTimeout, now: now, answeringTo: event)
     }
 
     /// An attempt's answer: finish with a report, or retry after the policy's delay.

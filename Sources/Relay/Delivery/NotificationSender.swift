@@ -16,7 +16,9 @@ package protocol NotificationSender: Sendable {
 
     /// As `send(_:deadline:completion:)`, telling `handler` (the event's own object: no closure per request).
     /// The default wraps it in a closure; a sender that can take the object as it is (the APNs client) does.
-    func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler)
+    /// `now`: the caller's reading of the clock, which `deadline` was computed from (the request's start: the
+    /// sender need not read the clock again).
+    func send(_ notification: APNsNotification, deadline: MonotonicInstant, now: MonotonicInstant, answeringTo handler: any APNsAnswerHandler)
 
     /// Sends nothing more that has not gone out yet: waiting requests, and later ones, end without being
     /// sent (`.notSent`); those already sent finish. Irrevocable. (No default: a sender that forgot it would
@@ -25,7 +27,7 @@ package protocol NotificationSender: Sendable {
 }
 
 extension NotificationSender {
-    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
+    package func send(_ notification: APNsNotification, deadline: MonotonicInstant, now: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
         send(notification, deadline: deadline) { handler.answered($0) }
     }
 }

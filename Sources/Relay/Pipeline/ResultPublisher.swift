@@ -28,10 +28,14 @@ final class ResultPublisher: Sendable {
     /// Whether `logger` writes trace lines, read once (its level cannot change; asking per record copies its
     /// handler).
     private let logsTrace: Bool
-    /// Records waiting for their delivery reports, and when publishing last made progress (a record
-    /// acknowledged, or the first record sent after none was waiting; monotonic nanoseconds).
+    /// Records waiting for their delivery reports.
     private let waiting = Atomic<Int>(0)
+    /// Publishing's progress, counted: a record acknowledged, or the first record sent after none was waiting.
+    /// Counted, not timed (no clock read per record): the stall watch (`stall`) times a count from its first
+    /// look at it.
     private let progress = Atomic<UInt64>(0)
+    /// The stall watch's last look: the progress count it saw, and since when (monotonic nanoseconds).
+    private let lastLook: Mutex<(progress: UInt64, since: UInt64)>
     /// Set when the relay gives up what is in flight (shutdown deadline, failure): no more retries.
     private let stopped = Atomic<Bool>(false)
     /// Where results' JSON is written as they are produced.
@@ -44,14 +48,22 @@ final class ResultPublisher: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.logsTrace = logger.logLevel <= .trace
+        self.lastLook = Mutex((0, Self.monotonicNanoseconds()))
     }
 
-    /// How long records have waited without any acknowledgement; `nil` while none waits.
+    /// How long records have waited without any acknowledgement, as far as this watch has seen: from its first
+    /// look at the current progress count, so a watch that looks every few seconds (the readiness probe) sees a
+    /// stall at most that much later. `nil` while none waits.
     var stall: (duration: Duration, waiting: Int)? {
+        let progress = progress.load(ordering: .relaxed)
         let waiting = waiting.load(ordering: .relaxed)
+        let now = Self.monotonicNanoseconds()
+        let since = lastLook.withLock { look -> UInt64 in
+            if look.progress != progress || waiting == 0 { look = (progress, now) }
+            return look.since
+        }
         guard waiting > 0 else { return nil }
-        let nanoseconds = Self.monotonicNanoseconds() &- progress.load(ordering: .relaxed)
-        return (.nanoseconds(Int64(clamping: nanoseconds)), waiting)
+        return (.nanoseconds(Int64(clamping: now &- since)), waiting)
     }
 
     /// Stops retrying: records still waiting for a retry, and records published from now on, end as not
@@ -102,9 +114,7 @@ final class ResultPublisher: Sendable {
             event.recordDone(acknowledged: false)
             return
         }
-        if waiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
-            progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-        }
+        if waiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 { progress.wrappingAdd(1, ordering: .relaxed) }
         let handler = handler ?? RecordDelivery(record, of: event, publisher: self)
         do {
             try record.withValue(buffers) { (value) throws(KafkaError) in
@@ -122,7 +132,7 @@ final class ResultPublisher: Sendable {
         waiting.wrappingSubtract(1, ordering: .relaxed)
         switch report {
         case .success(let report):
-            progress.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+            progress.wrappingAdd(1, ordering: .relaxed)
             if logsTrace {
                 logger.trace("record acknowledged", metadata: [
                     "topic": "\(report.topic)", "partition": "\(report.partition)", "offset": "\(report.offset)",
