@@ -41,13 +41,15 @@ struct OutputRecords: Sendable {
     /// for ChannelNotRegistered. BadDeviceToken and ChannelNotRegistered ones pass `TokenRemovalGuard`
     /// first (the caller asks it).
     func removal(for event: NotificationEvent, report: DeliveryReport) -> OutgoingRecord? {
-        let notification = event.notification
         let invalidatedAt: Int64?
         switch report.decision {
         case .unregistered(let timestamp)?: invalidatedAt = timestamp
         case .rejected(removesTarget: true)?: invalidatedAt = nil
         default: return nil
         }
+        // After the answer's check: asked for every delivered event, and a copy of the notification retains
+        // each of its buffers.
+        let notification = event.notification
         let reason = report.response?.reason?.rawValue
         switch notification.target {
         case .device(let deviceToken):
