@@ -18,9 +18,10 @@ final class ConnectionIO {
     /// Its key in the event loop (unique in the process, unlike the pool's `connection.id`).
     var loopToken: Int { connection.loopToken }
     var fd: Int32 { socket.fd }
-    /// Its loop's state, which owns it: the core's connection table (or a turn's list of connections to
-    /// process) is all that holds a connection, so the core outlives it and the reference is neither counted
-    /// nor checked (`unowned` paid two atomic operations on the core at every use, several per request).
+    /// Its loop's state. The core outlives every connection on it: a connection holds its `connection`, which
+    /// holds its loop (`APNsConnection.loop`), which holds the core (`APNsEventLoop.core`); both `let`s. So the
+    /// reference is neither counted nor checked (`unowned` paid two atomic operations on the core at every
+    /// use, several per request).
     unowned(unsafe) let core: EventLoopCore
     private let socket: TLSSocket
     /// Set by `start` (its callbacks need this object), released when the connection closes.
@@ -152,7 +153,9 @@ final class ConnectionIO {
                     finish(request, refused)
                 } else {
                     let deadline = request.deadline
-                    _ = table.enqueue(request, deadline: deadline)
+                    // Refused only for what `refusal` said just above (nothing in between changes the table).
+                    let refused = table.enqueue(request, deadline: deadline)
+                    precondition(refused == nil, "StreamTable.enqueue refused a request its refusal allowed")
                 }
             }
             if cancellations || table.nextDeadline.map({ now >= $0 }) == true { expire(now: now) }

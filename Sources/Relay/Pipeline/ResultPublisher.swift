@@ -31,11 +31,9 @@ final class ResultPublisher: Sendable {
     /// Records waiting for their delivery reports.
     private let waiting = Atomic<Int>(0)
     /// Publishing's progress, counted: a record acknowledged, or the first record sent after none was waiting.
-    /// Counted, not timed (no clock read per record): the stall watch (`stall`) times a count from its first
-    /// look at it.
+    /// Counted, not timed (no clock read per record): `watch` times a count from its first look at it.
     private let progress = Atomic<UInt64>(0)
-    /// The stall watch's last look: the progress count it saw, and since when (monotonic nanoseconds).
-    private let lastLook: Mutex<(progress: UInt64, since: UInt64)>
+    private let watch: Mutex<StallWatch>
     /// Set when the relay gives up what is in flight (shutdown deadline, failure): no more retries.
     private let stopped = Atomic<Bool>(false)
     /// Where results' JSON is written as they are produced.
@@ -48,22 +46,19 @@ final class ResultPublisher: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.logsTrace = logger.logLevel <= .trace
-        self.lastLook = Mutex((0, Self.monotonicNanoseconds()))
+        self.watch = Mutex(StallWatch(now: Self.monotonicNanoseconds()))
     }
 
-    /// How long records have waited without any acknowledgement, as far as this watch has seen: from its first
-    /// look at the current progress count, so a watch that looks every few seconds (the readiness probe) sees a
-    /// stall at most that much later. `nil` while none waits.
+    /// How long records have waited without any acknowledgement, as far as the looks so far have seen (a look
+    /// at a progress count not seen before starts the time again: `StallWatch`); `nil` while none waits.
+    /// Each read is a look: the readiness probe and the metrics scrape both take one.
     var stall: (duration: Duration, waiting: Int)? {
+        // The count of waiting records first (acquiring): a record sent after none waited counted its progress
+        // before it counted itself as waiting (`attempt`), so a look that sees it waiting sees that progress.
+        let waiting = waiting.load(ordering: .acquiring)
         let progress = progress.load(ordering: .relaxed)
-        let waiting = waiting.load(ordering: .relaxed)
         let now = Self.monotonicNanoseconds()
-        let since = lastLook.withLock { look -> UInt64 in
-            if look.progress != progress || waiting == 0 { look = (progress, now) }
-            return look.since
-        }
-        guard waiting > 0 else { return nil }
-        return (.nanoseconds(Int64(clamping: now &- since)), waiting)
+        return watch.withLock { $0.look(progress: progress, waiting: waiting, now: now) }
     }
 
     /// Stops retrying: records still waiting for a retry, and records published from now on, end as not
@@ -114,7 +109,10 @@ final class ResultPublisher: Sendable {
             event.recordDone(acknowledged: false)
             return
         }
-        if waiting.wrappingAdd(1, ordering: .relaxed).oldValue == 0 { progress.wrappingAdd(1, ordering: .relaxed) }
+        // The first record sent after none waited is progress, counted before the record counts as waiting
+        // (`stall` reads them in the other order). Two senders may both count it: more progress, no harm.
+        if waiting.load(ordering: .relaxed) == 0 { progress.wrappingAdd(1, ordering: .relaxed) }
+        waiting.wrappingAdd(1, ordering: .releasing)
         let handler = handler ?? RecordDelivery(record, of: event, publisher: self)
         do {
             try record.withValue(buffers) { (value) throws(KafkaError) in
