@@ -34,6 +34,26 @@ private final class ScriptedSender: NotificationSender {
     }
 }
 
+/// Records what each attempt hands the sender through the event's own form (`answeringTo`), and answers 200.
+private final class RecordingSender: NotificationSender {
+    let seen = Mutex<[(deadline: MonotonicInstant, now: MonotonicInstant)]>([])
+
+    func holdUnsentRequests() {}
+
+    func send(
+        _ notification: APNsNotification, deadline: MonotonicInstant,
+        completion: @escaping @Sendable (Result<APNsResponse, any Error>) -> Void
+    ) {
+        Issue.record("the relay sends with the event as the handler (answeringTo)")
+        completion(.success(APNsResponse(status: 200, apnsID: "x")))
+    }
+
+    func send(_ notification: APNsNotification, deadline: MonotonicInstant, now: MonotonicInstant, answeringTo handler: any APNsAnswerHandler) {
+        seen.withLock { $0.append((deadline, now)) }
+        handler.answered(.success(APNsResponse(status: 200, apnsID: "x")))
+    }
+}
+
 extension DeliveryAttempts {
     /// Delivers `notification` as the only event of a partition, with `sender` as its credential's; returns
     /// the report and the event's progress.
@@ -61,6 +81,17 @@ extension DeliveryAttempts {
             policy: RetryPolicy(maxAttempts: maxAttempts, initialBackoff: .milliseconds(1), maxBackoff: .milliseconds(4)),
             requestTimeout: .seconds(1), clock: WallClock { Int64(now * 1e9) }
         )
+    }
+
+    /// One reading of the clock per attempt: its deadline is that reading plus the request timeout, and the
+    /// client starts the request at the same reading (it does not read the clock again).
+    @Test func anAttemptsDeadlineAndItsRequestsStartAreOneReading() async {
+        let sender = RecordingSender()
+        let report = await attempts().deliver(notification, with: sender)
+        #expect(report.outcome == .delivered)
+        let seen = sender.seen.withLock { $0 }
+        #expect(seen.count == 1)
+        #expect(seen.first.map { $0.deadline - $0.now } == .seconds(1), "the request timeout, from the same reading")
     }
 
     @Test func retries503AndGoawayUntilDelivered() async {
