@@ -178,6 +178,16 @@ static void append_hex(char **cursor, uintptr_t value) {
     while (n) *(*cursor)++ = hex[--n];
 }
 
+// Ends a dump line with its entry's two counts and writes it; false when the write fails. Async-signal-safe.
+static int end_line(int file, char *line, char *cursor, const struct site_counts *entry) {
+    append(&cursor, " ");
+    append_number(&cursor, __atomic_load_n(&entry->retains, __ATOMIC_RELAXED));
+    append(&cursor, " ");
+    append_number(&cursor, __atomic_load_n(&entry->releases, __ATOMIC_RELAXED));
+    append(&cursor, "\n");
+    return write(file, line, (size_t)(cursor - line)) == cursor - line;
+}
+
 // One line per site of `table`: `<kind> <site> <its function's caller> <theirs> <count> <count>` (hex offsets in the main
 // program; refcount: retains, releases; copy: calls, bytes). Async-signal-safe.
 static void dump_sites(int file, const struct site_counts *table, const char *kind) {
@@ -197,12 +207,7 @@ static void dump_sites(int file, const struct site_counts *table, const char *ki
             append(&cursor, " ");
             append_hex(&cursor, offsets[which]);
         }
-        append(&cursor, " ");
-        append_number(&cursor, __atomic_load_n(&table[index].retains, __ATOMIC_RELAXED));
-        append(&cursor, " ");
-        append_number(&cursor, __atomic_load_n(&table[index].releases, __ATOMIC_RELAXED));
-        append(&cursor, "\n");
-        if (write(file, line, (size_t)(cursor - line)) != cursor - line) return;
+        if (!end_line(file, line, cursor, &table[index])) return;
     }
 }
 
@@ -226,12 +231,7 @@ static void dump_types(int file) {
         append_hex(&cursor, descriptor ? descriptor - main_program_base : 0);
         append(&cursor, " ");
         append_hex(&cursor, kind);
-        append(&cursor, " ");
-        append_number(&cursor, __atomic_load_n(&type_sites[index].retains, __ATOMIC_RELAXED));
-        append(&cursor, " ");
-        append_number(&cursor, __atomic_load_n(&type_sites[index].releases, __ATOMIC_RELAXED));
-        append(&cursor, "\n");
-        if (write(file, line, (size_t)(cursor - line)) != cursor - line) return;
+        if (!end_line(file, line, cursor, &type_sites[index])) return;
     }
 }
 
