@@ -146,16 +146,14 @@ final class ConnectionIO {
         }
         if fatal == nil {
             let (drain, cancellations) = connection.takeInbox(into: &incoming)
-            // Moved into the table one by one, in order: iterating would retain and release each request once
-            // more.
-            while let request = incoming.popFirst() {
-                if let refused = table.refusal {
-                    finish(request, refused)
-                } else {
+            // Moved into the table one by one, in order (iterating would retain and release each request once
+            // more). Whether the table takes them is one question for all: nothing here changes its phase.
+            if let refused = table.refusal {
+                while let request = incoming.popFirst() { finish(request, refused) }
+            } else {
+                while let request = incoming.popFirst() {
                     let deadline = request.deadline
-                    // Refused only for what `refusal` said just above (nothing in between changes the table).
-                    let refused = table.enqueue(request, deadline: deadline)
-                    precondition(refused == nil, "StreamTable.enqueue refused a request its refusal allowed")
+                    table.wait(request, deadline: deadline)
                 }
             }
             if cancellations || table.nextDeadline.map({ now >= $0 }) == true { expire(now: now) }

@@ -95,9 +95,15 @@ struct StreamTable<Request> {
     /// it returns `refusal`).
     mutating func enqueue(_ request: consuming Request, deadline: MonotonicInstant) -> Failure? {
         if let refusal { return refusal }
+        wait(request, deadline: deadline)
+        return nil
+    }
+
+    /// A request waits for a stream; only while `refusal` is `nil` (a connection checks once for a turn's
+    /// arrivals, then moves each in).
+    mutating func wait(_ request: consuming Request, deadline: MonotonicInstant) {
         waiting.append(Waiting(request: request, deadline: deadline))
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        return nil
     }
 
     /// Why a request arriving now would fail at once (the connection opens no more streams); `nil` if it would
