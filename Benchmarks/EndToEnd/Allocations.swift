@@ -69,17 +69,26 @@ func allocations() async throws {
     for (thread, counted) in after.threads {
         byStage[AllocationStage(thread: thread.name).rawValue, default: ThreadCounts()] += counted - (beforeByID[thread.id] ?? ThreadCounts())
     }
-    func stages(_ figure: KeyPath<ThreadCounts, Int>, label: String) {
-        let parts = AllocationStage.allCases.compactMap { stage in
-            byStage[stage.rawValue].map { "\(stage.rawValue) \(f(Double($0[keyPath: figure]) / Double(count), 1))" }
+    // Each stage's figure beside its budget (`AllocationStage.budget`); the ratio column names the stages over it.
+    func stages(_ figure: KeyPath<ThreadCounts, Int>, label: String, budget: KeyPath<StageBudget, Double>?) {
+        var over: [String] = []
+        let parts = AllocationStage.allCases.compactMap { stage -> String? in
+            let measured = byStage[stage.rawValue].map { Double($0[keyPath: figure]) / Double(count) } ?? 0
+            guard let budget else { return byStage[stage.rawValue] == nil ? nil : "\(stage.rawValue) \(f(measured, 1))" }
+            let allowed = stage.budget[keyPath: budget]
+            if measured > allowed + 0.05 { over.append(stage.shortName) }
+            return "\(stage.rawValue) \(f(measured, 1)) of \(f(allowed, 1))"
         }
         say("relay \(label) per event by thread: " + parts.joined(separator: ", "))
-        row("\(label) per event by thread (0 ms, \(payload) B)", parts.joined(separator: "; "))
+        let total = budget.map { b in AllocationStage.allCases.reduce(0) { $0 + $1.budget[keyPath: b] } }
+        row("\(label) per event by thread (0 ms, \(payload) B)", parts.joined(separator: "; "),
+            floor: total.map { "budget \(f($0, 1)) per event" } ?? "",
+            ratio: budget == nil ? "" : over.isEmpty ? "within budget" : "over: " + over.joined(separator: ", "))
     }
-    stages(\.allocations, label: "allocations")
-    if calls["retain"] != nil { stages(\.referenceCounting, label: "retains + releases") }
-    stages(\.clocks, label: "clock reads")
-    stages(\.copies, label: "copies")
+    stages(\.allocations, label: "allocations", budget: \.allocations)
+    if calls["retain"] != nil { stages(\.referenceCounting, label: "retains + releases", budget: \.referenceCounting) }
+    stages(\.clocks, label: "clock reads", budget: \.clocks)
+    stages(\.copies, label: "copies", budget: nil)
     let others = Set(after.threads.keys.filter { AllocationStage(thread: $0.name) == .other }.map(\.name)).sorted()
     if !others.isEmpty { say("  (other: threads named \(others.joined(separator: ", ")))") }
 }
@@ -130,6 +139,46 @@ enum AllocationStage: String, CaseIterable {
         default: self = .other
         }
     }
+
+    /// What an event may cost in this stage (#39's budget, per event at full speed, 300-B events): together
+    /// at most 8 allocations, 40 retains and releases (about 3 % of the relay's CPU at ~10 ns each) and a
+    /// clock read per hand-off. Benchmarks/README.md gives the reasons, stage by stage.
+    var budget: StageBudget {
+        switch self {
+        // The record's copy (one buffer: key, value and headers); librdkafka's two as a message is taken (its
+        // header list, parsed for every record). Reads no clock.
+        case .intake: StageBudget(allocations: 3, referenceCounting: 4, clocks: 0)
+        // The in-flight event and the attempt's stream request; admission's wall clock and the attempt's start.
+        case .triage: StageBudget(allocations: 2, referenceCounting: 12, clocks: 2)
+        // librdkafka's copy of the produced result (nghttp2's allocations are pooled); one reading at the answer,
+        // and librdkafka's two as it enqueues the result (its enqueue time and the message's timestamp).
+        case .apns: StageBudget(allocations: 1.5, referenceCounting: 16, clocks: 3)
+        // Nothing allocated for a delivery report or the frontier; publication's latency reading.
+        case .reports: StageBudget(allocations: 0, referenceCounting: 8, clocks: 1)
+        // The fetched message as the broker thread parses it; librdkafka's own timers.
+        case .librdkafka: StageBudget(allocations: 1, referenceCounting: 0, clocks: 2)
+        case .other: StageBudget(allocations: 0.5, referenceCounting: 0, clocks: 0)
+        }
+    }
+
+    /// The stage's name in a short list.
+    var shortName: String {
+        switch self {
+        case .intake: "Kafka poll"
+        case .triage: "Swift executor"
+        case .apns: "APNs loops"
+        case .reports: "producer poll"
+        case .librdkafka: "librdkafka"
+        case .other: "other"
+        }
+    }
+}
+
+/// What an event may cost in one stage (`AllocationStage.budget`).
+struct StageBudget {
+    var allocations: Double
+    var referenceCounting: Double
+    var clocks: Double
 }
 
 /// A thread of the relay, as the counter names it.

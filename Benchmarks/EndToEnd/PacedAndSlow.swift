@@ -70,7 +70,8 @@ func paced() async throws {
 /// `slow-apns --events N --answers A [--full-speed-ns X]`: APNs answers at most A requests a second; N events
 /// wait in Kafka. Default relay configuration. Counts the pushes a device got more than once (what a user
 /// sees twice), and what each event costs the relay while it waits on APNs: CPU (with X, CPU ns per event at
-/// full speed from `throughput`, their ratio) and context switches.
+/// full speed from `throughput`, their ratio) and context switches. Then the same ratio for h2load against the
+/// same mock: the floor of that ratio on this machine.
 func slowAPNs() async throws {
     let count = option("events", 20_000)
     let answers = option("answers", 1500)
@@ -100,6 +101,13 @@ func slowAPNs() async throws {
     let lifetime = childrenContextSwitches() - reapedBefore
     await reader.close()
     let duplicates = sandbox.apns.statistics.acceptedByDeviceToken.values.reduce(0) { $0 + max(0, $1 - 1) }
+    // The same ratio for a C HTTP/2 client: h2load against the same mock, first at full speed, then answered at
+    // `answers`/s as the relay was (a few answers per wake-up instead of hundreds): what the
+    // machine charges per request for going slowly, whoever sends it.
+    sandbox.apns.faults.latency = nil
+    let h2Fast = try h2loadFloor(sandbox, requests: 100_000, payload: 300, connections: 2, streams: 100)
+    sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
+    let h2Slow = try h2loadFloor(sandbox, requests: answers * 8, payload: 300, connections: 2, streams: 100)
     await sandbox.stop()
     let notDelivered = count - (tally.outcomes["delivered"] ?? 0)
     let perEvent = cpu * 1e6 / Double(count)
@@ -109,4 +117,7 @@ func slowAPNs() async throws {
     row("slow APNs (\(answers)/s, \(count) events): duplicate pushes / not delivered", "\(duplicates) / \(notDelivered)", floor: "0 / 0")
     row("slow APNs (\(answers)/s): relay CPU µs/event", f(perEvent), floor: fullSpeed > 0 ? "full speed \(f(fullSpeed)) µs/event" : "", ratio: fullSpeed > 0 ? f(perEvent / fullSpeed, 2) : "")
     row("slow APNs (\(answers)/s): context switches/event, voluntary / involuntary", switches.perEvent(count))
+    say("slow APNs: h2load (2 connections x 100 streams) \(f(h2Slow.cpuPerRequestMicros, 2)) µs CPU per request at \(f(h2Slow.requestsPerSecond, 0)) req/s, \(f(h2Fast.cpuPerRequestMicros, 2)) at full speed (\(f(h2Fast.requestsPerSecond, 0)) req/s)")
+    row("slow APNs (\(answers)/s), floor: h2load CPU µs/request", f(h2Slow.cpuPerRequestMicros, 1), floor: "full speed \(f(h2Fast.cpuPerRequestMicros, 1)) µs/request",
+        ratio: f(h2Slow.cpuPerRequestMicros / h2Fast.cpuPerRequestMicros, 2))
 }
