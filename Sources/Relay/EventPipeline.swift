@@ -178,7 +178,8 @@ final class EventPipeline: Sendable {
         result.uniqueID = report.response?.uniqueID
         var removal: OutgoingRecord?
         let removalAllowed = tokenRemovals.allowsRemoval(
-            after: report, to: delivery.event.notification.target, credential: delivery.credential.name, environment: delivery.event.environment
+            after: report, to: delivery.event.notification.target, credential: delivery.credential.name, environment: delivery.event.environment,
+            at: delivery.progress.lastAttemptAt ?? .now
         )
         if removalAllowed, let record = outputs.removal(for: delivery.event, report: report) {
             removal = record

@@ -56,8 +56,13 @@ private final class RecordingSender: NotificationSender {
 
 extension DeliveryAttempts {
     /// Delivers `notification` as the only event of a partition, with `sender` as its credential's; returns
-    /// the report and the event's progress.
+    /// the report.
     func deliver(_ notification: APNsNotification, with sender: some NotificationSender) async -> DeliveryReport {
+        await deliverReturningEvent(notification, with: sender).report
+    }
+
+    /// As `deliver(_:with:)`, returning the event as well (its delivery still on it).
+    func deliverReturningEvent(_ notification: APNsNotification, with sender: some NotificationSender) async -> (report: DeliveryReport, event: InFlightEvent) {
         let message = KafkaConsumerMessage(topic: "events", partition: 0, offset: 0, key: nil, value: Array("{}".utf8))
         let event = InFlightEvent(message, receivedAt: 0)
         var decoded = NotificationEvent(id: "e", deviceToken: try! DeviceToken(hex: "abcd"), topic: "t", pushType: .alert, payload: [])
@@ -66,7 +71,7 @@ extension DeliveryAttempts {
         return await withCheckedContinuation { continuation in
             deliver(event) { finished, report in
                 #expect(finished.delivery?.progress.attempts == report.attempts, "the event carries its attempts")
-                continuation.resume(returning: report)
+                continuation.resume(returning: (report, finished))
             }
         }
     }
@@ -83,15 +88,17 @@ extension DeliveryAttempts {
         )
     }
 
-    /// One reading of the clock per attempt: its deadline is that reading plus the request timeout, and the
-    /// client starts the request at the same reading (it does not read the clock again).
+    /// One reading of the clock per attempt: its deadline is that reading plus the request timeout, the client
+    /// starts the request at the same reading (it does not read the clock again), and the removal screen counts
+    /// the attempt's answer at it (`DeliveryProgress.lastAttemptAt`: the answer reads no monotonic clock).
     @Test func anAttemptsDeadlineAndItsRequestsStartAreOneReading() async {
         let sender = RecordingSender()
-        let report = await attempts().deliver(notification, with: sender)
+        let (report, event) = await attempts().deliverReturningEvent(notification, with: sender)
         #expect(report.outcome == .delivered)
         let seen = sender.seen.withLock { $0 }
         #expect(seen.count == 1)
         #expect(seen.first.map { $0.deadline - $0.now } == .seconds(1), "the request timeout, from the same reading")
+        #expect(event.delivery?.progress.lastAttemptAt == seen.first?.now, "the answer is counted at the attempt's reading")
     }
 
     @Test func retries503AndGoawayUntilDelivered() async {

@@ -298,11 +298,11 @@ import Testing
         let clock = Clock()
         var configuration = TokenRemovalGuard.Configuration()
         configuration.minimumSample = 10
-        let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger(), clock: { clock.now })
+        let screen = TokenRemovalScreen(configuration: configuration, logger: log.logger(), origin: clock.now)
         var tokens = 0
         func allows(_ report: DeliveryReport) -> Bool {
             tokens += 1
-            return screen.allowsRemoval(after: report, to: TokenRemovalGuardTests.token(tokens), credential: "acme", environment: .production)
+            return screen.allowsRemoval(after: report, to: TokenRemovalGuardTests.token(tokens), credential: "acme", environment: .production, at: clock.now)
         }
         #expect((0..<30).map { _ in allows(Self.badDeviceToken) }.allSatisfy { !$0 }, "a storm publishes nothing")
         #expect(allows(Self.unregistered), "410 is authoritative, even while tripped")
@@ -338,7 +338,7 @@ import Testing
             let target = kind == .channels
                 ? PushTarget.channel(try! ChannelID(base64: Data("channel \(targets)".utf8).base64EncodedString()))
                 : TokenRemovalGuardTests.token(targets)
-            return screen.allowsRemoval(after: report, to: target, credential: "acme", environment: .production)
+            return screen.allowsRemoval(after: report, to: target, credential: "acme", environment: .production, at: .now)
         }
         for _ in 0..<100 { _ = allows(Self.delivered, .deviceTokens) }
         #expect((0..<20).map { _ in allows(Self.channelNotRegistered, .channels) }.allSatisfy { !$0 },

@@ -59,16 +59,18 @@ final class DeliveryAttempts: Sendable {
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
         // What the send needs, read in place; the send itself runs outside the access (its answer may come
         // back before it returns, and that reads the event's delivery).
+        // One reading of the clock for the attempt: its deadline, the start of its request in the client, and
+        // the time the removal screen counts its answer at (`DeliveryProgress.lastAttemptAt`).
+        let now = MonotonicInstant.now
         let (attempt, sender, notification) = event.withDelivery { delivery in
             delivery.progress.attempts += 1
+            delivery.progress.lastAttemptAt = now
             return (delivery.progress.attempts, delivery.credential.sender, delivery.event.notification)
         }
         let span = event.trace?.attemptStarted(number: attempt, host: notification.environment.host)
         // The answer comes to the event itself (`InFlightEvent.answered`), which hands it to `answered` below
         // with what it keeps here: no closure per attempt.
         event.awaitedAnswer = AwaitedAnswer(attempts: self, span: span, completion: completion)
-        // One reading of the clock for the attempt: its deadline, and the start of its request in the client.
-        let now = MonotonicInstant.now
         sender.send(notification, deadline: now + requestTimeout, now: now, answeringTo: event)
     }
 

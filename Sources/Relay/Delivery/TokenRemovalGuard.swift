@@ -39,8 +39,8 @@ import ServiceSupport
 ///
 /// Time is passed in (no clock in here); the window is counted in `Self.slices` slices, so a target
 /// leaves it between `window - window / slices` and `window` after its last answer. A `now` earlier than
-/// one already seen (concurrent events read the clock before they take the lock) counts in the latest
-/// slice. Keys are few (credentials × 2 environments × 2 target kinds).
+/// one already seen (the relay counts an answer at its attempt's start, and attempts are answered out of
+/// order) counts in the latest slice. Keys are few (credentials × 2 environments × 2 target kinds).
 package struct TokenRemovalGuard: Sendable {
     /// When BadDeviceToken answers are too many to be believed.
     package struct Configuration: Sendable, Hashable {

@@ -9,18 +9,16 @@ final class TokenRemovalScreen: Sendable {
     private let machine: Mutex<TokenRemovalGuard>
     private let metrics: TokenRemovalGuardMetrics
     private let logger: Logger
-    private let clock: @Sendable () -> MonotonicInstant
     private let window: Duration
 
+    /// - Parameter origin: where the guard's time slices start (the answers' times are counted from it).
     init(
         configuration: TokenRemovalGuard.Configuration, logger: Logger, metrics: TokenRemovalGuardMetrics = TokenRemovalGuardMetrics(),
-        clock: @escaping @Sendable () -> MonotonicInstant = { .now }
+        origin: MonotonicInstant = .now
     ) {
-        let origin = clock()
         machine = Mutex(TokenRemovalGuard(configuration: configuration, origin: origin))
         self.metrics = metrics
         self.logger = logger
-        self.clock = clock
         window = configuration.window
     }
 
@@ -38,16 +36,21 @@ final class TokenRemovalScreen: Sendable {
 
     /// Counts the answer of one delivered event and says whether its removed-token record may be published.
     ///
+    /// - Parameter now: the time the answer counts at: the relay passes its attempt's start, read once for the
+    ///   attempt (`DeliveryProgress.lastAttemptAt`). Against the guard's window (`relay.tokenRemoval.windowMs`,
+    ///   60 s by default, counted in twentieths) the answer's own moment, a request's latency later, would
+    ///   change next to nothing, and cost a reading of the clock per event.
     /// - Returns: `false` only for a BadDeviceToken removal the guard withholds; 410 removals (and events
     ///   without a removal) always get `true`.
-    func allowsRemoval(after report: DeliveryReport, to target: PushTarget, credential: String, environment: APNsEnvironment) -> Bool {
+    func allowsRemoval(
+        after report: DeliveryReport, to target: PushTarget, credential: String, environment: APNsEnvironment, at now: MonotonicInstant
+    ) -> Bool {
         // No answer from APNs: nothing to count, and no removal to decide on.
         guard report.response != nil else { return true }
         let answer: TokenRemovalGuard.Answer = report.decision == .rejected(removesTarget: true) ? .badDeviceToken : .other
         let targets: TokenRemovalGuard.Targets
         if case .channel = target { targets = .channels } else { targets = .deviceTokens }
         let key = TokenRemovalGuard.Key(credential: credential, environment: environment, targets: targets)
-        let now = clock()
         let verdict = machine.withLock { $0.record(answer, of: target, for: key, at: now) }
 
         switch verdict.change {

@@ -2,6 +2,7 @@ import APNsCore
 import Kafka
 import Logging
 import RelayContract
+import ServiceSupport
 import Tracing
 
 /// One consumed event on its way through the relay, from its admission on the consumer loop to its entry
@@ -112,4 +113,7 @@ struct DeliveryProgress: Sendable, Hashable {
     /// Resends after an attempt APNs may have received (a timeout or a lost connection after the request
     /// was sent): each may have pushed the notification twice.
     var possibleDuplicates = 0
+    /// When the last attempt started (its one reading of the clock): the token-removal screen counts the
+    /// attempt's answer at this time, which spares the answer a reading of its own.
+    var lastAttemptAt: MonotonicInstant?
 }
