@@ -104,8 +104,9 @@ func slowAPNs() async throws {
     // The same ratio for a C HTTP/2 client: h2load against the same mock, first at full speed, then answered at
     // `answers`/s as the relay was (a few answers per wake-up instead of hundreds): what the
     // machine charges per request for going slowly, whoever sends it.
+    // As many requests in both runs, so that h2load's start (process, TLS handshakes) weighs the same on each.
     sandbox.apns.faults.latency = nil
-    let h2Fast = try h2loadFloor(sandbox, requests: 100_000, payload: 300, connections: 2, streams: 100)
+    let h2Fast = try h2loadFloor(sandbox, requests: answers * 8, payload: 300, connections: 2, streams: 100)
     sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(5), answersPerSecond: answers)
     let h2Slow = try h2loadFloor(sandbox, requests: answers * 8, payload: 300, connections: 2, streams: 100)
     await sandbox.stop()
