@@ -57,11 +57,11 @@ final class DeliveryAttempts: Sendable {
     }
 
     private func attempt(_ event: InFlightEvent, _ completion: @escaping @Sendable (InFlightEvent, DeliveryReport) -> Void) {
-        // What the send needs, read in place; the send itself runs outside the access (its answer may come
-        // back before it returns, and that reads the event's delivery).
         // One reading of the clock for the attempt: its deadline, the start of its request in the client, and
         // the time the removal screen counts its answer at (`DeliveryProgress.lastAttemptAt`).
         let now = MonotonicInstant.now
+        // What the send needs, read in place; the send itself runs outside the access (its answer may come
+        // back before it returns, and that reads the event's delivery).
         let (attempt, sender, notification) = event.withDelivery { delivery in
             delivery.progress.attempts += 1
             delivery.progress.lastAttemptAt = now
