@@ -6,7 +6,7 @@
 /// ``Limits/maxOriginalHeaderBytes`` are left out, and the value is cut to what is left; each of these is said
 /// in a header, never silent.
 package struct DeadLetter: Sendable, Hashable {
-    package enum Stage: String, Sendable {
+    package enum Stage: String, Sendable, CaseIterable {
         /// Refused before parsing (e.g. larger than the configured maximum).
         case size
         /// Not JSON, or JSON that breaks `Schemas/notification-event`.

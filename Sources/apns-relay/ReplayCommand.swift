@@ -17,8 +17,8 @@ struct ReplayCommand: AsyncParsableCommand {
             value, key and headers (without the __connect.errors.* and apns-relay.* headers) to the topic it \
             came from (or --to-topic). A dead letter whose value, key or headers were cut to fit the topic \
             cannot be replayed as it was: it is counted and skipped. --dry-run counts and lists without \
-            producing. Exit status: 0 done (or nothing matched), 1 a produce failed, 2 a usage or \
-            configuration problem.
+            producing. Exit status: 0 done (or nothing matched), 1 a produce failed, 2 a configuration \
+            problem, 64 wrong usage (an unknown option; a --since, --until or --stage that cannot match).
             """
     )
 
@@ -27,7 +27,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Only dead letters with this error code (__connect.errors.exception.class.name, e.g. schema_violation); repeatable.")
     var reason: [String] = []
 
-    @Option(help: "Only dead letters of this stage (size, schema, apnsRules, …); repeatable.")
+    @Option(help: "Only dead letters of this stage: size, schema or apns-rules (the __connect.errors.stage header); repeatable.")
     var stage: [String] = []
 
     @Option(help: "Only dead letters written at or after this time (UNIX milliseconds or ISO 8601).")
@@ -44,6 +44,13 @@ struct ReplayCommand: AsyncParsableCommand {
 
     @Option(help: "How long to read before giving up, in seconds.")
     var timeoutSeconds = 120
+
+    /// The filters, checked before anything is read (ArgumentParser prints the error with this command's usage).
+    func validate() throws {
+        _ = try Self.time(since, option: "--since")
+        _ = try Self.time(until, option: "--until")
+        try Self.checkStages(stage)
+    }
 
     func run() async throws {
         let since = try Self.time(self.since, option: "--since")
@@ -184,6 +191,15 @@ struct ReplayCommand: AsyncParsableCommand {
         } catch {
             counts.failed += 1
             print("  failed \(position) → \(target): \(error)")
+        }
+    }
+
+    /// `--stage` values, each one a dead letter's stage header can hold: a filter that can match nothing is a
+    /// usage error, not a replay of nothing.
+    static func checkStages(_ values: [String]) throws {
+        let known = DeadLetter.Stage.allCases.map(\.rawValue)
+        for value in values where !known.contains(value) {
+            throw ValidationError("--stage wants one of \(known.joined(separator: ", ")), got '\(value)'")
         }
     }
 

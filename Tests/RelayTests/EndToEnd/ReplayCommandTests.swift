@@ -61,4 +61,12 @@ import Testing
         #expect(result.status != 0)
         #expect(result.output.contains("--since wants UNIX milliseconds or an ISO 8601 date-time"), "\(result.output)")
     }
+
+    /// A stage no dead letter has (here the Swift spelling of `apns-rules`) would match nothing: a usage error
+    /// that names the stages there are, before Kafka is asked for anything.
+    @Test func anUnknownStageIsAUsageErrorNamingTheStages() async throws {
+        let result = try await replay(["--stage", "apnsRules"], ["APNS_RELAY_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"])
+        #expect(result.status == 64, "wrong usage")
+        #expect(result.output.contains("--stage wants one of size, schema, apns-rules, got 'apnsRules'"), "\(result.output)")
+    }
 }
