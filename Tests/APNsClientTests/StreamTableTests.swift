@@ -4,6 +4,16 @@ import TestSupport
 import Testing
 @testable import APNsClient
 
+extension StreamTable {
+    /// A request arrives as a connection takes it: it waits for a stream, or gets the table's `refusal` when the
+    /// connection opens no more (`ConnectionIO` asks once for a turn's arrivals; here, once per request).
+    mutating func enqueue(_ request: consuming Request, deadline: MonotonicInstant) -> Failure? {
+        if let refusal { return refusal }
+        wait(request, deadline: deadline)
+        return nil
+    }
+}
+
 /// One connection's requests, without I/O: requests are plain strings, stream ids are chosen by the test
 /// (as nghttp2 would: odd, ascending).
 @Suite struct StreamTableTests {

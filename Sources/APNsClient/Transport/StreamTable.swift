@@ -91,16 +91,8 @@ struct StreamTable<Request> {
 
     // MARK: - Requests
 
-    /// A request arrives; it waits for a stream (or fails at once when the connection opens no more: then
-    /// it returns `refusal`).
-    mutating func enqueue(_ request: consuming Request, deadline: MonotonicInstant) -> Failure? {
-        if let refusal { return refusal }
-        wait(request, deadline: deadline)
-        return nil
-    }
-
     /// A request waits for a stream; only while `refusal` is `nil` (a connection checks once for a turn's
-    /// arrivals, then moves each in).
+    /// arrivals, then moves each in, or fails each with the refusal).
     mutating func wait(_ request: consuming Request, deadline: MonotonicInstant) {
         waiting.append(Waiting(request: request, deadline: deadline))
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
