@@ -138,6 +138,10 @@ EVERY_KEY = {
     "tracing": {"otlpEndpoint": "http://otel-collector:4318", "serviceName": "push-relay", "sampleRatio": 0.05,
                 "parentIsProducer": False, "maxQueueSize": 4096, "exportTimeoutMs": 5000},
 }
+# Exactly-once results: with workload.kind auto, a StatefulSet.
+EXACTLY_ONCE = {**REQUIRED, "kafka": {**REQUIRED["kafka"], "exactlyOnce": True}}
+# The same on a Deployment, which has to be asked for.
+EXACTLY_ONCE_DEPLOYMENT = {**EXACTLY_ONCE, "workload": {"kind": "Deployment", "allowDeploymentWithExactlyOnce": True}}
 PEM_CERTIFICATE = {**REQUIRED, "apns": {"auth": "certificate", "certificate": {"existingSecret": "apns-tls"}}}
 KEY_ID_FROM_SECRET = {**REQUIRED, "apns": {"token": {"existingSecret": "apns-key", "existingSecretKeyIdKey": "keyId"}}}
 
@@ -170,31 +174,72 @@ def chart() -> helm.Chart:
     return _chart
 
 
-def render(values: dict) -> dict[str, str]:
-    return chart().render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+def render(values: dict, name: str = RELEASE, kube_version: str | None = None) -> dict[str, str]:
+    """The chart rendered as `helm install NAME` would; for a cluster of `kube_version` (.Capabilities.KubeVersion),
+    or else the SDK's default (a recent Kubernetes)."""
+    if kube_version is None:
+        return chart().render(values=values, name=name, namespace=NAMESPACE, is_install=True)
+    # helm-python-sdk's render() does not pass a Kubernetes version on, though its C library takes one (as lint does).
+    options = {"name": name, "namespace": NAMESPACE, "is_install": True, "kube_version": "v" + kube_version}
+    return json.loads(helm._native.call_string("helm_render", chart()._raw(), json.dumps(values), json.dumps(options)))
 
 
-def objects(values: dict) -> list[dict]:
+class Rendered(list):
+    """The objects of a rendering, with what produced them (to render them again for another Kubernetes)."""
+
+    def __init__(self, objs: list[dict], values: dict, name: str):
+        super().__init__(objs)
+        self.values, self.name = values, name
+
+
+def objects(values: dict, name: str = RELEASE, kube_version: str | None = None) -> Rendered:
     found = []
-    for path, text in sorted(render(values).items()):
+    for path, text in sorted(render(values, name, kube_version).items()):
         if path.endswith("NOTES.txt"):
             continue
         for doc in yaml.safe_load_all(text):
             if doc:
                 found.append(doc)
-    return found
+    return Rendered(found, values, name)
 
 
 def by_kind(objs: list[dict]) -> dict[str, dict]:
-    """The objects by kind; the Grafana dashboard's ConfigMap, beside relay.yaml's, as "ConfigMap/dashboard"."""
+    """The objects by kind; the Grafana dashboard's ConfigMap, beside relay.yaml's, as "ConfigMap/dashboard", and
+    the StatefulSet's headless Service, beside the scraped one, as "Service/headless"."""
     kinds: dict[str, dict] = {}
     for obj in objs:
         kind = obj["kind"]
         if kind == "ConfigMap" and obj["metadata"]["name"] == DASHBOARD_CONFIGMAP:
             kind = "ConfigMap/dashboard"
+        if kind == "Service" and obj["spec"].get("clusterIP") == "None":
+            kind = "Service/headless"
         assert kind not in kinds, f"two objects of kind {kind}"
         kinds[kind] = obj
     return kinds
+
+
+def workload(objs: list[dict]) -> dict:
+    """The Deployment or the StatefulSet: exactly one of them."""
+    kinds = by_kind(objs)
+    found = [kinds[kind] for kind in ("Deployment", "StatefulSet") if kind in kinds]
+    assert len(found) == 1, f"workloads: {[o['kind'] for o in found]}"
+    return found[0]
+
+
+def pod_spec(objs: list[dict]) -> dict:
+    return workload(objs)["spec"]["template"]["spec"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """Whether a Kubernetes label selector (matchLabels and matchExpressions) matches `labels`."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        if not {"In": lambda: labels.get(key) in values, "NotIn": lambda: labels.get(key) not in values,
+                "Exists": lambda: key in labels, "DoesNotExist": lambda: key not in labels}[operator]():
+            return False
+    return True
 
 
 def relay_config(objs: list[dict]) -> dict:
@@ -205,7 +250,7 @@ def relay_config(objs: list[dict]) -> dict:
 
 
 def container(objs: list[dict]) -> dict:
-    containers = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    containers = pod_spec(objs)["containers"]
     assert len(containers) == 1
     return containers[0]
 
@@ -220,10 +265,13 @@ def rejected_by_helm(values: dict) -> str:
 
 
 def validate_against_kubernetes(objs: list[dict]) -> None:
-    for obj in objs:
-        if obj["kind"] in CRD_KINDS:
-            continue
-        for version in KUBE_VERSIONS:
+    # Rendered again for each version, as Helm renders for the cluster it installs into: a field the chart gives
+    # newer clusters only (.Capabilities.KubeVersion) is checked against those, and its absence against the others.
+    for version in KUBE_VERSIONS:
+        rendered = objects(objs.values, objs.name, version) if isinstance(objs, Rendered) else objs
+        for obj in rendered:
+            if obj["kind"] in CRD_KINDS:
+                continue
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
             except kubernetes_validate.ValidationError as error:
@@ -234,7 +282,7 @@ def validate_against_kubernetes(objs: list[dict]) -> None:
 
 
 def check_security(objs: list[dict]) -> None:
-    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    pod = pod_spec(objs)
     psc = pod["securityContext"]
     assert psc.get("runAsNonRoot") is True, f"pod runAsNonRoot: {psc}"
     assert psc.get("runAsUser") not in (None, 0), f"pod runAsUser: {psc}"
@@ -255,7 +303,7 @@ def check_security(objs: list[dict]) -> None:
 
 
 def check_grace(objs: list[dict]) -> int:
-    grace = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    grace = pod_spec(objs)["terminationGracePeriodSeconds"]
     drain_ms = relay_config(objs)["relay"]["drainTimeoutMs"]
     assert grace * 1000 > drain_ms, f"grace {grace} s is not longer than the drain deadline {drain_ms} ms"
     return grace
@@ -273,7 +321,7 @@ def check_probes_and_ports(objs: list[dict]) -> None:
     service = by_kind(objs)["Service"]
     assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
-    deployment = by_kind(objs)["Deployment"]
+    deployment = workload(objs)
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= \
         deployment["spec"]["template"]["metadata"]["labels"].items()
@@ -281,7 +329,7 @@ def check_probes_and_ports(objs: list[dict]) -> None:
 
 def mounted_files(objs: list[dict]) -> set[str]:
     """Every file path the pod sees from its config/secret volumes (mountPath + item path)."""
-    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    pod = pod_spec(objs)
     volumes = {v["name"]: v for v in pod["volumes"]}
     files = set()
     for mount in container(objs)["volumeMounts"]:
@@ -360,7 +408,7 @@ def test_lint_strict():
 
 
 def test_lint_all_on():
-    for values in (ALL_ON, ALL_ON_HPA):
+    for values in (ALL_ON, ALL_ON_HPA, EXACTLY_ONCE, merge(ALL_ON, {"kafka": {"exactlyOnce": True}})):
         report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version="v1.30.0")
         problems = [m for m in report["messages"] if m["severity"] >= 2]
         assert not report["errors"] and not problems, json.dumps(report, indent=1)
@@ -442,7 +490,7 @@ def test_defaults_config():
     assert config["apns"]["token"]["privateKeyFile"] in mounted_files(objs), mounted_files(objs)
     # The config file the container is told to read is the one mounted.
     assert container(objs)["args"][-1] in mounted_files(objs)
-    token_volume = [v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    token_volume = [v for v in pod_spec(objs)["volumes"]
                     if v["name"] == "apns-token"][0]
     assert token_volume["secret"]["secretName"] == f"{FULLNAME}-apns-token"
 
@@ -474,8 +522,8 @@ def test_every_documented_key_is_settable_through_the_chart():
                 for part in key.split("."):
                     path = path[part]
                 assert path in files, f"{key} = {path} is not mounted: {sorted(files)}"
-    # Keys that differ per pod reach it as variables instead (test_group_instance_id_from_pod_name).
-    # The transactional id's default is already per pod (the group id and the host name, i.e. the pod's name).
+    # Keys that differ per pod reach it as variables instead, from the pod's name (test_group_instance_id_from_pod_name,
+    # test_exactly_once_renders_a_statefulset_with_ids_from_the_pod_name).
     per_pod = {"kafka.groupInstanceId", "kafka.transactionalId"}
     missing = config_table_keys() - rendered - per_pod
     assert not missing, f"README documents keys the chart cannot set: {sorted(missing)}"
@@ -501,6 +549,269 @@ def test_group_instance_id_from_pod_name():
     assert "groupInstanceId" not in config["kafka"] and "groupInstanceIdFromPodName" not in config["kafka"], config["kafka"]
 
 
+def env_of(objs: list[dict]) -> dict[str, dict]:
+    return {e["name"]: e for e in container(objs).get("env", [])}
+
+
+def expand(value: str, variables: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion of an env value: $$ is a literal $, an unknown $(VAR) stays as written."""
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else variables.get(m.group(1), m.group(0)), value)
+
+
+POD_NAME_FIELD = {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_service_links_off():
+    # Kubernetes sets <SERVICE>_SERVICE_HOST, <SERVICE>_PORT_… for every Service of the namespace; a Service
+    # named apns-relay would give APNS_RELAY_* variables, the relay's configuration prefix.
+    for values in (REQUIRED, ALL_ON, EXACTLY_ONCE):
+        assert pod_spec(objects(values))["enableServiceLinks"] is False, values
+    assert pod_spec(objects(REQUIRED, name="apns-relay"))["enableServiceLinks"] is False
+
+
+def test_workload_kind_defaults_to_deployment():
+    assert chart().values["workload"] == {"kind": "auto", "allowDeploymentWithExactlyOnce": False}
+    objs = objects(REQUIRED)
+    kinds = by_kind(objs)
+    assert "Deployment" in kinds and "StatefulSet" not in kinds and "Service/headless" not in kinds, sorted(kinds)
+    assert workload(objects(merge(REQUIRED, {"workload": {"kind": "Deployment"}}))) == kinds["Deployment"]
+    # Chosen explicitly, a StatefulSet without exactly-once: static membership, no transactional id.
+    objs = objects(merge(REQUIRED, {"workload": {"kind": "StatefulSet"}}))
+    validate_against_kubernetes(objs)
+    assert workload(objs)["kind"] == "StatefulSet"
+    assert env_of(objs) == {"APNS_RELAY_KAFKA_GROUP_INSTANCE_ID": {
+        "name": "APNS_RELAY_KAFKA_GROUP_INSTANCE_ID", "valueFrom": POD_NAME_FIELD}}, env_of(objs)
+
+
+def test_exactly_once_renders_a_statefulset_with_ids_from_the_pod_name():
+    objs = objects(EXACTLY_ONCE)
+    kinds = by_kind(objs)
+    assert sorted(kinds) == ["ConfigMap", "PodDisruptionBudget", "Service", "Service/headless", "ServiceAccount",
+                             "StatefulSet"], sorted(kinds)
+    validate_against_kubernetes(objs)
+    check_security(objs)
+    check_probes_and_ports(objs)
+    assert check_grace(objs) == 30
+    spec = kinds["StatefulSet"]["spec"]
+    assert kinds["StatefulSet"]["metadata"]["name"] == FULLNAME
+    assert spec["podManagementPolicy"] == "Parallel", spec
+    assert spec["updateStrategy"] == {"type": "RollingUpdate"}, spec
+    assert spec["serviceName"] == kinds["Service/headless"]["metadata"]["name"] == f"{FULLNAME}-headless"
+    assert spec["replicas"] == 1 and spec["selector"]["matchLabels"].items() <= \
+        spec["template"]["metadata"]["labels"].items()
+    env = container(objs)["env"]
+    names = [e["name"] for e in env]
+    by_name = {e["name"]: e for e in env}
+    assert by_name["POD_NAME"] == {"name": "POD_NAME", "valueFrom": POD_NAME_FIELD}
+    assert by_name["APNS_RELAY_KAFKA_GROUP_INSTANCE_ID"]["valueFrom"] == POD_NAME_FIELD
+    transactional = by_name["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]
+    assert set(transactional) == {"name", "value"}, transactional
+    # $(POD_NAME) is expanded only from a variable declared before it.
+    assert names.index("POD_NAME") < names.index("APNS_RELAY_KAFKA_TRANSACTIONAL_ID"), names
+    # Pod 0's ids: its name for the group, and the relay's own default for the transactional id (the group id and
+    # the host name, which in a StatefulSet's pod is the pod's name).
+    pod = f"{FULLNAME}-0"
+    assert expand(transactional["value"], {"POD_NAME": pod}) == f"apns-relay-{pod}", transactional
+    group_id = "push-relay"
+    objs = objects(merge(EXACTLY_ONCE, {"kafka": {"groupId": group_id}}))
+    value = env_of(objs)["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]["value"]
+    assert expand(value, {"POD_NAME": pod}) == f"{group_id}-{pod}", value
+    # A "$" in the group id stays one, not the start of a reference.
+    value = env_of(objects(merge(EXACTLY_ONCE, {"kafka": {"groupId": "push$(POD_NAME)"}})))[
+        "APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]["value"]
+    assert expand(value, {"POD_NAME": pod}) == f"push$(POD_NAME)-{pod}", value
+    # The ids reach the relay as variables only: relay.yaml, one file for every pod, names neither.
+    kafka = relay_config(objs)["kafka"]
+    assert kafka["exactlyOnce"] is True and not {"transactionalId", "groupInstanceId"} & set(kafka), kafka
+    # The variables are the relay's keys kafka.transactionalId and kafka.groupInstanceId (README's table).
+    documented = readme_keys()
+    assert {"kafka.transactionalId", "kafka.groupInstanceId"} <= documented
+
+
+def test_statefulset_runs_the_deployments_pod():
+    # One pod template for both kinds: grace period, probes, volumes, checksums and security are the same; with
+    # exactly-once only the identity variables are added.
+    deployment = workload(objects(EXACTLY_ONCE_DEPLOYMENT))
+    statefulset = workload(objects(EXACTLY_ONCE))
+    assert (deployment["kind"], statefulset["kind"]) == ("Deployment", "StatefulSet")
+    pod_d, pod_s = copy.deepcopy(deployment["spec"]["template"]), copy.deepcopy(statefulset["spec"]["template"])
+    env_d = pod_d["spec"]["containers"][0].pop("env", [])
+    env_s = pod_s["spec"]["containers"][0].pop("env")
+    assert pod_d == pod_s
+    assert env_d == [] and [e["name"] for e in env_s] == [
+        "POD_NAME", "APNS_RELAY_KAFKA_GROUP_INSTANCE_ID", "APNS_RELAY_KAFKA_TRANSACTIONAL_ID"], (env_d, env_s)
+    # Everything else (SASL, extra variables, credentials) renders into either kind alike.
+    for values in (ALL_ON, EVERY_KEY):
+        as_deployment = workload(objects(merge(values, {"workload": {"kind": "Deployment",
+                                                                     "allowDeploymentWithExactlyOnce": True}})))
+        as_statefulset = workload(objects(merge(values, {"workload": {"kind": "StatefulSet"},
+                                                         "kafka": {"groupInstanceIdFromPodName": False}})))
+        pod_d, pod_s = as_deployment["spec"]["template"], copy.deepcopy(as_statefulset["spec"]["template"])
+        container_s = pod_s["spec"]["containers"][0]
+        container_s["env"] = [e for e in container_s.get("env", []) if e["name"] not in
+                              ("POD_NAME", "APNS_RELAY_KAFKA_TRANSACTIONAL_ID")]
+        if not container_s["env"]:
+            del container_s["env"]
+        assert pod_d == pod_s, "ALL_ON" if values is ALL_ON else "EVERY_KEY"
+
+
+def test_exactly_once_on_a_deployment_is_refused_unless_asked_for():
+    values = merge(EXACTLY_ONCE, {"workload": {"kind": "Deployment"}})
+    message = rejected_by_helm(values)
+    assert "allowDeploymentWithExactlyOnce" in message, message or "accepted"
+    # Without Helm's schema check (--skip-schema-validation; lint is no witness, its `fail` only logs) the
+    # template refuses it, saying why: rendered from a copy of the chart without its schema.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_of_chart = pathlib.Path(tmp) / "apns-relay"
+        shutil.copytree(CHART, copy_of_chart)
+        (copy_of_chart / "values.schema.json").unlink()
+        with helm.Chart.load(copy_of_chart) as schemaless:
+            try:
+                schemaless.render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+            except helm.HelmError as error:
+                assert "a crashed pod's open transaction" in str(error) and \
+                    "workload.allowDeploymentWithExactlyOnce: true" in str(error), str(error)
+            else:
+                raise AssertionError("exactly-once on a Deployment rendered without the schema")
+            assert schemaless.render(values=EXACTLY_ONCE_DEPLOYMENT, name=RELEASE, namespace=NAMESPACE) == \
+                render(EXACTLY_ONCE_DEPLOYMENT)
+    # Asked for: a Deployment, and the relay's own default transactional id (the host name changes per pod).
+    assert not rejected_by_helm(EXACTLY_ONCE_DEPLOYMENT)
+    objs = objects(EXACTLY_ONCE_DEPLOYMENT)
+    validate_against_kubernetes(objs)
+    assert workload(objs)["kind"] == "Deployment" and "Service/headless" not in by_kind(objs)
+    assert "env" not in container(objs), container(objs)["env"]
+    assert relay_config(objs)["kafka"]["exactlyOnce"] is True
+    notes = render(EXACTLY_ONCE_DEPLOYMENT)["apns-relay/templates/NOTES.txt"]
+    assert "WARNING: kafka.exactlyOnce with a Deployment" in notes and "60000 ms" in notes, notes
+    # Without exactly-once the flag changes nothing.
+    assert render(merge(REQUIRED, {"workload": {"allowDeploymentWithExactlyOnce": True}})) == render(REQUIRED)
+
+
+def test_static_membership_follows_the_workload():
+    # kafka.groupInstanceIdFromPodName unset: on with a StatefulSet, off with a Deployment; given, it decides.
+    cases = {
+        (None, "Deployment"): False, (None, "StatefulSet"): True, (True, "Deployment"): True,
+        (False, "StatefulSet"): False, (True, "StatefulSet"): True, (False, "Deployment"): False,
+    }
+    for (from_pod_name, kind), static in cases.items():
+        values = merge(REQUIRED, {"workload": {"kind": kind}, "kafka": {"groupInstanceIdFromPodName": from_pod_name}})
+        assert ("APNS_RELAY_KAFKA_GROUP_INSTANCE_ID" in env_of(objects(values))) is static, (from_pod_name, kind)
+    assert "groupInstanceIdFromPodName" not in chart().values["kafka"] or \
+        chart().values["kafka"]["groupInstanceIdFromPodName"] is None
+    # With exactly-once and no static membership, the transactional id still comes from the pod's name.
+    env = env_of(objects(merge(EXACTLY_ONCE, {"kafka": {"groupInstanceIdFromPodName": False}})))
+    assert sorted(env) == ["APNS_RELAY_KAFKA_TRANSACTIONAL_ID", "POD_NAME"], sorted(env)
+
+
+def test_headless_service_for_the_statefulset_only():
+    objs = objects(merge(EXACTLY_ONCE, {"metrics": {"serviceMonitor": {"enabled": True}}}))
+    kinds = by_kind(objs)
+    headless, service = kinds["Service/headless"], kinds["Service"]
+    assert headless["spec"]["clusterIP"] == "None"
+    # Its pods' DNS names exist whether they are ready or not (nothing is routed through it).
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    pod_labels = kinds["StatefulSet"]["spec"]["template"]["metadata"]["labels"]
+    assert headless["spec"]["selector"] == service["spec"]["selector"] and \
+        headless["spec"]["selector"].items() <= pod_labels.items()
+    assert len(headless["metadata"]["name"]) <= 63
+    # The ServiceMonitor scrapes the pods through the other Service only: once each, under one job.
+    selector = kinds["ServiceMonitor"]["spec"]["selector"]
+    assert selects(selector, service["metadata"]["labels"]), selector
+    assert not selects(selector, headless["metadata"]["labels"]), (selector, headless["metadata"]["labels"])
+    # The Deployment's ServiceMonitor is as it was.
+    selector = by_kind(objects(merge(REQUIRED, {"metrics": {"serviceMonitor": {"enabled": True}}})))[
+        "ServiceMonitor"]["spec"]["selector"]
+    assert list(selector) == ["matchLabels"], selector
+
+
+def test_autoscalers_and_budget_target_the_rendered_kind():
+    for base, kind in ((REQUIRED, "Deployment"), (EXACTLY_ONCE, "StatefulSet")):
+        for scaler, scaled in (({"autoscaling": {"enabled": True}}, "HorizontalPodAutoscaler"),
+                               ({"keda": {"enabled": True}}, "ScaledObject")):
+            objs = objects(merge(base, {**scaler, "metrics": {"serviceMonitor": {"enabled": True}}}))
+            validate_against_kubernetes(objs)
+            kinds = by_kind(objs)
+            target = workload(objs)
+            assert target["kind"] == kind
+            assert kinds[scaled]["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": kind,
+                                                               "name": target["metadata"]["name"]}, kinds[scaled]
+            assert "replicas" not in target["spec"], f"{scaled} owns the replica count"
+            pod_labels = target["spec"]["template"]["metadata"]["labels"]
+            assert selects(kinds["PodDisruptionBudget"]["spec"]["selector"], pod_labels)
+            # What the ServiceMonitor scrapes is the Service whose selector picks these pods.
+            assert selects(kinds["ServiceMonitor"]["spec"]["selector"], kinds["Service"]["metadata"]["labels"])
+            assert kinds["Service"]["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_pdb_lets_unready_pods_be_evicted():
+    # Kubernetes 1.27 on (beta there, GA in 1.31); before, the field is left out and the default policy applies.
+    values = REQUIRED
+    for version, policy in (("1.25.0", None), ("1.26.5", None), ("1.27.0", "AlwaysAllow"), ("1.30.0", "AlwaysAllow"),
+                            (KUBE_VERSIONS[-1], "AlwaysAllow")):
+        spec = by_kind(objects(values, kube_version=version))["PodDisruptionBudget"]["spec"]
+        assert spec.get("unhealthyPodEvictionPolicy") == policy, (version, spec)
+    validate_against_kubernetes(objects(values))
+    spec = by_kind(objects(merge(REQUIRED, {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "IfHealthyBudget"}})))[
+        "PodDisruptionBudget"]["spec"]
+    assert spec["unhealthyPodEvictionPolicy"] == "IfHealthyBudget"
+    for empty in ("", None):
+        spec = by_kind(objects(merge(REQUIRED, {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": empty}})))[
+            "PodDisruptionBudget"]["spec"]
+        assert "unhealthyPodEvictionPolicy" not in spec, spec
+    assert rejected_by_helm(merge(REQUIRED, {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Always"}}))
+
+
+def test_release_named_apns_relay():
+    # `helm install apns-relay ./helm/apns-relay`: the fullname is the release name alone.
+    name = "apns-relay"
+    objs = objects(REQUIRED, name=name)
+    validate_against_kubernetes(objs)
+    kinds = by_kind(objs)
+    assert {kinds[k]["metadata"]["name"] for k in ("Deployment", "Service", "ConfigMap", "ServiceAccount",
+                                                   "PodDisruptionBudget")} == {name}
+    assert pod_spec(objs)["enableServiceLinks"] is False
+    objs = objects(merge(EXACTLY_ONCE, {"metrics": {"prometheusRule": {"enabled": True}}}), name=name)
+    validate_against_kubernetes(objs)
+    kinds = by_kind(objs)
+    assert kinds["StatefulSet"]["metadata"]["name"] == name
+    assert kinds["StatefulSet"]["spec"]["serviceName"] == kinds["Service/headless"]["metadata"]["name"] == \
+        "apns-relay-headless"
+    value = env_of(objs)["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]["value"]
+    assert expand(value, {"POD_NAME": "apns-relay-0"}) == "apns-relay-apns-relay-0", value
+    for rule in kinds["PrometheusRule"]["spec"]["groups"][0]["rules"]:
+        assert 'job="apns-relay"' in rule["expr"], rule
+    notes = render(EXACTLY_ONCE, name=name)["apns-relay/templates/NOTES.txt"]
+    assert "rollout status statefulset/apns-relay\n" in notes and "headless Service apns-relay-headless" in notes, notes
+
+
+def test_statefulset_name_fits_its_pod_labels():
+    # The controller labels each pod controller-revision-hash: <name>-<hash of 10>, at most 63 characters.
+    fits = "r" * 52
+    objs = objects(merge(EXACTLY_ONCE, {"fullnameOverride": fits}))
+    assert workload(objs)["metadata"]["name"] == fits
+    assert len(by_kind(objs)["Service/headless"]["metadata"]["name"]) <= 63
+    try:
+        render(merge(EXACTLY_ONCE, {"fullnameOverride": fits + "r"}))
+    except helm.HelmError as error:
+        assert "at most 52" in str(error) and "fullnameOverride" in str(error), str(error)
+    else:
+        raise AssertionError("a 53-character StatefulSet name rendered")
+    # A Deployment's name is not limited so.
+    assert workload(objects(merge(REQUIRED, {"fullnameOverride": fits + "r"})))["kind"] == "Deployment"
+
+
+def test_notes_name_the_workload():
+    notes = render(REQUIRED)["apns-relay/templates/NOTES.txt"]
+    assert "Workload: a Deployment (at-least-once results need no stable pod identity" in notes, notes
+    notes = render(EXACTLY_ONCE)["apns-relay/templates/NOTES.txt"]
+    assert f"rollout status statefulset/{FULLNAME}" in notes and f"logs statefulset/{FULLNAME}" in notes, notes
+    assert "transactional id   apns-relay-<pod name>" in notes and "group instance id  <pod name>" in notes, notes
+    notes = render(merge(EXACTLY_ONCE, {"kafka": {"groupInstanceIdFromPodName": False}}))["apns-relay/templates/NOTES.txt"]
+    assert "static membership is off" in notes, notes
+
+
 def test_named_credentials_and_ca():
     objs = objects(EVERY_KEY)
     apns = relay_config(objs)["apns"]
@@ -521,7 +832,7 @@ def test_named_credentials_and_ca():
     # Scoped by environment (README "Several teams or apps"): rendered only when set.
     assert apns["environments"] == ["production"] and apns["credential"]["gamma"]["environments"] == ["development"]
     assert "environments" not in apns["credential"]["beta"] and "environments" not in relay_config(objects(REQUIRED))["apns"]
-    volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    volumes = {v["name"]: v for v in pod_spec(objs)["volumes"]}
     assert volumes["apns-credential-gamma"]["secret"]["secretName"] == "gamma-key"
     assert volumes["apns-credential-gamma"]["secret"]["items"] == [{"key": "key.p8", "path": "AuthKey.p8"}]
     assert volumes["apns-credential-delta"]["secret"]["items"] == [{"key": "AuthKey.p8", "path": "AuthKey.p8"},
@@ -535,7 +846,7 @@ def test_named_credentials_and_ca():
     objs = objects(only_named)
     apns = relay_config(objs)["apns"]
     assert "token" not in apns and "auth" not in apns, apns
-    names = {v["name"] for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    names = {v["name"] for v in pod_spec(objs)["volumes"]}
     assert "apns-token" not in names and "apns-credential-beta" in names, names
     # Refusals: a name twice, a named token credential without its Secret, both CA sources.
     twice = merge(EVERY_KEY, {})
@@ -584,14 +895,14 @@ def test_key_id_from_the_key_secret():
     objs = objects(KEY_ID_FROM_SECRET)
     token = relay_config(objs)["apns"]["token"]
     assert token["keyIdFile"] == "/etc/apns-relay/apns-token/keyId" and "keyId" not in token, token
-    volumes = {v["name"]: v for v in by_kind(objs)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    volumes = {v["name"]: v for v in pod_spec(objs)["volumes"]}
     assert {"key": "keyId", "path": "keyId"} in volumes["apns-token"]["secret"]["items"]
     validate_against_kubernetes(objs)
 
 
 def test_config_checksum_rolls_pods():
     def checksum(values):
-        return by_kind(objects(values))["Deployment"]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        return workload(objects(values))["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
     first = checksum(REQUIRED)
     assert re.fullmatch(r"[0-9a-f]{64}", first), first
     assert checksum(REQUIRED) == first, "checksum is not stable"
@@ -623,7 +934,7 @@ def test_all_on_renders_and_validates():
     deployment = by_kind(objs)["Deployment"]
     assert "replicas" not in deployment["spec"], "KEDA owns the replica count"
     assert by_kind(objs)["PodDisruptionBudget"]["spec"] == {
-        "minAvailable": 2, "selector": deployment["spec"]["selector"]}
+        "minAvailable": 2, "unhealthyPodEvictionPolicy": "AlwaysAllow", "selector": deployment["spec"]["selector"]}
 
 
 def test_all_on_config_and_secrets():
@@ -640,7 +951,7 @@ def test_all_on_config_and_secrets():
     assert config["apns"]["certificate"]["pkcs12File"] in files, files
     assert config["apns"]["certificate"]["passphraseFile"] in files, files
     assert "Secret" not in by_kind(objs), "existingSecret given, yet the chart made a Secret"
-    pod = by_kind(objs)["Deployment"]["spec"]["template"]["spec"]
+    pod = pod_spec(objs)
     cert = [v for v in pod["volumes"] if v["name"] == "apns-certificate"][0]["secret"]
     assert cert["secretName"] == "apns-cert"
     assert {i["key"] for i in cert["items"]} == {"certificate.p12", "passphrase"}
@@ -914,7 +1225,7 @@ def test_urgent_topics_rendered():
     assert config["kafka"]["topics"]["urgent"] == "apns-urgent, apns-login-codes"
     assert config["relay"]["lanes"] == {"urgentShare": 20}, "the default share comes with urgent topics"
     # The pods roll when the lanes change.
-    checksum = lambda values: by_kind(objects(values))["Deployment"]["spec"]["template"]["metadata"][
+    checksum = lambda values: workload(objects(values))["spec"]["template"]["metadata"][
         "annotations"]["checksum/config"]
     assert checksum(URGENT) != checksum(REQUIRED)
     assert checksum(URGENT) != checksum(merge(URGENT, {"relay": {"lanes": {"urgentShare": 40}}}))
@@ -1029,6 +1340,12 @@ WRONG = {
     "dashboard label as a number": {"metrics": {"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}}},
     "dashboard annotation as a number": {"metrics": {"grafanaDashboard": {"annotations": {"grafana_folder": 7}}}},
     "typo in grafanaDashboard": {"metrics": {"grafanaDashboard": {"enable": True}}},
+    "unknown workload kind": {"workload": {"kind": "DaemonSet"}},
+    "typo in workload": {"workload": {"type": "StatefulSet"}},
+    "exactly-once on a Deployment not asked for": {"workload": {"kind": "Deployment"}, "kafka": {"exactlyOnce": True}},
+    "exactly-once on a Deployment, flag false": {"workload": {"kind": "Deployment", "allowDeploymentWithExactlyOnce": False},
+                                                 "kafka": {"exactlyOnce": True}},
+    "groupInstanceIdFromPodName as text": {"kafka": {"groupInstanceIdFromPodName": "yes"}},
 }
 WRONG_BOOTSTRAP = {
     "missing bootstrap servers": {},
@@ -1080,7 +1397,10 @@ def test_schema_accepts_good_values():
     for values in (REQUIRED, ALL_ON, ALL_ON_HPA, merge(REQUIRED, {"kafka": {"bootstrapServers": ["a:1"]}}),
                    URGENT, EVERY_KEY, merge(REQUIRED, {"kafka": {"topics": {"urgent": "a, b"}}}),
                    merge(URGENT, {"relay": {"lanes": {"urgentShare": 0}}}),
-                   merge(URGENT, {"relay": {"lanes": {"urgentShare": 90}}})):
+                   merge(URGENT, {"relay": {"lanes": {"urgentShare": 90}}}),
+                   EXACTLY_ONCE, EXACTLY_ONCE_DEPLOYMENT, merge(REQUIRED, {"workload": {"kind": "StatefulSet"}}),
+                   merge(EXACTLY_ONCE, {"workload": {"kind": "auto"}}),
+                   merge(EXACTLY_ONCE, {"workload": {"kind": "StatefulSet"}, "kafka": {"groupInstanceIdFromPodName": False}})):
         message = rejected_by_helm(values)
         assert not message, message
     # The same verdicts from a second implementation (Python jsonschema on Helm's merged values).

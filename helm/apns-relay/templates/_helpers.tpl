@@ -48,6 +48,37 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* The workload that runs the pods: workload.kind, where "auto" is a StatefulSet with kafka.exactlyOnce (each pod
+     then needs a transactional id that survives its restarts, which only a stable pod name gives) and a
+     Deployment without. */}}
+{{- define "apns-relay.workloadKind" -}}
+{{- $w := .Values.workload | default dict -}}
+{{- $exactlyOnce := .Values.kafka.exactlyOnce | default false -}}
+{{- $kind := $w.kind | default "auto" -}}
+{{- if eq $kind "auto" }}{{ $kind = ternary "StatefulSet" "Deployment" $exactlyOnce }}{{ end -}}
+{{- if not (has $kind (list "Deployment" "StatefulSet")) }}
+{{- fail (printf "workload.kind '%s' is not auto, Deployment or StatefulSet" $kind) }}
+{{- end }}
+{{- if and (eq $kind "Deployment") $exactlyOnce (not $w.allowDeploymentWithExactlyOnce) }}
+{{- fail (printf "kafka.exactlyOnce with workload.kind Deployment: a Deployment's replacement pod gets a new name, so a new transactional id, and a crashed pod's open transaction then holds read_committed readers back for kafka.transactionTimeoutMs (%d ms) instead of being aborted at once. Use workload.kind StatefulSet (or auto), or set workload.allowDeploymentWithExactlyOnce: true to accept that wait" (int64 .Values.kafka.transactionTimeoutMs)) }}
+{{- end }}
+{{- $kind -}}
+{{- end }}
+
+{{/* "true" when each pod is a static group member named after its pod (kafka.groupInstanceIdFromPodName; unset:
+     with a StatefulSet, whose pod names survive restarts, and not with a Deployment, whose do not). */}}
+{{- define "apns-relay.staticMembership" -}}
+{{- $fromPodName := .Values.kafka.groupInstanceIdFromPodName -}}
+{{- if kindIs "invalid" $fromPodName }}{{ if eq (include "apns-relay.workloadKind" .) "StatefulSet" }}true{{ end }}
+{{- else if $fromPodName }}true{{ end -}}
+{{- end }}
+
+{{/* The StatefulSet's governing Service, and the label that sets it apart from the scraped one. */}}
+{{- define "apns-relay.headlessServiceName" -}}
+{{- printf "%s-headless" (include "apns-relay.fullname" .) -}}
+{{- end }}
+{{- define "apns-relay.headlessLabel" -}}apns-relay/headless-service{{- end }}
+
 {{- define "apns-relay.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
@@ -166,7 +197,7 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end }}
 {{- $kafka := deepCopy $v.kafka -}}
 {{- $_ := unset $kafka "sasl" -}}
-{{- /* A pod's name is known only in the pod: the Deployment passes it as APNS_RELAY_KAFKA_GROUP_INSTANCE_ID. */ -}}
+{{- /* A pod's name is known only in the pod: the pod template passes it as APNS_RELAY_KAFKA_GROUP_INSTANCE_ID. */ -}}
 {{- $_ := unset $kafka "groupInstanceIdFromPodName" -}}
 {{- /* The transaction keys only with exactlyOnce (a relay older than them, image.tag pinned, refuses them). */ -}}
 {{- if not $v.kafka.exactlyOnce }}
