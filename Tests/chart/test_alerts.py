@@ -43,6 +43,7 @@ def write_rules(path: pathlib.Path, values: dict | None = None) -> None:
 # --- the unit tests: one entry per alert ---------------------------------------------------------------------
 
 REPLICA = 'job="push-apns-relay",namespace="messaging",instance="10.0.0.7:9090"'
+OTHER_REPLICA = 'job="push-apns-relay",namespace="messaging",instance="10.0.0.8:9090"'
 POOL = REPLICA + ',credential="acme",environment="production"'
 GROUP = {"job": "push-apns-relay", "namespace": "messaging"}
 RUNBOOK = "README.md#"
@@ -66,6 +67,22 @@ def case(alert: str, fire: list[str], fire_at: str, labels: dict, annotations: d
          "alert_rule_test": [{"eval_time": t, "alertname": alert, "exp_alerts": []} for t in quiet_at]},
     ]
 
+
+FLEET_DOWN = {
+    "summary": "No replica of apns-relay push-apns-relay is up and ready",
+    "description": "No replica of push-apns-relay has been both scraped and ready for a while (or none is scraped at all): "
+                   "nothing is consumed or delivered, and events wait in Kafka."}
+SIGNING_KEY_REFUSED = {
+    "summary": "A new APNs signing key of credential acme was refused",
+    "description": "A changed signing key of credential acme was refused (its file unreadable, or not an EC P-256 key) "
+                   "within the last 1h, and no key has been taken since: push-apns-relay still signs with the previous "
+                   "key, and once Apple revokes it every push of the credential fails."}
+PRODUCER_FENCED = {
+    "summary": "apns-relay 10.0.0.7:9090 was fenced: another producer took its transactional id",
+    "description": "The transactional producer of 10.0.0.7:9090 was fenced within the last 30m: another process "
+                   "registered its kafka.transactionalId (a pod thought gone that still runs, or another release with "
+                   "the same group id and pod names). The fenced replica stopped and restarts; nothing is lost, but "
+                   "two owners of one id go on fencing each other."}
 
 CASES = {
     # 1/s refusals for half an hour; healthy: 200s only; blip: 10 refusals at once (a key rotation's
@@ -233,6 +250,112 @@ CASES = {
         healthy=[f'apns_relay_ready{{{REPLICA}}} 1x15'],
         blip=[f'apns_relay_ready{{{REPLICA}}} 0x2 1x13'],
         quiet_at=["2m", "6m", "10m"]),
+    # The only replica's target down for 15 minutes; healthy: up and ready; blip: 2 minutes down (a restart).
+    "APNsRelayFleetDown": case(
+        "APNsRelayFleetDown",
+        fire=[f'up{{{REPLICA}}} 0x15'],
+        fire_at="10m",
+        labels=GROUP,
+        annotations=FLEET_DOWN,
+        healthy=[f'up{{{REPLICA}}} 1x15', f'apns_relay_ready{{{REPLICA}}} 1x15'],
+        blip=[f'up{{{REPLICA}}} 0x2 1x13', f'apns_relay_ready{{{REPLICA}}} _x2 1x13'],
+        quiet_at=["2m", "6m", "10m"]),
+    # Both replicas scraped, neither ready (every broker down); healthy: one of two ready; blip: 3 minutes of
+    # neither (a rolling restart, a short Kafka outage).
+    "APNsRelayFleetDown, none ready": case(
+        "APNsRelayFleetDown",
+        fire=[f'up{{{REPLICA}}} 1x15', f'up{{{OTHER_REPLICA}}} 1x15',
+              f'apns_relay_ready{{{REPLICA}}} 0x15', f'apns_relay_ready{{{OTHER_REPLICA}}} 0x15'],
+        fire_at="10m",
+        labels=GROUP,
+        annotations=FLEET_DOWN,
+        healthy=[f'up{{{REPLICA}}} 1x15', f'up{{{OTHER_REPLICA}}} 0x15',
+                 f'apns_relay_ready{{{REPLICA}}} 1x15', f'apns_relay_ready{{{OTHER_REPLICA}}} 0x15'],
+        blip=[f'up{{{REPLICA}}} 1x15', f'apns_relay_ready{{{REPLICA}}} 0x3 1x12'],
+        quiet_at=["3m", "6m", "10m"]),
+    # No target of the release at all (scaled to zero, deleted, the ServiceMonitor selecting nothing): only
+    # another job's; the alert's labels are the selector's. Blip: the first target appears after 3 minutes.
+    "APNsRelayFleetDown, no target": case(
+        "APNsRelayFleetDown",
+        fire=['up{job="kube-state-metrics",namespace="monitoring",instance="10.0.9.1:8080"} 1x15'],
+        fire_at="10m",
+        labels={"job": "push-apns-relay"},
+        annotations=FLEET_DOWN,
+        healthy=[f'up{{{REPLICA}}} 1x15', f'apns_relay_ready{{{REPLICA}}} 1x15'],
+        blip=[f'up{{{REPLICA}}} _x3 1x12', f'apns_relay_ready{{{REPLICA}}} _x3 1x12'],
+        quiet_at=["2m", "6m", "10m"]),
+    # A changed key refused at 10 minutes and never replaced; healthy: a key rotated; blip: refused, then fixed
+    # 3 minutes later (the fix is a rotation).
+    "APNsRelaySigningKeyRefused": case(
+        "APNsRelaySigningKeyRefused",
+        fire=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x10 1x30',
+              f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="rotated"}} 0x40'],
+        fire_at="20m",
+        labels={**GROUP, "credential": "acme", "severity": "warning"},
+        annotations=SIGNING_KEY_REFUSED,
+        healthy=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x40',
+                 f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="rotated"}} 0x10 1x30'],
+        blip=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x10 1x30',
+              f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="rotated"}} 0x13 1x27'],
+        quiet_at=["5m", "15m", "35m"]),
+    # Fixed by replacing the pods instead: the refusing replica is gone at 15 minutes, its successor loaded the
+    # good key at start (nothing to rotate).
+    "APNsRelaySigningKeyRefused, pods replaced": case(
+        "APNsRelaySigningKeyRefused",
+        fire=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x10 1x30',
+              f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="rotated"}} 0x40'],
+        fire_at="20m",
+        labels={**GROUP, "credential": "acme", "severity": "warning"},
+        annotations=SIGNING_KEY_REFUSED,
+        healthy=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x40'],
+        blip=[f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="refused"}} 0x10 1x5',
+              f'apns_relay_signing_key_reloads_total{{{REPLICA},credential="acme",result="rotated"}} 0x15',
+              f'apns_relay_signing_key_reloads_total{{{OTHER_REPLICA},credential="acme",result="refused"}} _x16 0x24',
+              f'apns_relay_signing_key_reloads_total{{{OTHER_REPLICA},credential="acme",result="rotated"}} _x16 0x24'],
+        quiet_at=["25m", "35m"]),
+    # Fenced once at 10 minutes, then the restarted container's counter starts again at 0; healthy: commits only;
+    # blip: a restart without a fence (the counters reset, nothing counted).
+    "APNsRelayProducerFenced": case(
+        "APNsRelayProducerFenced",
+        fire=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x10 1 0x30',
+              f'apns_relay_transactions_total{{{REPLICA},outcome="committed"}} 0+600x10 0+600x30'],
+        fire_at="15m",
+        labels={**GROUP, "instance": "10.0.0.7:9090", "severity": "warning"},
+        annotations=PRODUCER_FENCED,
+        healthy=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x40',
+                 f'apns_relay_transactions_total{{{REPLICA},outcome="committed"}} 0+600x40'],
+        blip=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x10 _x2 0x28',
+              f'apns_relay_transactions_total{{{REPLICA},outcome="committed"}} 0+600x10 _x2 0+600x28'],
+        quiet_at=["5m", "15m", "35m"]),
+    # The fence of 10 minutes has left the 30-minute window by 41 minutes.
+    "APNsRelayProducerFenced, window passed": case(
+        "APNsRelayProducerFenced",
+        fire=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x10 1 0x30'],
+        fire_at="15m",
+        labels={**GROUP, "instance": "10.0.0.7:9090", "severity": "warning"},
+        annotations=PRODUCER_FENCED,
+        healthy=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x10 1 0x40'],
+        blip=[f'apns_relay_transactions_total{{{REPLICA},outcome="fenced"}} 0x10 1x40'],
+        quiet_at=["42m", "50m"]),
+    # Partition 0 grows by 1000 events a minute from 20000 (its previous owner still shows a stale 15000),
+    # partition 1 holds at 5000: 50000 at 25 minutes. Healthy: a high lag that goes up and down every minute,
+    # and one that grows but stays under minLag; blip: 8 minutes of growth, then worked off.
+    "APNsRelayConsumerLagGrowing": case(
+        "APNsRelayConsumerLagGrowing",
+        fire=[f'apns_relay_consumer_lag{{{REPLICA},topic="apns-notifications",partition="0"}} 20000+1000x40',
+              f'apns_relay_consumer_lag{{{OTHER_REPLICA},topic="apns-notifications",partition="0"}} 15000x40',
+              f'apns_relay_consumer_lag{{{OTHER_REPLICA},topic="apns-notifications",partition="1"}} 5000x40'],
+        fire_at="25m",
+        labels={**GROUP, "severity": "warning"},
+        annotations={
+            "summary": "apns-relay's consumer lag keeps growing (50k events)",
+            "description": "The consumer group of push-apns-relay has 50k events of lag, and it has grown throughout the "
+                           "last 15m: events arrive faster than the group finishes them."},
+        healthy=[f'apns_relay_consumer_lag{{{REPLICA},topic="apns-notifications",partition="0"}} '
+                 + " ".join(["30000", "32000"] * 20 + ["30000"]),
+                 f'apns_relay_consumer_lag{{{REPLICA},topic="apns-notifications",partition="1"}} 0+100x40'],
+        blip=[f'apns_relay_consumer_lag{{{REPLICA},topic="apns-notifications",partition="0"}} 20000+1000x8 27000-1000x7 20000x24'],
+        quiet_at=["5m", "10m", "20m", "30m"]),
 }
 
 
@@ -281,6 +404,17 @@ def test_thresholds_and_for_come_from_values():
     refused = rules["APNsRelayCredentialRefused"]
     assert refused["for"] == "1s" and ") > 0.5\n" in refused["expr"], refused
     assert all('{namespace="push",app="relay"' in rule["expr"] for rule in rules.values()), rules
+
+
+def test_fleet_down_counts_no_target_as_down_unless_keda_may_scale_to_zero():
+    def fleet_down(values: dict | None = None) -> str:
+        [rule] = [r for r in rule_groups(values)[0]["rules"] if r["alert"] == "APNsRelayFleetDown"]
+        return rule["expr"]
+    assert 'absent(up{job="push-apns-relay"})' in fleet_down()
+    assert "absent(" in fleet_down({"keda": {"enabled": True, "minReplicaCount": 1}})
+    # An idle release that KEDA scaled to zero has no target, and nothing is wrong.
+    scaled_to_zero = fleet_down({"keda": {"enabled": True, "minReplicaCount": 0}})
+    assert "absent(" not in scaled_to_zero and 'max by (namespace, job) (up{job="push-apns-relay"}) == 0' in scaled_to_zero
 
 
 def test_off_by_default():

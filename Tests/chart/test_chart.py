@@ -1346,6 +1346,8 @@ WRONG = {
     "exactly-once on a Deployment, flag false": {"workload": {"kind": "Deployment", "allowDeploymentWithExactlyOnce": False},
                                                  "kafka": {"exactlyOnce": True}},
     "groupInstanceIdFromPodName as text": {"kafka": {"groupInstanceIdFromPodName": "yes"}},
+    "new alert's window of the wrong shape": {"metrics": {"prometheusRule": {"alerts": {"producerFenced": {"window": "1 hour"}}}}},
+    "negative minLag": {"metrics": {"prometheusRule": {"alerts": {"consumerLagGrowing": {"minLag": -1}}}}},
 }
 WRONG_BOOTSTRAP = {
     "missing bootstrap servers": {},
