@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""The chart's pod, started as the kubelet starts it (Tests/pod/kubelet.py), against real peers on 127.0.0.1.
+
+Per value set the chart is rendered in-process (helm-python-sdk, as Tests/chart/test_chart.py does), the rendered
+Deployment's or StatefulSet's pod is started in a bubblewrap sandbox with its environment, volumes, user and
+read-only root, its probes are polled on their schedule, and then it must: become ready; deliver pushes produced
+with kcat (one result each, status delivered, APNs' mock counting them); for token credentials, take a new key
+and key id swapped into the mounted Secret as the kubelet swaps it (apns_relay_signing_key_reloads_total
+{result="rotated"}) and keep delivering; exit 0 on SIGTERM within terminationGracePeriodSeconds with exactly one
+result per event. Broken copies of the chart must fail, naming the field that broke them.
+
+    .venv/bin/python Tests/pod/test_pod.py           # one line per case, "N passed, N failed" last; exit 1 on failure
+    .venv/bin/python Tests/pod/test_pod.py defaults  # only the cases whose name contains a word given
+
+Needs the debug build (.build/debug/apns-relay, apns-mock, apns-relay-sandbox), bwrap, kcat, openssl and the
+.venv of Tests/requirements.txt (helm-python-sdk, PyYAML, noida-db).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import json
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+try:
+    import helm_python as helm
+    import yaml
+except ImportError as error:  # pragma: no cover - a setup problem, said plainly
+    print(f"error: {error}. Install the test tooling: pip install -r Tests/requirements.txt", file=sys.stderr)
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+import kubelet  # noqa: E402
+import peers  # noqa: E402
+from kubelet import PodFailure  # noqa: E402
+from peers import PeerFailure  # noqa: E402
+
+ROOT = HERE.parents[1]
+CHART = ROOT / "helm" / "apns-relay"
+RELAY = ROOT / ".build" / "debug" / "apns-relay"
+RELEASE, NAMESPACE = "apns-relay", "messaging"
+TEAM = "TEAM000001"
+KEY_1, KEY_2 = "KEY0000001", "KEY0000002"
+BUNDLE = "com.example.app"
+TOPICS = ["apns-notifications", "apns-results", "apns-removed-tokens", "apns-removed-channels", "apns-dead-letters"]
+SASL_USER, SASL_PASSWORD = "relay", "pod-test-Secr3t!"
+# Generous, for a busy two-core machine; each wait says what did not happen. None of them is a verdict by itself.
+READY_WITHIN = 120.0
+RESULTS_WITHIN = 90.0
+
+# An extra Service of the namespace, beside the chart's: its name begins with the release's, so its service-link
+# variables (APNS_RELAY_EXTRA_SERVICE_HOST, …) look like the relay's own configuration variables.
+EXTRA_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "apns-relay-extra", "namespace": NAMESPACE},
+                 "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 8080, "targetPort": 8080,
+                                                          "protocol": "TCP"},
+                                                         {"name": "grpc", "port": 9095, "protocol": "TCP"}]}}
+
+_stop = threading.Event()  # set on SIGINT/SIGTERM of the test itself: every case winds down
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def render(chart_dir: pathlib.Path, values: dict) -> list[dict]:
+    rendered = helm.Chart.load(chart_dir).render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    found = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                doc.setdefault("metadata", {}).setdefault("namespace", NAMESPACE)
+                found.append(doc)
+    return found
+
+
+def secret(name: str, data: dict[str, bytes]) -> dict:
+    """A Secret as `kubectl create secret generic` makes it."""
+    import base64
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
+
+
+def event(event_id: str, number: int) -> str:
+    token = f"{number:064x}"[-64:].replace("0", "5", 8)
+    return json.dumps({"id": event_id, "deviceToken": token, "topic": BUNDLE, "pushType": "alert", "priority": 10,
+                       "payload": {"aps": {"alert": {"title": "pod test", "body": event_id}}},
+                       "metadata": {"case": event_id.split("-")[0]}}, separators=(",", ":"))
+
+
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+class CaseFailure(Exception):
+    pass
+
+
+# --- one pod's life ------------------------------------------------------------------------------------------
+
+class PodCase:
+    """What one value set needs: its peers, its values and Secrets, and its extra checks."""
+
+    def __init__(self, name: str, *, broker: str = "mock", auth: str = "token", values: dict | None = None,
+                 inject_service_links: bool | None = None, rotate: bool = True, sasl: bool = False,
+                 tracing: bool = False, chart_edits: list[tuple[str, str, str]] | None = None,
+                 expect_failure: list[str] | None = None, events: int = 3, description: str = ""):
+        self.name, self.broker, self.auth = name, broker, auth
+        self.values = values or {}
+        self.inject_service_links = inject_service_links
+        self.rotate = rotate and auth == "token"
+        self.sasl, self.tracing = sasl, tracing
+        self.chart_edits = chart_edits or []
+        self.expect_failure = expect_failure
+        self.events = events
+        self.description = description
+
+
+class Run:
+    def __init__(self, case: PodCase, workdir: pathlib.Path):
+        self.case = case
+        self.workdir = workdir
+        self.cleanups: list = []
+        self.notes: list[str] = []
+
+    def cleanup(self) -> None:
+        for action in reversed(self.cleanups):
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - cleanup goes on whatever one step did
+                pass
+
+    def chart_dir(self) -> pathlib.Path:
+        if not self.case.chart_edits:
+            return CHART
+        copy_dir = self.workdir / "chart"
+        shutil.copytree(CHART, copy_dir)
+        for relative_glob, pattern, replacement in self.case.chart_edits:
+            changed = False
+            for path in sorted(copy_dir.glob(relative_glob)):
+                text = path.read_text()
+                new = re.sub(pattern, replacement, text)
+                if new != text:
+                    path.write_text(new)
+                    changed = True
+            if not changed:
+                raise CaseFailure(f"could not break the chart: /{pattern}/ matches nothing in {relative_glob}")
+        return copy_dir
+
+    def execute(self) -> str:
+        case, workdir = self.case, self.workdir
+        # Peers.
+        if case.broker == "noida":
+            kafka, broker = peers.noida(workdir, TOPICS)
+        else:
+            kafka, broker = peers.mock_kafka(workdir, TOPICS)
+        self.cleanups.append(kafka.stop)
+        bootstrap = broker
+        proxy = None
+        if case.sasl:
+            host, port = broker.rsplit(":", 1)
+            proxy = peers.RecordingProxy((host, int(port)))
+            self.cleanups.append(proxy.stop)
+            bootstrap = f"127.0.0.1:{proxy.port}"
+        key_1 = peers.signing_key(workdir / "key-1.p8")
+        key_2 = peers.signing_key(workdir / "key-2.p8")
+        user_objects = [EXTRA_SERVICE]
+        certificate = None
+        if case.auth == "certificate":
+            (workdir / "client-ca").mkdir()
+            certificate = peers.client_certificate(workdir / "client-ca", BUNDLE)
+            apns = peers.MockAPNs(workdir, [], client_ca=certificate["ca"])
+        else:
+            # Apple keeps both keys valid through a rotation (README "Rotating the signing key"); so does the mock.
+            apns = peers.MockAPNs(workdir, [(KEY_1, TEAM, key_1), (KEY_2, TEAM, key_2)])
+        self.cleanups.append(apns.stop)
+        otlp = None
+        if case.tracing:
+            otlp = peers.OTLPReceiver()
+            self.cleanups.append(otlp.stop)
+        admin_port = peers.free_port()
+
+        values = {"kafka": {"bootstrapServers": bootstrap},
+                  "admin": {"port": admin_port},
+                  "apns": {"production": {"host": "localhost", "port": apns.port},
+                           "development": {"host": "localhost", "port": apns.port},
+                           "ca": {"existingSecret": "apns-ca"}}}
+        user_objects.append(secret("apns-ca", {"ca.pem": apns.ca.read_bytes()}))
+        if case.auth == "token":
+            values["apns"]["token"] = {"teamId": TEAM, "existingSecret": "apns-key", "existingSecretKeyIdKey": "keyId"}
+            user_objects.append(secret("apns-key", {"AuthKey.p8": key_1.read_bytes(), "keyId": KEY_1.encode() + b"\n"}))
+        else:
+            values["apns"]["auth"] = "certificate"
+            values["apns"]["certificate"] = {"existingSecret": "apns-cert"}
+            user_objects.append(secret("apns-cert", {"tls.crt": certificate["certificate"].read_bytes(),
+                                                     "tls.key": certificate["key"].read_bytes()}))
+        if case.sasl:
+            values["kafka"]["sasl"] = {"enabled": True, "securityProtocol": "SASL_PLAINTEXT", "mechanism": "PLAIN",
+                                       "username": SASL_USER, "existingSecret": "kafka-credentials",
+                                       "passwordKey": "password"}
+            user_objects.append(secret("kafka-credentials", {"password": SASL_PASSWORD.encode()}))
+        if otlp:
+            values["tracing"] = {"otlpEndpoint": f"http://127.0.0.1:{otlp.port}"}
+        values = merge(values, case.values)
+        (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+        objects = render(self.chart_dir(), values) + user_objects
+
+        (workdir / "pod").mkdir()
+        pod = kubelet.Pod(objects, workdir / "pod", RELAY, NAMESPACE, inject_service_links=case.inject_service_links)
+        self.cleanups.append(pod.kill)
+        follower = peers.TopicFollower(broker, "apns-results", workdir, committed_only=case.broker == "noida")
+        self.cleanups.append(follower.stop)
+
+        began = time.monotonic()
+        pod.start()
+        links = sorted(k for k in pod.env if k.startswith("APNS_RELAY_") and ("_SERVICE_" in k or "_PORT" in k))
+        if case.inject_service_links and not {"APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST"} <= set(links):
+            raise CaseFailure(f"the service-link variables were not injected (the control of this case): {links}")
+        ready_after = self.wait_ready(pod, admin_port)
+        self.notes.append(f"{pod.kind} pod {pod.name} ready after {ready_after:.1f} s")
+        shown = "enableServiceLinks " + str(pod.spec.get("enableServiceLinks", "unset (true)"))
+        self.notes.append(f"{len(links)} APNS_RELAY_* service-link variables ({shown})" if links
+                          else f"no service links ({shown})")
+
+        produced: list[str] = []
+
+        def push(count: int, label: str, headers: dict | None = None) -> list[str]:
+            ids = [f"{case.name}-{label}{n}" for n in range(count)]
+            peers.produce(broker, "apns-notifications", [(i, event(i, len(produced) + n + 1)) for n, i in enumerate(ids)],
+                          headers=headers)
+            produced.extend(ids)
+            return ids
+
+        def delivered(ids: list[str], what: str) -> None:
+            def all_there(records):
+                seen = {}
+                for record in records:
+                    try:
+                        result = json.loads(record["payload"])
+                    except (TypeError, ValueError):
+                        continue
+                    if result.get("id") in ids:
+                        seen[result["id"]] = result
+                return seen if len(seen) == len(ids) else None
+            try:
+                seen = follower.wait_for(all_there, RESULTS_WITHIN, f"a result for each of {what} ({len(ids)} events)")
+            except PeerFailure as error:
+                self.check_alive(pod)
+                raise CaseFailure(pod.diagnose(str(error)))
+            bad = {i: r for i, r in seen.items() if r.get("outcome") != "delivered" or r.get("status") != 200}
+            if bad:
+                raise CaseFailure(f"{what}: not delivered: {json.dumps(bad)[:1500]}")
+            self.check_alive(pod)
+
+        first = push(case.events, "a")
+        traced_id = None
+        trace_id = secrets.token_hex(16)
+        if case.tracing:
+            traced_id = push(1, "traced", headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})[0]
+            first.append(traced_id)
+        delivered(first, "the first pushes")
+
+        if case.rotate:
+            self.rotate_key(pod, admin_port, key_2)
+            second = push(case.events, "b")
+            delivered(second, "the pushes after the key swap")
+
+        accepted = apns.stats().get("accepted")
+        if isinstance(accepted, int) and accepted < len(produced):
+            raise CaseFailure(f"the mock APNs accepted {accepted} pushes, {len(produced)} results say delivered")
+
+        # The kubelet's SIGTERM; SIGKILL after the grace period.
+        grace = pod.spec.get("terminationGracePeriodSeconds", 30)
+        in_time, code, took = pod.terminate()
+        if not in_time:
+            raise CaseFailure(pod.diagnose(f"the relay did not exit within terminationGracePeriodSeconds ({grace} s) "
+                                           "after SIGTERM: the kubelet would SIGKILL it"))
+        if code != 0:
+            raise CaseFailure(pod.diagnose(f"the relay exited {code} on SIGTERM (want 0)"))
+        self.notes.append(f"SIGTERM: exit 0 after {took:.1f} s (grace {grace} s)")
+
+        results = peers.read_all(broker, "apns-results", committed_only=case.broker == "noida")
+        counts: dict[str, int] = {}
+        for record in results:
+            try:
+                counts[json.loads(record["payload"]).get("id")] = counts.get(json.loads(record["payload"]).get("id"), 0) + 1
+            except (TypeError, ValueError):
+                continue
+        wrong = {i: counts.get(i, 0) for i in produced if counts.get(i, 0) != 1}
+        if wrong:
+            raise CaseFailure(f"after the shutdown, not exactly one result per event: {wrong}")
+        self.notes.append(f"{len(produced)} events, one delivered result each")
+
+        if case.sasl:
+            self.check_sasl(proxy)
+        if otlp:
+            otlp.wait_for(lambda body: all(i.encode() in body for i in produced), 30,
+                          "an exported span naming each event's id")
+            otlp.wait_for(lambda body: bytes.fromhex(trace_id) in body, 30,
+                          f"a span in the producer's trace {trace_id} (its traceparent header)")
+            if not all("protobuf" in t for t in otlp.content_types):
+                raise CaseFailure(f"OTLP exports not protobuf: {set(otlp.content_types)}")
+            self.notes.append(f"{len(otlp.bodies)} OTLP exports name every event, the producer's trace continues")
+        _ = began
+        return "; ".join(self.notes)
+
+    def check_alive(self, pod: kubelet.Pod) -> None:
+        if not pod.running():
+            raise CaseFailure(pod.diagnose(f"the relay exited ({pod.process.returncode})"))
+        for kind in ("startup", "liveness"):
+            prober = pod.probers.get(kind)
+            if prober and prober.failed_out.is_set():
+                raise CaseFailure(pod.diagnose(
+                    f"{kind}Probe failed {prober.failure_threshold} times in a row: the kubelet would restart the "
+                    f"container ({prober.last_error})"))
+
+    def wait_ready(self, pod: kubelet.Pod, admin_port: int) -> float:
+        """Until the readiness probe succeeds; a failure names the field when the relay exits, a startup or
+        liveness probe fails out, or readiness fails failureThreshold times while the relay itself says ready."""
+        began = time.monotonic()
+        deadline = began + READY_WITHIN
+        readiness = pod.probers.get("readiness")
+        if readiness is None:
+            raise CaseFailure(f"{pod.cwhere}.readinessProbe: none rendered; nothing says when the pod is ready")
+        while True:
+            if _stop.is_set():
+                raise CaseFailure("interrupted")
+            if readiness.succeeded.is_set():
+                return time.monotonic() - began
+            if not pod.running():
+                pod.stop_probers()
+                raise CaseFailure(pod.diagnose(f"the relay exited ({pod.process.returncode}) before it was ready"))
+            self.check_alive(pod)
+            if readiness.consecutive_failures >= readiness.failure_threshold:
+                # The relay's own answer, on the port its configuration names: ready there but not to the probe
+                # means the probe asks the wrong place.
+                _, config = pod.relay_config()
+                port = (config.get("admin") or {}).get("port", admin_port)
+                if _ready_at(port):
+                    raise CaseFailure(pod.diagnose(
+                        f"readinessProbe failed {readiness.consecutive_failures} times in a row "
+                        f"({readiness.last_error}) while the relay answers /readyz 200 on its admin port {port}"))
+            if time.monotonic() > deadline:
+                raise CaseFailure(pod.diagnose(f"the pod was not ready within {READY_WITHIN:.0f} s (readiness: "
+                                               f"{readiness.last_error or 'no answer yet'})"))
+            pod.wake.wait(0.5)
+            pod.wake.clear()
+
+    def rotate_key(self, pod: kubelet.Pod, admin_port: int, new_key: pathlib.Path) -> None:
+        """The key Secret updated in place: the kubelet writes a new timestamped folder and renames a temporary
+        symlink over ..data; the relay must notice within its reload interval and keep delivering."""
+        before = metric_value(metrics(admin_port), "apns_relay_signing_key_reloads_total", result="rotated")
+        pod.update_secret("apns-key", {"AuthKey.p8": new_key.read_bytes(), "keyId": KEY_2.encode() + b"\n"})
+        _, config = pod.relay_config()
+        interval_ms = (config.get("apns") or {}).get("keyReloadIntervalMs", 10000)
+        within = 3 * interval_ms / 1000 + 30
+
+        def rotated():
+            self.check_alive(pod)
+            text = metrics(admin_port)
+            refused = metric_value(text, "apns_relay_signing_key_reloads_total", result="refused")
+            if refused:
+                raise CaseFailure(pod.diagnose(f"the relay refused the swapped key ({refused:.0f} refused reloads)"))
+            return metric_value(text, "apns_relay_signing_key_reloads_total", result="rotated") > before
+        try:
+            peers.wait_until(rotated, within, 'apns_relay_signing_key_reloads_total{result="rotated"} rising after the '
+                             "Secret's ..data swap", poll=0.25)
+        except PeerFailure as error:
+            raise CaseFailure(pod.diagnose(str(error)))
+        log = pod.stderr_path.read_text(errors="replace")
+        if KEY_2 not in log:
+            raise CaseFailure(f"the relay counted a rotation but its log never names the new key id {KEY_2}")
+        self.notes.append(f"key Secret swapped ({KEY_1}→{KEY_2}): reload counted as rotated")
+
+    def check_sasl(self, proxy: peers.RecordingProxy) -> None:
+        """What went over the wire to the bootstrap broker: a SASL PLAIN token with the Secret's password."""
+        token = b"\x00" + SASL_USER.encode() + b"\x00" + SASL_PASSWORD.encode()
+        connections = proxy.connections()
+        plain = [c for c in connections if b"PLAIN" in c]
+        if not plain:
+            raise CaseFailure(f"no connection through the bootstrap address asked for SASL PLAIN "
+                              f"({len(connections)} connections)")
+        missing = [c for c in plain if token not in c]
+        if missing:
+            raise CaseFailure("a SASL PLAIN exchange did not carry the password of Secret kafka-credentials: "
+                              f"{missing[0][:300]!r}")
+        if any(b"$(KAFKA_SASL_PASSWORD)" in c for c in connections):
+            raise CaseFailure("the relay sent the unexpanded $(KAFKA_SASL_PASSWORD)")
+        self.notes.append(f"{len(plain)} SASL PLAIN logins with the Secret's password")
+
+
+def _ready_at(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=3) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# --- the cases -----------------------------------------------------------------------------------------------
+
+def broken_cases() -> list[PodCase]:
+    wrong_port = peers.free_port()
+    templates = "templates/*"  # the pod template may live in a .tpl helper
+    return [
+        PodCase("broken-mountpath", rotate=False, events=1,
+                description="the token Secret's mountPath moved away from where relay.yaml looks",
+                chart_edits=[(templates, r'mountPath: \{\{ include "apns-relay.tokenDir" \. \}\}',
+                              "mountPath: /etc/apns-relay/token")],
+                expect_failure=["volumeMounts[", "mountPath /etc/apns-relay/token",
+                                "/etc/apns-relay/apns-token/AuthKey.p8"]),
+        PodCase("broken-readiness-port", rotate=False, events=1,
+                description=f"the readiness probe on port {wrong_port}",
+                chart_edits=[(templates, r"(path: /readyz\s*\n\s*port:) metrics", rf"\g<1> {wrong_port}")],
+                expect_failure=["readinessProbe.httpGet.port", str(wrong_port), "nothing listens"]),
+    ]
+
+
+def cases() -> list[PodCase]:
+    return [
+        PodCase("defaults", description="release apns-relay, the chart's defaults"),
+        PodCase("links", rotate=False, inject_service_links=True,
+                description="defaults with every service-link variable injected whatever enableServiceLinks says"),
+        PodCase("exactlyonce", broker="noida", values={"kafka": {"exactlyOnce": True}},
+                description="kafka.exactlyOnce on noida-db, results read read_committed"),
+        PodCase("certificate", auth="certificate", values={"startupProbe": {"enabled": True}},
+                description="apns.auth certificate (mutual TLS), with the startup probe"),
+        PodCase("sasl", broker="noida", sasl=True,
+                description="kafka.sasl with the password from a Secret (SASL_PLAINTEXT, PLAIN) on noida-db"),
+        PodCase("tracing", tracing=True, values={"startupProbe": {"enabled": True}},
+                description="tracing.otlpEndpoint at an OTLP/HTTP receiver, with the startup probe"),
+    ] + broken_cases()
+
+
+def run_case(case: PodCase, base: pathlib.Path) -> tuple[bool, str]:
+    workdir = base / case.name
+    workdir.mkdir()
+    run = Run(case, workdir)
+    began = time.monotonic()
+    try:
+        try:
+            detail = run.execute()
+            failure = None
+        except (CaseFailure, PodFailure, PeerFailure) as error:
+            failure = str(error)
+        except Exception:  # noqa: BLE001 - a bug in the test is a failure with its traceback
+            failure = traceback.format_exc()
+    finally:
+        run.cleanup()
+    took = time.monotonic() - began
+    if case.expect_failure is None:
+        if failure is None:
+            return True, f"PASS {case.name}: {case.description} — {detail} ({took:.0f} s)"
+        return False, f"FAIL {case.name}: {case.description}\n  {failure} ({took:.0f} s)"
+    if failure is None:
+        return False, f"FAIL {case.name}: {case.description} — the broken chart ran ({detail}); the test caught nothing"
+    missing = [m for m in case.expect_failure if m not in failure]
+    first = failure.split("\n    relay stderr")[0].replace("\n", " ")
+    if missing:
+        return False, f"FAIL {case.name}: {case.description} — failed, but the message lacks {missing}:\n  {failure}"
+    return True, f"PASS {case.name}: {case.description} — caught: {first} ({took:.0f} s)"
+
+
+def preflight() -> str | None:
+    for binary in ("apns-relay", "apns-mock", "apns-relay-sandbox"):
+        if not (ROOT / ".build" / "debug" / binary).exists():
+            return f".build/debug/{binary} is missing: build first (swift build --build-tests)"
+    for tool in ("bwrap", "kcat", "openssl"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (make deps-test installs it)"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    problem = preflight()
+    if problem:
+        print(f"FAIL setup: {problem}")
+        print("0 passed, 1 failed")
+        return 1
+    selected = [c for c in cases() if not argv or any(word in c.name for word in argv)]
+    base = pathlib.Path(tempfile.mkdtemp(prefix="apns-relay-pod-"))
+    passed = failed = 0
+    began = time.monotonic()
+
+    def interrupted(number, frame):
+        _stop.set()
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)
+    keep = os.environ.get("POD_TEST_KEEP") == "1"
+    try:
+        # Two pods at a time: each has its own peers and ports; more would only make a two-core machine slower.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(run_case, case, base) for case in selected]
+            for future in concurrent.futures.as_completed(futures):
+                ok, line = future.result()
+                print(line, flush=True)
+                passed += ok
+                failed += not ok
+    except KeyboardInterrupt:
+        _stop.set()
+        failed += 1
+        print("FAIL interrupted")
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"(kept {base})")
+    print(f"(ran {time.monotonic() - began:.0f} s)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
