@@ -54,10 +54,14 @@ package struct RelayApp: Sendable {
         configuration: RelayAppConfiguration, logger: Logger, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws {
         for notice in configuration.notices { logger.warning("\(notice)") }
+        if !configuration.ignoredVariables.isEmpty {
+            logger.debug("ignored the kubelet's service-link variables (not configuration): \(configuration.ignoredVariables.joined(separator: ", "))")
+        }
         var credentials: [CredentialDirectory.Credential] = []
         var clients: [APNsClient] = []
         let eventLoops = try Self.eventLoops(configuration.apns)
         self.eventLoops = eventLoops
+        logger.info("sized for \(CPUBudget.current): \(eventLoops.loopCount) APNs event loops (apns.ioThreads \(configuration.apns.ioThreads == 0 ? "0: one per 4 CPUs, at least 1" : String(configuration.apns.ioThreads)))")
         for credential in configuration.apns.credentials {
             var credentialLogger = logger
             credentialLogger[metadataKey: "credential"] = "\(credential.name)"

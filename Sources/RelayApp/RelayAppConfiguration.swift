@@ -150,6 +150,8 @@ package struct RelayAppConfiguration: Sendable {
     package private(set) var knownKeys: Set<String> = []
     /// Settings that were given but take no effect as things are (the relay logs each as a warning at start).
     package private(set) var notices: [String] = []
+    /// `APNS_RELAY_*` variables that are the kubelet's service links, not configuration (logged at debug).
+    package private(set) var ignoredVariables: [String] = []
 
     /// Reads and checks the configuration.
     /// - Throws: `ConfigurationError` listing every problem found, each naming its key: values of the wrong
@@ -320,6 +322,7 @@ package struct RelayAppConfiguration: Sendable {
         defaults = settings.defaults
         settings.checkUnknownKeys(credentials: named)
         knownKeys = settings.known
+        ignoredVariables = settings.ignoredVariables
         try settings.checkNoProblems()
     }
 

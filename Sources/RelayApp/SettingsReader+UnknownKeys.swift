@@ -26,6 +26,11 @@ extension SettingsReader {
 
         let knownVariables = Dictionary(known.map { (RelayAppConfiguration.environmentName(forKey: $0), $0) }, uniquingKeysWith: { first, _ in first })
         for name in sources.environment.keys.sorted() where knownVariables[name] == nil {
+            // The kubelet's variables for a Service named apns-relay(-…): not ours, and not a typo of ours.
+            if let value = sources.environment[name], ServiceLinkVariable(name: prefix + name, value: value) != nil {
+                ignoredVariables.append(prefix + name)
+                continue
+            }
             var message = "unknown environment variable \(prefix)\(name)"
             if let close = Self.closest(to: name, among: knownVariables.keys) {
                 message += "; did you mean \(prefix)\(close) (\(knownVariables[close] ?? close))?"

@@ -29,6 +29,8 @@ final class SettingsReader {
     private(set) var defaults: [String: String] = [:]
     /// Keys whose value was refused (a later "is required" about them would only repeat it).
     private(set) var refused: Set<String> = []
+    /// `APNS_RELAY_*` variables left unread because they are the kubelet's service links (`ServiceLinkVariable`).
+    var ignoredVariables: [String] = []
 
     init(sources: ConfigurationSources) { self.sources = sources }
 
@@ -48,7 +50,16 @@ final class SettingsReader {
 
     func invalid(_ key: String, _ problem: String) {
         refused.insert(key)
-        problems.append("configuration key '\(key)' (\(ConfigurationSources.environmentPrefix)\(RelayAppConfiguration.environmentName(forKey: key))): \(problem)")
+        let name = RelayAppConfiguration.environmentName(forKey: key)
+        let variable = ConfigurationSources.environmentPrefix + name
+        var message = "configuration key '\(key)' (\(variable)): \(problem)"
+        // A Service whose name makes its service link a real key's variable (`apns-relay-admin` → ADMIN_PORT).
+        if sources.overrides[key] == nil, let value = sources.environment[name],
+           let link = ServiceLinkVariable(name: variable, value: value) {
+            let service = link.service.lowercased().replacingOccurrences(of: "_", with: "-")
+            message += " — this is the kubelet's service-link variable of a Service named '\(service)'; set enableServiceLinks: false in the pod spec (the chart does) or rename that Service"
+        }
+        problems.append(message)
     }
 
     /// Whether `key` was given (by any source), rather than left to its default.
