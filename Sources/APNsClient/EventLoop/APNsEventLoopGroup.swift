@@ -18,9 +18,10 @@ package final class APNsEventLoopGroup: Service, Sendable {
     let loops: [APNsEventLoop]
     private let nextIndex = Atomic<Int>(0)
 
-    /// Loops for a machine with `cores` cores: 1 up to 4 cores (on 2 cores one loop costs less than two
-    /// threads waking each other), then one per 4 cores — the rest is Kafka's and the pipeline's.
-    package static func defaultLoopCount(cores: Int = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) -> Int {
+    /// Loops for a process with `cores` CPUs: 1 up to 4 (on 2 cores one loop costs less than two threads
+    /// waking each other), then one per 4 — the rest is Kafka's and the pipeline's. The CPUs are the
+    /// container's (`CPUBudget`: its CPU limit and affinity), not the node's.
+    package static func defaultLoopCount(cores: Int = CPUBudget.current.cores) -> Int {
         max(1, cores / 4)
     }
 
