@@ -6,9 +6,10 @@ SWIFT ?= swift
 VENV := .venv
 PY := $(VENV)/bin/python
 
-# Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools, tinyproxy).
+# Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools, tinyproxy),
+# and bubblewrap, which starts the chart's pod as the kubelet would (read-only root, mounts, its user).
 APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
-APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy prometheus
+APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy prometheus bubblewrap
 # The benchmarks also read the relay's /metrics (curl) and build an allocation counter (gcc).
 APT_BENCH := curl gcc
 
@@ -84,7 +85,7 @@ test-swift:
 	exit $$status
 
 test-python: venv
-	@for t in Tests/schema/check_*.py Tests/chart/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
+	@for t in Tests/schema/check_*.py Tests/build/check_*.py Tests/chart/test_*.py Tests/pod/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
 
 # Every Benchmarks/*.sh, then one table: the rows end-to-end.sh writes to $$BENCH_TABLE, plus the summary
 # lines of the other scripts (consume path vs kcat, mock APNs vs nghttpd). Logs stay in bench-results/.
