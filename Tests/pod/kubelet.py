@@ -39,7 +39,6 @@ import shlex
 import shutil
 import signal
 import socket
-import string
 import subprocess
 import threading
 import time
@@ -486,11 +485,19 @@ class Pod:
                                  f"{ref['name']}: no such {what} (CreateContainerConfigError)")
             for key, value in values.items():
                 env[prefix + key] = value
+        declared = [var["name"] for var in self.container.get("env") or []]
         for index, var in enumerate(self.container.get("env") or []):
             where = f"{self.cwhere}.env[{index}]"
             name = var["name"]
             if "valueFrom" not in var:
                 env[name] = expand(var.get("value", ""), env, service_env)
+                # Kubernetes leaves $(X) as written when X is declared only further down: the program would get
+                # the literal text, e.g. as its password or transactional id.
+                for later in re.findall(r"\$\(([^)]*)\)", env[name]):
+                    if later in declared[index + 1:]:
+                        raise PodFailure(f"{where}.value of {name}: $({later}) is declared after it "
+                                         f"(env[{declared.index(later, index + 1)}]), so Kubernetes does not "
+                                         f"expand it and the container gets '{env[name]}'")
                 continue
             source = var["valueFrom"]
             if "fieldRef" in source:
@@ -625,6 +632,25 @@ class Pod:
             if volume.get("secret", {}).get("secretName") == name and volume["name"] in self.volume_dirs:
                 self.volume_dirs[volume["name"]].write(self._volume_files(index, volume))
 
+    def update_configmap(self, name: str, data: dict[str, str]) -> None:
+        """A ConfigMap updated through the API: its volumes are rewritten (subPath mounts keep the old file)."""
+        configmap = self._object("ConfigMap", name)
+        if configmap is None:
+            raise AssertionError(f"no ConfigMap {name} to update")
+        configmap["data"] = dict(data)
+        for index, volume in enumerate(self.spec.get("volumes") or []):
+            if volume.get("configMap", {}).get("name") == name and volume["name"] in self.volume_dirs:
+                self.volume_dirs[volume["name"]].write(self._volume_files(index, volume))
+
+    def read_inside(self, path: str) -> bytes:
+        """A file as the running container sees it (through its mount namespace)."""
+        return pathlib.Path(f"/proc/{self.relay_pid}/root{path}").read_bytes()
+
+    def process_environment(self) -> dict[str, str]:
+        """The environment the container's process actually has."""
+        raw = pathlib.Path(f"/proc/{self.relay_pid}/environ").read_bytes()
+        return dict(item.decode(errors="replace").split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+
     # the root file system ---------------------------------------------------------------------------------
 
     def _root_args(self, uid: int, gid: int) -> list[str]:
@@ -656,7 +682,9 @@ class Pod:
         for name in ("ld.so.cache", "ld.so.conf", "localtime", "ssl", "ca-certificates", "ca-certificates.conf"):
             if os.path.lexists(f"/etc/{name}"):
                 args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--ro-bind", str(self.binary), "/usr/local/bin/apns-relay", "--proc", "/proc", "--dev", "/dev"]
+        # /sys read-only, as container runtimes mount it (the relay reads its CPU budget there).
+        args += ["--ro-bind", str(self.binary), "/usr/local/bin/apns-relay", "--proc", "/proc", "--dev", "/dev",
+                 "--ro-bind", "/sys", "/sys"]
         return args
 
     def sandbox_argv(self) -> list[str]:
@@ -834,10 +862,11 @@ class Pod:
             covered = [t for t, host, _ in self.mount_table if host is not None
                        and (written == t or written.startswith(t.rstrip("/") + "/"))]
             if readonly_root and not covered:
-                findings.append(f"{self.cwhere}.securityContext.readOnlyRootFilesystem: the relay wrote to {written} "
-                                f"(EROFS), which no writable volume (emptyDir) covers")
+                findings.append(f"{self.cwhere}.securityContext.readOnlyRootFilesystem: the container wrote to "
+                                f"{written} (EROFS), which no writable volume (emptyDir) covers")
             else:
-                findings.append(f"{self.cwhere}.volumeMounts: the relay wrote to {written} on a read-only mount (EROFS)")
+                findings.append(f"{self.cwhere}.volumeMounts: the container wrote to {written} on a read-only mount "
+                                "(EROFS)")
         admin = (config.get("admin") or {}) if isinstance(config, dict) else {}
         admin_port = admin.get("port")
         for kind, prober in self.probers.items():

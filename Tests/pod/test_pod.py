@@ -250,6 +250,15 @@ class Run:
         if case.inject_service_links and not {"APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST"} <= set(links):
             raise CaseFailure(f"the service-link variables were not injected (the control of this case): {links}")
         ready_after = self.wait_ready(pod, admin_port)
+        seen = pod.process_environment()
+        if case.inject_service_links:
+            missing = [k for k in ("APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST",
+                                   "APNS_RELAY_EXTRA_PORT_8080_TCP_ADDR") if k not in seen]
+            if missing:
+                raise CaseFailure(f"the relay's process lacks the injected variables {missing}")
+        if "APNS_RELAY_KAFKA_TRANSACTIONAL_ID" in seen and pod.name not in seen["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]:
+            raise CaseFailure(f"the transactional id {seen['APNS_RELAY_KAFKA_TRANSACTIONAL_ID']!r} is not the pod's "
+                              f"name {pod.name} (README: a pod keeps its transactional id across restarts)")
         self.notes.append(f"{pod.kind} pod {pod.name} ready after {ready_after:.1f} s")
         shown = "enableServiceLinks " + str(pod.spec.get("enableServiceLinks", "unset (true)"))
         self.notes.append(f"{len(links)} APNS_RELAY_* service-link variables ({shown})" if links
@@ -295,6 +304,7 @@ class Run:
 
         if case.rotate:
             self.rotate_key(pod, admin_port, key_2)
+            self.check_projection(pod)
             second = push(case.events, "b")
             delivered(second, "the pushes after the key swap")
 
@@ -405,6 +415,24 @@ class Run:
             raise CaseFailure(f"the relay counted a rotation but its log never names the new key id {KEY_2}")
         self.notes.append(f"key Secret swapped ({KEY_1}→{KEY_2}): reload counted as rotated")
 
+    def check_projection(self, pod: kubelet.Pod) -> None:
+        """What the container sees of the updates, as in Kubernetes: the Secret volume shows the new key id, and
+        relay.yaml, mounted by subPath, stays the file the container started with when its ConfigMap changes."""
+        token_dir = next((t for t, _, m in pod.mount_table if m["name"] == "apns-token"), None)
+        if token_dir is None:
+            raise CaseFailure(f"no apns-token volume mounted: {[t for t, _, _ in pod.mount_table]}")
+        if pod.read_inside(f"{token_dir}/keyId").strip() != KEY_2.encode():
+            raise CaseFailure(f"the container does not see the updated Secret in {token_dir}/keyId")
+        config_path, _ = pod.relay_config()
+        configmap = next(o for o in pod.objects if o["kind"] == "ConfigMap" and "relay.yaml" in o.get("data", {}))
+        before = pod.read_inside(config_path)
+        pod.update_configmap(configmap["metadata"]["name"],
+                             {"relay.yaml": configmap["data"]["relay.yaml"] + "# changed after the start\n"})
+        if pod.read_inside(config_path) != before:
+            raise CaseFailure(f"{config_path} (a subPath mount) changed with its ConfigMap; Kubernetes never updates "
+                              "a subPath mount")
+        self.notes.append("Secret update visible in the volume, subPath relay.yaml unchanged")
+
     def check_sasl(self, proxy: peers.RecordingProxy) -> None:
         """What went over the wire to the bootstrap broker: a SASL PLAIN token with the Secret's password."""
         token = b"\x00" + SASL_USER.encode() + b"\x00" + SASL_PASSWORD.encode()
@@ -436,6 +464,14 @@ def broken_cases() -> list[PodCase]:
     wrong_port = peers.free_port()
     templates = "templates/*"  # the pod template may live in a .tpl helper
     return [
+        # The relay itself writes nowhere (traced: no file opened for writing), so the write comes from a start
+        # script of the kind people put in front of an entrypoint.
+        PodCase("broken-readonly-root", rotate=False, events=1,
+                description="a start script writing a marker file into the read-only root",
+                chart_edits=[(templates, r'\n(\s*)(args: \["run")',
+                              r'\n\1command: ["/bin/sh", "-c", "date > /var/tmp/apns-relay.started && exec '
+                              r'/usr/local/bin/apns-relay \\"$@\\"", "apns-relay"]\n\1\2')],
+                expect_failure=["securityContext.readOnlyRootFilesystem", "/var/tmp/apns-relay.started", "EROFS"]),
         PodCase("broken-mountpath", rotate=False, events=1,
                 description="the token Secret's mountPath moved away from where relay.yaml looks",
                 chart_edits=[(templates, r'mountPath: \{\{ include "apns-relay.tokenDir" \. \}\}',
