@@ -28,7 +28,6 @@ ownership (root, group fsGroup), and its group and other bits are kept.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import math
 import os
@@ -36,13 +35,15 @@ import pathlib
 import random
 import re
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
 import uuid
+
+from atomic_writer import ProjectedFiles
+from envvars import KUBERNETES_SERVICE, expand, quantity, service_link_env, with_cluster_ips
+from probes import Prober
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -78,237 +79,6 @@ def image_config(dockerfile: pathlib.Path = DOCKERFILE) -> dict:
         raise AssertionError(f"cannot read ENTRYPOINT/USER of the Dockerfile's runtime stage: {found}")
     return found
 
-
-# --- $(VAR) expansion, as Kubernetes does it --------------------------------------------------------------------
-
-def expand(value: str, *contexts: dict) -> str:
-    """Kubernetes' expansion (third_party/forked/golang/expansion): `$(NAME)` is replaced when NAME is defined in
-    one of the contexts (first wins) and left as written otherwise; `$$` is a literal `$`; any other `$` stays."""
-    out = []
-    checkpoint = 0
-    cursor = 0
-    while cursor < len(value):
-        if value[cursor] == "$" and cursor + 1 < len(value):
-            out.append(value[checkpoint:cursor])
-            rest = value[cursor + 1:]
-            if rest[0] == "$":
-                out.append("$")
-                advance = 1
-            elif rest[0] == "(":
-                close = rest.find(")")
-                if close < 0:
-                    out.append("$(")
-                    advance = 1
-                else:
-                    name = rest[1:close]
-                    for context in contexts:
-                        if name in context:
-                            out.append(context[name])
-                            break
-                    else:
-                        out.append(f"$({name})")
-                    advance = close + 1
-            else:
-                out.append("$" + rest[0])
-                advance = 1
-            cursor += advance
-            checkpoint = cursor + 1
-        cursor += 1
-    out.append(value[checkpoint:])
-    return "".join(out)
-
-
-# --- service links -----------------------------------------------------------------------------------------------
-
-def service_link_env(services: list[dict]) -> dict[str, str]:
-    """The variables the kubelet gives a pod for Services (pkg/kubelet/envvars.FromServices): per Service with a
-    cluster IP, <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT, <NAME>_SERVICE_PORT_<PORTNAME> per named port, and the
-    Docker-link ones <NAME>_PORT (first port), <NAME>_PORT_<port>_<PROTO>, …_PROTO, …_PORT, …_ADDR per port."""
-    env: dict[str, str] = {}
-    for service in services:
-        spec = service.get("spec", {})
-        ip = spec.get("clusterIP")
-        if not ip or ip == "None":
-            continue
-        name = service["metadata"]["name"].upper().replace("-", "_")
-        ports = spec.get("ports", [])
-        if not ports:
-            continue
-        env[f"{name}_SERVICE_HOST"] = ip
-        env[f"{name}_SERVICE_PORT"] = str(ports[0]["port"])
-        for port in ports:
-            if port.get("name"):
-                env[f"{name}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(port["port"])
-        for index, port in enumerate(ports):
-            protocol = port.get("protocol", "TCP")
-            url = f"{protocol.lower()}://{ip}:{port['port']}"
-            if index == 0:
-                env[f"{name}_PORT"] = url
-            prefix = f"{name}_PORT_{port['port']}_{protocol.upper()}"
-            env[prefix] = url
-            env[f"{prefix}_PROTO"] = protocol.lower()
-            env[f"{prefix}_PORT"] = str(port["port"])
-            env[f"{prefix}_ADDR"] = ip
-    return env
-
-
-def with_cluster_ips(services: list[dict]) -> list[dict]:
-    """Services as the API server stores them: a ClusterIP Service gets an address from the service range."""
-    out = []
-    for index, service in enumerate(services):
-        service = json.loads(json.dumps(service))
-        spec = service.setdefault("spec", {})
-        if spec.get("type", "ClusterIP") in ("ClusterIP", "NodePort", "LoadBalancer") and not spec.get("clusterIP"):
-            spec["clusterIP"] = f"10.96.{10 + index // 250}.{10 + index % 250}"
-        out.append(service)
-    return out
-
-
-KUBERNETES_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default"},
-                      "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}}
-
-
-# --- quantities --------------------------------------------------------------------------------------------------
-
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-             "m": 10**-3, "": 1}
-
-
-def quantity(text) -> float:
-    match = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text))
-    if not match or match.group(2) not in _SUFFIXES:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return float(match.group(1)) * _SUFFIXES[match.group(2)]
-
-
-# --- the atomic writer ---------------------------------------------------------------------------------------
-
-def _timestamped_name() -> str:
-    now = time.time()
-    stamp = time.strftime("..%Y_%m_%d_%H_%M_%S", time.gmtime(now))
-    return f"{stamp}.{random.randrange(10**8, 10**9)}"
-
-
-class ProjectedFiles:
-    """One ConfigMap or Secret volume's directory on the host, written as the kubelet's AtomicWriter writes it."""
-
-    def __init__(self, directory: pathlib.Path):
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(directory, 0o755)
-
-    def write(self, files: dict[str, tuple[bytes, int]]) -> None:
-        """files: relative path → (content, mode as the container's user sees it)."""
-        data_link = self.directory / "..data"
-        old = os.readlink(data_link) if data_link.is_symlink() else None
-        name = _timestamped_name()
-        target = self.directory / name
-        target.mkdir()
-        for relative, (content, mode) in files.items():
-            path = target / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            os.chmod(path, mode)
-        os.chmod(target, 0o755)
-        temporary = self.directory / "..data_tmp"
-        if temporary.is_symlink():
-            temporary.unlink()
-        os.symlink(name, temporary)
-        os.rename(temporary, data_link)  # the atomic step: readers see the old set or the new one
-        wanted = {relative.split("/")[0] for relative in files}
-        for entry in self.directory.iterdir():
-            if entry.name.startswith(".."):
-                continue
-            if entry.name not in wanted and entry.is_symlink():
-                entry.unlink()
-        for top in wanted:
-            link = self.directory / top
-            if not link.is_symlink():
-                os.symlink(f"..data/{top}", link)
-        if old:
-            shutil.rmtree(self.directory / old, ignore_errors=True)
-
-
-# --- probes --------------------------------------------------------------------------------------------------
-
-class Prober(threading.Thread):
-    """One probe on the kubelet's schedule: the first run after initialDelaySeconds from container start, then every
-    periodSeconds; each request within timeoutSeconds; success is an HTTP status 200–399."""
-
-    def __init__(self, kind: str, spec: dict, port: int, host: str, started_at: float, pod: "Pod",
-                 after: "Prober | None" = None):
-        super().__init__(daemon=True, name=f"{kind}-probe")
-        self.kind, self.spec, self.port, self.host = kind, spec, port, host
-        self.path = spec["httpGet"].get("path", "/")
-        self.initial_delay = spec.get("initialDelaySeconds", 0)
-        self.period = spec.get("periodSeconds", 10)
-        self.timeout = spec.get("timeoutSeconds", 1)
-        self.failure_threshold = spec.get("failureThreshold", 3)
-        self.success_threshold = spec.get("successThreshold", 1)
-        self.started_at, self.pod, self.after = started_at, pod, after
-        self.stop_event = threading.Event()
-        self.consecutive_failures = 0
-        self.consecutive_successes = 0
-        self.successes = 0
-        self.failures = 0
-        self.last_error = ""
-        self.succeeded = threading.Event()   # startup: done; readiness: ready (the pod's Ready condition)
-        self.failed_out = threading.Event()  # startup or liveness: the kubelet would restart the container
-
-    def probe_once(self) -> tuple[bool, str]:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        try:
-            connection.request("GET", self.path, headers={"User-Agent": "kube-probe/1.31"})
-            response = connection.getresponse()
-            response.read()
-            if 200 <= response.status < 400:
-                return True, f"HTTP {response.status}"
-            return False, f"HTTP {response.status} from {self.path}"
-        except ConnectionRefusedError:
-            return False, f"connection refused on {self.host}:{self.port}"
-        except socket.timeout:
-            return False, f"no answer within timeoutSeconds {self.timeout} on {self.host}:{self.port}{self.path}"
-        except OSError as error:
-            return False, f"{error} on {self.host}:{self.port}"
-        finally:
-            connection.close()
-
-    def run(self) -> None:
-        if self.after is not None:
-            # Liveness and readiness begin once the startup probe has succeeded (kubelet prober/worker.go).
-            while not self.after.succeeded.wait(0.05):
-                if self.stop_event.is_set() or self.after.failed_out.is_set():
-                    return
-        next_at = max(self.started_at + self.initial_delay, time.monotonic())
-        while not self.stop_event.is_set():
-            wait = next_at - time.monotonic()
-            if wait > 0 and self.stop_event.wait(wait):
-                return
-            next_at += self.period
-            ok, detail = self.probe_once()
-            if self.stop_event.is_set():
-                return
-            if ok:
-                self.successes += 1
-                self.consecutive_failures = 0
-                self.consecutive_successes += 1
-                if self.consecutive_successes >= self.success_threshold:
-                    self.succeeded.set()
-                if self.kind == "startup" and self.succeeded.is_set():
-                    return  # a startup probe stops once it has succeeded
-            else:
-                self.failures += 1
-                self.last_error = detail
-                self.consecutive_successes = 0
-                self.consecutive_failures += 1
-                if self.kind == "readiness":
-                    self.succeeded.clear()
-                if self.consecutive_failures >= self.failure_threshold:
-                    if self.kind in ("startup", "liveness"):
-                        self.failed_out.set()
-                        self.pod.wake.set()
-                        return
-            self.pod.wake.set()
 
 
 # --- the pod -------------------------------------------------------------------------------------------------
@@ -366,6 +136,7 @@ class Pod:
         self.mount_table: list[tuple[str, pathlib.Path | None, dict]] = []  # (mountPath, host path, mount)
         self.exit_code: int | None = None
         self.env: dict[str, str] = {}
+        self.service_link_names: dict[str, str] = {}  # variable → the Service it came from
         self.argv: list[str] = []
 
     # objects ---------------------------------------------------------------------------------------------
@@ -518,6 +289,11 @@ class Pod:
                 env[name] = data[ref["key"]].decode()
             else:
                 raise PodFailure(f"{where}.valueFrom: no source this test knows ({list(source)})")
+        self.service_link_names = {}
+        for service in [KUBERNETES_SERVICE] + (services if links else []):
+            for name in service_link_env([service]):
+                if name not in env:
+                    self.service_link_names[name] = service["metadata"]["name"]
         for name, value in service_env.items():
             env.setdefault(name, value)
         # What the container runtime adds: the image's ENV, PATH, HOSTNAME and HOME (from the user's passwd entry).
@@ -759,7 +535,7 @@ class Pod:
                 raise PodFailure(f"{where}: only httpGet probes are emulated")
             port = self.port_number(spec["httpGet"]["port"], f"{where}.httpGet.port")
             host = spec["httpGet"].get("host", self.pod_ip)
-            prober = Prober(kind, spec, port, host, started, self, after=startup if kind != "startup" else None)
+            prober = Prober(kind, spec, port, host, started, self.wake, after=startup if kind != "startup" else None)
             self.probers[kind] = prober
             if kind == "startup":
                 startup = prober
@@ -867,6 +643,24 @@ class Pod:
             else:
                 findings.append(f"{self.cwhere}.volumeMounts: the container wrote to {written} on a read-only mount "
                                 "(EROFS)")
+        # Keys the chart renders into relay.yaml that this relay does not know: the chart and the image disagree.
+        for key, where in re.findall(r"unknown configuration key '([\w.]+)' in (\S+)", stderr):
+            volume = next((m["name"] for t, _, m in self.mount_table if t == where), "?")
+            source = next((v.get("configMap", {}).get("name") for v in self.spec.get("volumes") or []
+                           if v["name"] == volume), None)
+            findings.append(f"ConfigMap {source} data.relay.yaml (volume {volume} at {where}): the chart renders "
+                            f"{key}, which this relay does not know: the chart and the image disagree")
+        for name in re.findall(r"unknown environment variable (\w+)", stderr):
+            if name in self.service_link_names:
+                continue  # said below, with the Service it came from
+            declared = [i for i, var in enumerate(self.container.get("env") or []) if var["name"] == name]
+            field = f"env[{declared[0]}]" if declared else "envFrom"
+            findings.append(f"{self.cwhere}.{field}: {name} is not a variable this relay reads")
+        named = sorted(n for n in self.service_link_names if re.search(rf"\b{n}\b", stderr))
+        if named:
+            shown = json.dumps(self.spec["enableServiceLinks"]) if "enableServiceLinks" in self.spec else "unset (true)"
+            findings.append(f"{self.where}.enableServiceLinks {shown}: the container got the service-link variable "
+                            f"{named[0]} of Service {self.service_link_names[named[0]]}, and the relay read it")
         admin = (config.get("admin") or {}) if isinstance(config, dict) else {}
         admin_port = admin.get("port")
         for kind, prober in self.probers.items():

@@ -69,6 +69,11 @@ EXTRA_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ap
                                                           "protocol": "TCP"},
                                                          {"name": "grpc", "port": 9095, "protocol": "TCP"}]}}
 
+ADMIN_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "apns-relay-admin", "namespace": NAMESPACE},
+                 "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}}
+
+_active: set = set()  # the Runs under way, for an interrupted test to stop
+_active_lock = threading.Lock()
 _stop = threading.Event()  # set on SIGINT/SIGTERM of the test itself: every case winds down
 
 
@@ -137,7 +142,9 @@ class PodCase:
     def __init__(self, name: str, *, broker: str = "mock", auth: str = "token", values: dict | None = None,
                  inject_service_links: bool | None = None, rotate: bool = True, sasl: bool = False,
                  tracing: bool = False, chart_edits: list[tuple[str, str, str]] | None = None,
-                 expect_failure: list[str] | None = None, events: int = 3, description: str = ""):
+                 expect_failure: list[str] | None = None, events: int = 3, description: str = "",
+                 services: list[dict] | None = None, config_maps: list[dict] | None = None,
+                 expect_env: dict[str, str] | None = None):
         self.name, self.broker, self.auth = name, broker, auth
         self.values = values or {}
         self.inject_service_links = inject_service_links
@@ -147,6 +154,9 @@ class PodCase:
         self.expect_failure = expect_failure
         self.events = events
         self.description = description
+        self.services = services or []
+        self.config_maps = config_maps or []
+        self.expect_env = expect_env or {}
 
 
 class Run:
@@ -157,9 +167,9 @@ class Run:
         self.notes: list[str] = []
 
     def cleanup(self) -> None:
-        for action in reversed(self.cleanups):
+        while self.cleanups:
             try:
-                action()
+                self.cleanups.pop()()
             except Exception:  # noqa: BLE001 - cleanup goes on whatever one step did
                 pass
 
@@ -197,7 +207,7 @@ class Run:
             bootstrap = f"127.0.0.1:{proxy.port}"
         key_1 = peers.signing_key(workdir / "key-1.p8")
         key_2 = peers.signing_key(workdir / "key-2.p8")
-        user_objects = [EXTRA_SERVICE]
+        user_objects = [EXTRA_SERVICE] + case.services + case.config_maps
         certificate = None
         if case.auth == "certificate":
             (workdir / "client-ca").mkdir()
@@ -244,7 +254,6 @@ class Run:
         follower = peers.TopicFollower(broker, "apns-results", workdir, committed_only=case.broker == "noida")
         self.cleanups.append(follower.stop)
 
-        began = time.monotonic()
         pod.start()
         links = sorted(k for k in pod.env if k.startswith("APNS_RELAY_") and ("_SERVICE_" in k or "_PORT" in k))
         if case.inject_service_links and not {"APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST"} <= set(links):
@@ -256,11 +265,17 @@ class Run:
                                    "APNS_RELAY_EXTRA_PORT_8080_TCP_ADDR") if k not in seen]
             if missing:
                 raise CaseFailure(f"the relay's process lacks the injected variables {missing}")
+        wrong_env = {k: seen.get(k) for k, v in case.expect_env.items() if seen.get(k) != v}
+        if wrong_env:
+            raise CaseFailure(f"the relay's process environment has {wrong_env}, want {case.expect_env}")
+        if case.expect_env.get("APNS_RELAY_LOG_FORMAT") == "text" and pod.stderr_path.read_text().startswith("{"):
+            raise CaseFailure("APNS_RELAY_LOG_FORMAT=text from envFrom reached the process but the relay logs JSON")
         if "APNS_RELAY_KAFKA_TRANSACTIONAL_ID" in seen and pod.name not in seen["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"]:
             raise CaseFailure(f"the transactional id {seen['APNS_RELAY_KAFKA_TRANSACTIONAL_ID']!r} is not the pod's "
                               f"name {pod.name} (README: a pod keeps its transactional id across restarts)")
         self.notes.append(f"{pod.kind} pod {pod.name} ready after {ready_after:.1f} s")
-        shown = "enableServiceLinks " + str(pod.spec.get("enableServiceLinks", "unset (true)"))
+        shown = "enableServiceLinks " + (json.dumps(pod.spec["enableServiceLinks"]) if "enableServiceLinks" in pod.spec
+                                         else "unset (true)")
         self.notes.append(f"{len(links)} APNS_RELAY_* service-link variables ({shown})" if links
                           else f"no service links ({shown})")
 
@@ -326,9 +341,10 @@ class Run:
         counts: dict[str, int] = {}
         for record in results:
             try:
-                counts[json.loads(record["payload"]).get("id")] = counts.get(json.loads(record["payload"]).get("id"), 0) + 1
+                result_id = json.loads(record["payload"]).get("id")
             except (TypeError, ValueError):
                 continue
+            counts[result_id] = counts.get(result_id, 0) + 1
         wrong = {i: counts.get(i, 0) for i in produced if counts.get(i, 0) != 1}
         if wrong:
             raise CaseFailure(f"after the shutdown, not exactly one result per event: {wrong}")
@@ -344,7 +360,6 @@ class Run:
             if not all("protobuf" in t for t in otlp.content_types):
                 raise CaseFailure(f"OTLP exports not protobuf: {set(otlp.content_types)}")
             self.notes.append(f"{len(otlp.bodies)} OTLP exports name every event, the producer's trace continues")
-        _ = began
         return "; ".join(self.notes)
 
     def check_alive(self, pod: kubelet.Pod) -> None:
@@ -472,6 +487,21 @@ def broken_cases() -> list[PodCase]:
                               r'\n\1command: ["/bin/sh", "-c", "date > /var/tmp/apns-relay.started && exec '
                               r'/usr/local/bin/apns-relay \\"$@\\"", "apns-relay"]\n\1\2')],
                 expect_failure=["securityContext.readOnlyRootFilesystem", "/var/tmp/apns-relay.started", "EROFS"]),
+        # With service links on, a Service named like a configuration key's prefix (apns-relay-admin) hands the
+        # relay APNS_RELAY_ADMIN_PORT=tcp://…, which it must refuse; only enableServiceLinks: false avoids it.
+        PodCase("broken-service-links", rotate=False, events=1, services=[ADMIN_SERVICE],
+                description="enableServiceLinks true beside a Service named apns-relay-admin",
+                chart_edits=[(templates, r"enableServiceLinks: \w+", "enableServiceLinks: true")],
+                expect_failure=["enableServiceLinks true", "APNS_RELAY_ADMIN_PORT", "apns-relay-admin"]),
+        # A startup probe that never succeeds: the kubelet restarts the container after failureThreshold failures
+        # (made short through the chart's own values, so the case ends in seconds).
+        PodCase("broken-startup-port", rotate=False, events=1,
+                values={"startupProbe": {"enabled": True, "periodSeconds": 1, "failureThreshold": 3}},
+                description=f"the startup probe on port {wrong_port}",
+                chart_edits=[(templates, r"(startupProbe:\s*\n\s*httpGet:\s*\n\s*path: /healthz\s*\n\s*port:) metrics",
+                              rf"\g<1> {wrong_port}")],
+                expect_failure=["startupProbe failed 3 times", "startupProbe.httpGet.port", str(wrong_port),
+                                "nothing listens"]),
         PodCase("broken-mountpath", rotate=False, events=1,
                 description="the token Secret's mountPath moved away from where relay.yaml looks",
                 chart_edits=[(templates, r'mountPath: \{\{ include "apns-relay.tokenDir" \. \}\}',
@@ -492,8 +522,16 @@ def cases() -> list[PodCase]:
                 description="defaults with every service-link variable injected whatever enableServiceLinks says"),
         PodCase("exactlyonce", broker="noida", values={"kafka": {"exactlyOnce": True}},
                 description="kafka.exactlyOnce on noida-db, results read read_committed"),
-        PodCase("certificate", auth="certificate", values={"startupProbe": {"enabled": True}},
-                description="apns.auth certificate (mutual TLS), with the startup probe"),
+        PodCase("certificate", auth="certificate",
+                values={"startupProbe": {"enabled": True},
+                        "extraEnvFrom": [{"configMapRef": {"name": "relay-env"}}],
+                        "extraEnv": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                     {"name": "APNS_RELAY_KAFKA_CLIENT_ID", "value": "relay-$(NODE)-$$(NODE)"}]},
+                config_maps=[{"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": "relay-env", "namespace": NAMESPACE},
+                              "data": {"APNS_RELAY_LOG_FORMAT": "text"}}],
+                expect_env={"APNS_RELAY_LOG_FORMAT": "text", "APNS_RELAY_KAFKA_CLIENT_ID": "relay-node-1-$(NODE)"},
+                description="apns.auth certificate (mutual TLS), the startup probe, extraEnvFrom and extraEnv"),
         PodCase("sasl", broker="noida", sasl=True,
                 description="kafka.sasl with the password from a Secret (SASL_PLAINTEXT, PLAIN) on noida-db"),
         PodCase("tracing", tracing=True, values={"startupProbe": {"enabled": True}},
@@ -505,6 +543,8 @@ def run_case(case: PodCase, base: pathlib.Path) -> tuple[bool, str]:
     workdir = base / case.name
     workdir.mkdir()
     run = Run(case, workdir)
+    with _active_lock:
+        _active.add(run)
     began = time.monotonic()
     try:
         try:
@@ -516,6 +556,8 @@ def run_case(case: PodCase, base: pathlib.Path) -> tuple[bool, str]:
             failure = traceback.format_exc()
     finally:
         run.cleanup()
+        with _active_lock:
+            _active.discard(run)
     took = time.monotonic() - began
     if case.expect_failure is None:
         if failure is None:
@@ -555,21 +597,28 @@ def main(argv: list[str]) -> int:
         _stop.set()
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     keep = os.environ.get("POD_TEST_KEEP") == "1"
+    # Two pods at a time: each has its own peers and ports; more would only make a two-core machine slower.
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     try:
-        # Two pods at a time: each has its own peers and ports; more would only make a two-core machine slower.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(run_case, case, base) for case in selected]
-            for future in concurrent.futures.as_completed(futures):
-                ok, line = future.result()
-                print(line, flush=True)
-                passed += ok
-                failed += not ok
+        futures = [pool.submit(run_case, case, base) for case in selected]
+        for future in concurrent.futures.as_completed(futures):
+            ok, line = future.result()
+            print(line, flush=True)
+            passed += ok
+            failed += not ok
     except KeyboardInterrupt:
         _stop.set()
         failed += 1
         print("FAIL interrupted")
+        # Stop every pod and peer now: the cases' own waits would otherwise run to their deadlines.
+        with _active_lock:
+            running = list(_active)
+        for run in running:
+            run.cleanup()
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
         else:
