@@ -14,8 +14,9 @@ pkg/volume/util/atomic_writer.go, pkg/kubelet/envvars, third_party/forked/golang
   `..data` by renaming a temporary symlink over it; `subPath` binds the resolved file (so it never sees an
   update); emptyDir as a tmpfs of its sizeLimit;
 - the root file system from the host's libraries with the image's files (/usr/local/bin/apns-relay, its user),
-  read-only with `readOnlyRootFilesystem`; runAsUser/runAsGroup through a user namespace, no capabilities, its
-  own pid namespace with the entrypoint as pid 1 (as in a container), the host's network;
+  /proc, /dev and a read-only /sys, read-only with `readOnlyRootFilesystem`; runAsUser/runAsGroup through a user
+  namespace, no capabilities, its own pid namespace with the entrypoint as pid 1 (as in a container), the pod's
+  name as host name, the host's network;
 - startup, liveness and readiness probes on the kubelet's schedule (initialDelaySeconds, periodSeconds,
   timeoutSeconds, failureThreshold; liveness and readiness only after startup succeeded); a startup or liveness
   probe failing failureThreshold times in a row is where the kubelet would restart the container: a failure.
@@ -114,7 +115,13 @@ class Pod:
         self.template = self.workload["spec"]["template"]
         self.spec = self.template["spec"]
         self.where = f"{self.kind} {self.workload['metadata']['name']}: spec.template.spec"
+        for field in ("initContainers", "ephemeralContainers", "hostNetwork", "hostPID"):
+            if self.spec.get(field):
+                # Loud rather than skipped: a pass must not hide a part of the pod this test never ran.
+                raise PodFailure(f"{self.where}.{field}: not emulated by this test")
         containers = self.spec["containers"]
+        if len(containers) != 1:
+            raise PodFailure(f"{self.where}.containers: {len(containers)} containers; this test runs one")
         self.container_index = 0
         self.container = containers[0]
         self.cwhere = f"{self.where}.containers[{self.container_index}]"

@@ -17,6 +17,7 @@ Needs the debug build (.build/debug/apns-relay, apns-mock, apns-relay-sandbox), 
 """
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import copy
 import json
@@ -102,7 +103,6 @@ def render(chart_dir: pathlib.Path, values: dict) -> list[dict]:
 
 def secret(name: str, data: dict[str, bytes]) -> dict:
     """A Secret as `kubectl create secret generic` makes it."""
-    import base64
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
@@ -322,6 +322,14 @@ class Run:
             self.check_projection(pod)
             second = push(case.events, "b")
             delivered(second, "the pushes after the key swap")
+
+        if (case.values.get("kafka") or {}).get("exactlyOnce"):
+            text = metrics(admin_port)
+            committed = metric_value(text, "apns_relay_transactions_total", outcome="committed")
+            other = {o: metric_value(text, "apns_relay_transactions_total", outcome=o) for o in ("aborted", "fenced")}
+            if committed < 1 or any(other.values()):
+                raise CaseFailure(f"exactly-once: {committed:.0f} transactions committed, {other} (want ≥ 1 and none)")
+            self.notes.append(f"{committed:.0f} transactions committed, none aborted or fenced")
 
         accepted = apns.stats().get("accepted")
         if isinstance(accepted, int) and accepted < len(produced):
