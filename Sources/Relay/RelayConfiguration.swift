@@ -42,6 +42,10 @@ package struct RelayConfiguration: Sendable {
     package var topics: Topics
     /// Events larger than this are refused unparsed, as `invalid` (capped at `EventDecoder.maxEventBytes`).
     package var maxEventBytes: Int = 64 * 1024
+    /// Events whose Kafka timestamp is older than this when consumed are answered `expired` unsent
+    /// (`relay.maxEventAgeMs`); `nil`: any age. A new consumer group starts at the oldest retained event, which
+    /// may be days old.
+    package var maxEventAge: Duration?
     /// The largest dead-letter value sent; a larger original is cut and the cut said in a header.
     package var maxDeadLetterBytes: Int = 900 * 1024
     package var retry = RetryPolicy()

@@ -132,6 +132,7 @@ package struct RelayApp: Sendable {
         consumerConfiguration.groupInstanceID = configuration.kafka.groupInstanceID
         consumerConfiguration.sessionTimeout = configuration.kafka.sessionTimeout
         consumerConfiguration.maxPollInterval = configuration.kafka.maxPollInterval
+        consumerConfiguration.autoOffsetReset = configuration.kafka.autoOffsetReset
         consumerConfiguration.partitionAssignmentStrategy = configuration.kafka.assignmentStrategy
         consumerConfiguration.urgentTopics = Set(configuration.relay.topics.urgent)
         // The consumer holds revoked partitions a little longer than the relay drains them.

@@ -25,6 +25,8 @@ package struct RelayAppConfiguration: Sendable {
         package var groupInstanceID = Self.consumer.groupInstanceID
         package var sessionTimeout = Self.consumer.sessionTimeout
         package var maxPollInterval = Self.consumer.maxPollInterval
+        /// `kafka.autoOffsetReset`: where a group with no committed offset for a partition starts.
+        package var autoOffsetReset = Self.consumer.autoOffsetReset
         package var assignmentStrategy = Self.consumer.partitionAssignmentStrategy
         /// The relay's own: its consumer-lag gauges read librdkafka's statistics (the library's default is off).
         package var statisticsInterval: Duration = .seconds(15)
@@ -177,6 +179,9 @@ package struct RelayAppConfiguration: Sendable {
             groupInstanceID: settings.string("kafka.groupInstanceId").flatMap { $0.isEmpty ? nil : $0 },
             sessionTimeout: settings.milliseconds("kafka.sessionTimeoutMs", default: kafkaDefaults.sessionTimeout, range: 1000...3_600_000),
             maxPollInterval: settings.milliseconds("kafka.maxPollIntervalMs", default: kafkaDefaults.maxPollInterval, range: 1000...86_400_000),
+            autoOffsetReset: settings.oneOf("kafka.autoOffsetReset", default: kafkaDefaults.autoOffsetReset, [
+                "earliest": .earliest, "latest": .latest,
+            ]),
             assignmentStrategy: settings.oneOf("kafka.assignmentStrategy", default: kafkaDefaults.assignmentStrategy, [
                 "cooperative-sticky": .cooperativeSticky, "range": KafkaPartitionAssignmentStrategy(assignors: ["range"]),
                 "roundrobin": KafkaPartitionAssignmentStrategy(assignors: ["roundrobin"]),
@@ -264,6 +269,8 @@ package struct RelayAppConfiguration: Sendable {
         var relay = RelayConfiguration(topics: topics)
         // Each key's default is the value RelayConfiguration starts with.
         relay.maxEventBytes = settings.int("relay.maxEventBytes", default: relay.maxEventBytes, range: 1...(64 * 1024))
+        let maxAge = settings.milliseconds("relay.maxEventAgeMs", default: .zero, range: 0...(365 * 86_400_000))
+        relay.maxEventAge = maxAge > .zero ? maxAge : nil
         relay.maxDeadLetterBytes = settings.int("relay.maxDeadLetterBytes", default: relay.maxDeadLetterBytes, range: 1024...(64 << 20))
         relay.requestTimeout = settings.milliseconds("relay.requestTimeoutMs", default: relay.requestTimeout, range: 100...300_000)
         apns.congestionLatency = relay.requestTimeout / 4

@@ -152,11 +152,14 @@ package final class RelaySandbox: Sendable {
         package var key: [UInt8]?
         package var value: [UInt8]
         package var headers: [KafkaHeader]
+        /// The record's create time (Unix milliseconds); `nil`: when it is produced.
+        package var timestampMilliseconds: Int64?
 
-        package init(key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = []) {
+        package init(key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = [], timestampMilliseconds: Int64? = nil) {
             self.key = key
             self.value = value
             self.headers = headers
+            self.timestampMilliseconds = timestampMilliseconds
         }
     }
 
@@ -179,7 +182,10 @@ package final class RelaySandbox: Sendable {
         let remaining = Countdown(events.count)
         if events.isEmpty { outcome.set(nil) }
         for event in events {
-            try producer.produce(topic: topic ?? options.inputTopic, key: event.key, value: event.value, headers: event.headers) { report in
+            try producer.produce(
+                topic: topic ?? options.inputTopic, key: event.key, value: event.value, headers: event.headers,
+                timestampMilliseconds: event.timestampMilliseconds
+            ) { report in
                 switch report {
                 case .success:
                     if remaining.countDown() { outcome.set(nil) }

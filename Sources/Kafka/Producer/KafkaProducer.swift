@@ -101,14 +101,18 @@ package final class KafkaProducer: Sendable {
     /// The hot path for callers that publish many records: no task and no continuation per record.
     /// `onDelivery` runs on the producer's poll thread (or the thread of a `flush`/`close`): it must not
     /// block; it may call `produce` again (e.g. to publish a replacement record).
-    /// - Parameter partition: a fixed partition, or `nil` to let the partitioner hash the key.
+    /// - Parameters:
+    ///   - partition: a fixed partition, or `nil` to let the partitioner hash the key.
+    ///   - timestampMilliseconds: the record's create time (Unix milliseconds), or `nil` for now.
     /// - Throws: ``KafkaError`` `closed` after ``close(timeout:)`` or ``withdrawAll()``, `enqueue` when
     ///   librdkafka refuses the record (queue full, unknown partition, too large, fatal state).
     package func produce(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
-        onDelivery: @escaping DeliveryHandler
+        timestampMilliseconds: Int64? = nil, onDelivery: @escaping DeliveryHandler
     ) throws(KafkaError) {
-        try produce(topic: topic, key: key?[...], value: value, headers: headers, partition: partition, handler: ClosureDeliveryHandler(onDelivery))
+        try produce(
+            topic: topic, key: key?[...], value: value, headers: headers, partition: partition,
+            timestampMilliseconds: timestampMilliseconds, handler: ClosureDeliveryHandler(onDelivery))
     }
 
     package func produce(
@@ -132,7 +136,7 @@ package final class KafkaProducer: Sendable {
     /// buffer, say: not copied into an array of its own first).
     package func produce(
         topic: String, key: ArraySlice<UInt8>?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
-        handler: some KafkaDeliveryHandler
+        timestampMilliseconds: Int64? = nil, handler: some KafkaDeliveryHandler
     ) throws(KafkaError) {
         guard !closeStarted.load(ordering: .acquiring) else { throw KafkaError.closed("producer is closed") }
         // Retained: librdkafka holds the pointer until the delivery report, whose callback takes the
@@ -142,7 +146,7 @@ package final class KafkaProducer: Sendable {
             guard admission == .open else { return KafkaError.closed("producer withdrew its records (shutting down)") }
             return client.withHandle { handle in
                 Self.produce(handle: handle, topic: topic, partition: partition, key: key, value: value,
-                             headers: headers, opaque: opaque)
+                             headers: headers, timestampMilliseconds: timestampMilliseconds, opaque: opaque)
             }.map { KafkaError(code: .enqueue, consuming: $0) }
         }
         if let failure {
@@ -255,7 +259,7 @@ package final class KafkaProducer: Sendable {
     /// - Returns: an owned `rd_kafka_error_t` on failure.
     private static func produce(
         handle: OpaquePointer, topic: String, partition: Int32?, key: ArraySlice<UInt8>?, value: [UInt8]?,
-        headers: [KafkaHeader], opaque: UnsafeMutableRawPointer
+        headers: [KafkaHeader], timestampMilliseconds: Int64?, opaque: UnsafeMutableRawPointer
     ) -> OpaquePointer? {
         withOptionalBytes(key) { keyPointer, keyCount in
             withOptionalBytes(value) { valuePointer, valueCount in
@@ -263,8 +267,8 @@ package final class KafkaProducer: Sendable {
                     // Header names must outlive the call; librdkafka copies names and values.
                     let names = headers.map { strdup($0.name) }
                     defer { names.forEach { free($0) } }
-                    // On the stack: at most six items besides the headers.
-                    return withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 6 + headers.count) { storage in
+                    // On the stack: at most seven items besides the headers.
+                    return withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + headers.count) { storage in
                     var items = ItemList(storage)
                     var item = rd_kafka_vu_t()
                     item.vtype = RD_KAFKA_VTYPE_TOPIC
@@ -292,6 +296,12 @@ package final class KafkaProducer: Sendable {
                     item.vtype = RD_KAFKA_VTYPE_MSGFLAGS
                     item.u.i = crdkafka_msg_flag_copy()
                     items.append(item)
+                    if let timestampMilliseconds {
+                        item = rd_kafka_vu_t()
+                        item.vtype = RD_KAFKA_VTYPE_TIMESTAMP
+                        item.u.i64 = timestampMilliseconds
+                        items.append(item)
+                    }
                     item = rd_kafka_vu_t()
                     item.vtype = RD_KAFKA_VTYPE_OPAQUE
                     item.u.ptr = opaque

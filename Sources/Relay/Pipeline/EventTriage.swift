@@ -1,6 +1,7 @@
 import APNsCore
 import Kafka
 import RelayContract
+import ServiceSupport
 
 /// The first decision about a consumed message: send it, or answer it at once without sending.
 enum Triage: Sendable {
@@ -77,6 +78,15 @@ struct EventTriage {
             )
             return .answer(result, nil, broadcast: event.notification.isBroadcast)
         }
+        if let maxAge = configuration.maxEventAge, let produced = message.timestampMilliseconds, produced > 0,
+           receivedAt - produced > maxAge.milliseconds {
+            let result = DeliveryResult(
+                eventID: event.id, metadata: event.metadata, outcome: .expired, reason: Self.tooOld,
+                message: "the event is \((receivedAt - produced) / 1000) s old (Kafka timestamp \(produced) ms); relay.maxEventAgeMs is \(maxAge.milliseconds)",
+                attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
+            )
+            return .answer(result, nil, broadcast: event.notification.isBroadcast)
+        }
         let credential: CredentialDirectory.Credential
         switch credentials.lookup(topic: event.notification.topic, in: event.notification.environment) {
         case .covered(let covering):
@@ -104,6 +114,9 @@ struct EventTriage {
         }
         return .deliver(Delivery(event: event, credential: credential))
     }
+
+    /// The reason of an event older than `relay.maxEventAgeMs` (`expired`, unsent).
+    static let tooOld = "MaxEventAgeExceeded"
 
     private static func text(of error: EventDecodingError) -> String {
         error.message.hasPrefix(error.pointer) || error.pointer.isEmpty ? error.message : "\(error.pointer): \(error.message)"
