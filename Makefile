@@ -141,7 +141,9 @@ fuzz: deps
 clean:
 	rm -rf .build .build-* $(VENV)
 
-# The container image's runtime stage, checked without a Docker engine (Tests/image/check.sh says how):
-# needs root, network the first time, and a release build (measured: 5–6 minutes the first time, ~1 minute after).
+# The Dockerfile's default image (the relay only), checked without a Docker engine (Tests/image/check.sh says how):
+# needs root, network the first time, and a release build of the relay and its test peers in .build-image/
+# (measured on 2 cores beside other builds: 10-15 minutes the first time; about 2 minutes after a change, seconds
+# without one).
 image-check: deps
 	bash Tests/image/check.sh
