@@ -13,8 +13,9 @@ linked; the working tree and its .build are left alone, and the copy's checkouts
   - the file is byte-identical afterwards.
 
 The pinned revisions are those of the repositories SwiftPM read when the file was resolved. On this project's build
-machines github.com is read from a local mirror whose commit ids are not GitHub's, so the committed file resolves
-there and not against github.com itself; the last check says so when it does not match (see README, "Container image").
+machines github.com is read from a local mirror whose commit ids are not GitHub's: the committed file resolves there,
+and where github.com itself is read SwiftPM cannot check those revisions out, which the first check reports (README,
+"Container image", says how to re-pin the same versions).
 
 Exit status is non-zero when anything fails; the last line reads "N passed, N failed".
 """
@@ -34,7 +35,7 @@ WORK = ROOT / ".build-resolved"
 # The first resolution clones the packages and compiles their manifests (about 16 s of CPU); later ones reuse them
 # (about 1 s). A hang still ends.
 TIMEOUT = 300
-# Not copied into the temporary package: build outputs, git, local tooling, and the two files under test (copied).
+# Not linked into the copy: build outputs, git, local tooling, and the two files under test (copied).
 SKIP = re.compile(r"^(\.build.*|\.git|\.swiftpm|\.venv|Package\.swift|Package\.resolved)$")
 
 
@@ -139,11 +140,14 @@ def main() -> int:
             fail(label, f"pinned from {pin['location']}, Package.swift names {location}")
             continue
         version = pin["state"].get("version")
-        admitted, words = admits(details["requirement"], version or "")
-        if version is None or not admitted:
-            fail(label, f"pinned at {version or pin['state']}, Package.swift requires {words}")
-        else:
+        if version is None:
+            fail(label, f"pinned by {pin['state']}, not by a version")
+            continue
+        admitted, words = admits(details["requirement"], version)
+        if admitted:
             ok(label)
+        else:
+            fail(label, f"pinned at {version}, Package.swift requires {words}")
 
     # Nothing pinned that the graph does not reach; every pin's revision is its version tag's commit.
     reached = {}
