@@ -145,5 +145,6 @@ clean:
 # needs root, network the first time, and a release build of the relay and its test peers in .build-image/
 # (measured on 2 cores beside other builds: 10-15 minutes the first time; about 2 minutes after a change, seconds
 # without one).
-image-check: deps
-	bash Tests/image/check.sh
+image-check: deps venv
+	@$(PY) -c 'import docker' 2>/dev/null || $(VENV)/bin/pip install -q -r Tests/image/requirements.txt
+	PYTHON=$(CURDIR)/$(PY) bash Tests/image/check.sh

@@ -1416,10 +1416,27 @@ def test_dockerfile():
     stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I)
     assert len(stages) >= 2, "not multi-stage"
     args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, re.M))
-    images = [args.get(image.strip("${}"), image) for image, _ in stages]
-    assert re.fullmatch(r"swift:6\.\d+-bookworm", images[0]), images
-    assert images[-1] == "debian:bookworm-slim", images
-    assert "--static-swift-stdlib --product apns-relay" in text and "--product apns-mock" in text
+    named = {alias: image for image, alias in stages if alias}
+
+    def base(image: str) -> str:
+        """The image a stage starts from: ARG defaults substituted, earlier stages followed."""
+        image = args.get(image.strip("${}"), image)
+        return base(named[image]) if image in named else image
+
+    images = [base(image) for image, _ in stages]
+    # Pinned by digest, with the tag it was read from.
+    for image in (images[0], images[-1]):
+        assert re.search(r":[^@/]+@sha256:[0-9a-f]{64}$", image), image
+    assert re.fullmatch(r"swift:6\.\d+-bookworm", images[0].split("@")[0]), images
+    assert images[-1].split("@")[0] == "debian:bookworm-slim", images
+    # The default image (the last stage) holds the relay alone; the mocks only in a target asked for by name.
+    last = text[text.rindex("\nFROM "):]
+    assert re.findall(r"^COPY --from=\S+ (.*)$", last, re.M) == ["/out/apns-relay /usr/local/bin/"], last
+    assert "apns-mock" not in last and "apns-relay-sandbox" not in last, last
+    # Built from the committed Package.resolved (copied unconditionally), at exactly its versions.
+    assert re.search(r"^COPY Package\.swift Package\.resolved ", text, re.M)
+    assert "swift build -c release --force-resolved-versions --static-swift-stdlib --product apns-relay" in text
+    assert "--product apns-mock" in text
     for package in ("librdkafka1", "libnghttp2-14", "libssl3", "libsimdjson14", "ca-certificates"):
         assert package in text, package
     user = re.findall(r"^USER\s+(\S+)", text, re.M)

@@ -69,12 +69,12 @@ CONTEXT=$WORK/context
 rm -rf "$CONTEXT"
 mkdir -p "$CONTEXT"
 printf '%s\n' "$BUILD_STAGE" > "$WORK/build-stage"
-python3 - "$CONTEXT" "$WORK/build-stage" <<'PY' || exit 1
+"${PYTHON:-python3}" - "$CONTEXT" "$WORK/build-stage" <<'PY' || exit 1
 import pathlib, shlex, shutil, sys
 try:
     from docker.utils.build import exclude_paths  # docker-py: the rules `docker build` applies to .dockerignore
 except ImportError:
-    sys.exit("error: the build context check needs docker-py: pip install docker")
+    sys.exit("error: the build context check needs docker-py: pip install -r Tests/image/requirements.txt")
 root, out = pathlib.Path("."), pathlib.Path(sys.argv[1])
 patterns = [line.strip() for line in open(".dockerignore") if line.strip() and not line.lstrip().startswith("#")]
 context = exclude_paths(str(root), patterns)
