@@ -114,6 +114,7 @@ package struct RelayApp: Sendable {
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
         producerConfiguration.clientID = configuration.kafka.clientID
         producerConfiguration.linger = configuration.kafka.linger
+        producerConfiguration.partitioner = configuration.kafka.partitioner
         producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
         if let exactlyOnce = configuration.relay.exactlyOnce {
             producerConfiguration.transactionalID = exactlyOnce.transactionalID

@@ -47,6 +47,10 @@ package struct RelayAppConfiguration: Sendable {
         /// session 29). A result reaches Kafka (and its offset is stored for the next commit) at most this
         /// much later; events in flight are held that much longer.
         package var linger: Duration = .milliseconds(20)
+        /// `kafka.partitioner`: the relay's own default is Java's (murmur2), so that a result, removed-token or
+        /// removed-channel record lands on the partition a Java producer would give its key, for readers that
+        /// join them with a topic a Java service writes by partition.
+        package var partitioner: KafkaPartitioner = .murmur2Random
         /// `kafka.lingerMs`'s default with `kafka.exactlyOnce`: librdkafka's. A transaction's records wait for
         /// their acknowledgements before it commits, and a longer linger cost 7 % of the events per second a
         /// read_committed reader saw (two pairs, session 29).
@@ -194,6 +198,7 @@ package struct RelayAppConfiguration: Sendable {
             transactionTimeout: settings.milliseconds("kafka.transactionTimeoutMs", default: kafkaDefaults.transactionTimeout, range: 1000...900_000),
             prefetchBytes: settings.int("kafka.prefetchBytes", default: kafkaDefaults.prefetchBytes, range: 4 * 1024 * 1024...1 << 30),
             linger: settings.milliseconds("kafka.lingerMs", default: exactlyOnce ? Kafka.exactlyOnceLinger : kafkaDefaults.linger, range: 0...1000),
+            partitioner: settings.oneOf("kafka.partitioner", default: kafkaDefaults.partitioner, Dictionary(uniqueKeysWithValues: KafkaPartitioner.all.map { ($0.rawValue, $0) })),
             properties: settings.properties("kafka.properties"),
             consumerProperties: settings.properties("kafka.consumerProperties"),
             producerProperties: settings.properties("kafka.producerProperties")

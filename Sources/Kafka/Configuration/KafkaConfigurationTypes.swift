@@ -8,6 +8,26 @@ package struct KafkaAutoOffsetReset: Hashable, Sendable {
     package static let error = Self("error")
 }
 
+/// librdkafka's `partitioner`: the hash that picks a keyed record's partition (records without a key go to a
+/// random partition under the `_random` variants, and to one hash of the empty key otherwise).
+package struct KafkaPartitioner: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+    private init(_ rawValue: String) { self.rawValue = rawValue }
+    /// Java's default partitioner: murmur2 of the key, a keyed record lands where a Java producer puts it.
+    package static let murmur2Random = Self("murmur2_random")
+    package static let murmur2 = Self("murmur2")
+    /// librdkafka's default: CRC32 of the key.
+    package static let consistentRandom = Self("consistent_random")
+    package static let consistent = Self("consistent")
+    /// What Sarama, the Go client, uses by default.
+    package static let fnv1aRandom = Self("fnv1a_random")
+    package static let fnv1a = Self("fnv1a")
+    package static let random = Self("random")
+
+    package static let all: [Self] = [.murmur2Random, .murmur2, .consistentRandom, .consistent, .fnv1aRandom, .fnv1a, .random]
+    package var description: String { rawValue }
+}
+
 /// `partition.assignment.strategy`: one or more assignors of the same rebalance protocol.
 ///
 /// Both protocols are supported by ``KafkaConsumer``'s rebalance handling: eager assignors (range,

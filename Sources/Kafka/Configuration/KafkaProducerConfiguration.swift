@@ -21,6 +21,9 @@ package struct KafkaProducerConfiguration: Sendable {
     package var errorHandler: (@Sendable (KafkaError) -> Void)? = nil
     /// How long one blocking `rd_kafka_poll` on the delivery-report thread may wait.
     package var pollTimeout: Duration = .milliseconds(100)
+    /// `partitioner`: how a keyed record's partition is chosen; `nil`: librdkafka's (`consistent_random`,
+    /// CRC32, which puts a key on another partition than a Java producer would).
+    package var partitioner: KafkaPartitioner? = nil
     /// Any other librdkafka property, passed through verbatim.
     package var additionalProperties: [String: String] = [:]
     /// `transactional.id`: set, the producer is transactional (``KafkaProducer/initTransactions(timeout:)``
@@ -53,6 +56,7 @@ package struct KafkaProducerConfiguration: Sendable {
             "message.timeout.ms": String(messageTimeout.kafkaMilliseconds),
             "linger.ms": String(linger.kafkaMilliseconds),
         ]
+        if let partitioner { owned["partitioner"] = partitioner.rawValue }
         if let statisticsInterval {
             owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)
         }
