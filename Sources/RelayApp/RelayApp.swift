@@ -91,6 +91,8 @@ package struct RelayApp: Sendable {
         let producerConfiguration = Self.producerConfiguration(configuration)
 
         // Neither starts a thread here: the relay starts both in its `run()`.
+        // Here, once the credentials are read: a start that fails before the Kafka clients exist names no library.
+        logger.info("apns-relay \(ProductVersion.string) with \(LinkedLibraries.summary)")
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
         let tracing = try Self.tracing(configuration, environment: environment, logger: logger)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RelayApp
 import ServiceSupport
 
 /// `apns-relay`: the service and its tools.
@@ -7,7 +8,8 @@ struct ApnsRelay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-relay",
         abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
-        version: ProductVersion.string,
+        // The product's version first (the chart's appVersion), then the C libraries it runs with.
+        version: LinkedLibraries.versionText,
         subcommands: [RunCommand.self, CheckCommand.self, SendCommand.self, ChannelsCommand.self, ReplayCommand.self, ValidateCommand.self]
     )
 }

@@ -15,12 +15,18 @@ import Testing
         Checkout.examples("notification-event", kind).map { Checkout.root.appendingPathComponent("Schemas/examples/\($0.name)").path }
     }
 
-    /// `--version` on every executable the image ships prints the product version, which the chart's
-    /// appVersion (the image tag it deploys by default) repeats.
+    /// `--version` on every executable prints the product version, which the chart's appVersion (the image tag
+    /// it deploys by default) repeats; the relay's adds the C libraries it runs with, a line each.
     @Test func versionIsPrintedByEveryExecutableAndMatchesTheChart() async throws {
         let (status, output) = try await run(["--version"])
         #expect(status == 0, "\(output)")
-        #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == ProductVersion.string)
+        let lines = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").map(String.init)
+        #expect(lines.first == ProductVersion.string, "\(output)")
+        // Versions as the libraries spell them: digits and dots first (OpenSSL adds its release date).
+        for (index, name) in ["librdkafka", "nghttp2", "OpenSSL"].enumerated() {
+            let line = lines.count > index + 1 ? lines[index + 1] : ""
+            #expect(line.range(of: "^\(name) [0-9]+\\.[0-9]+\\.[0-9]+", options: .regularExpression) != nil, "\(output)")
+        }
         for name in ["apns-mock", "apns-relay-sandbox"] {
             let tool = try RelayProcess.binary().deletingLastPathComponent().appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: tool.path) {
