@@ -66,7 +66,12 @@ struct FetchNudgeTests {
         #expect(without.nudges == 0)
         #expect(without.timerWaits.count >= 3, "the premise: without the nudge, refills wait for the timer: \(without.timerWaits)")
         let with = try await read(count, from: cluster, wakingTheFetcher: true)
-        #expect(with.nudges >= 4, "the queue filled and was drained several times; nudges: \(with.nudges)")
+        if KafkaLibrary.hasFetchQueueBackoff {
+            // librdkafka 2.3+ postpones a full queue's fetch by fetch.queue.backoff.ms, set low instead of nudging.
+            #expect(with.nudges == 0, "fetch.queue.backoff.ms refills the queue; nudges: \(with.nudges)")
+        } else {
+            #expect(with.nudges >= 4, "the queue filled and was drained several times; nudges: \(with.nudges)")
+        }
         // A busy host may stall a thread now and then: one long gap is allowed, not one per refill.
         #expect(with.timerWaits.count <= 1, "gaps of 0.7 s or more between records: \(with.timerWaits)")
     }

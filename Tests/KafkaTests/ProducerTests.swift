@@ -114,11 +114,16 @@ struct ProducerTests {
         #expect(refused?.code == .enqueue)
         #expect(refused?.responseCode == .unknownPartition, "\(String(describing: refused))")
 
-        // The premise: without the lookup the same record is taken, and fails only later.
+        // The premise, on librdkafka 2.0: without the lookup the same record is taken, and fails only later.
+        // Later versions may know the topic already (they refuse it at once too): either way it is never sent.
         let report = EventRecorder<Result<KafkaDeliveryReport, KafkaError>>()
-        try producer.produce(topic: "unlearned", key: nil as [UInt8]?, value: [1], partition: 7) { report.append($0) }
-        try await report.waitUntil("the unlearned topic's delivery report", within: .seconds(10)) { !$0.isEmpty }
-        #expect(throws: KafkaError.self) { try report.entries[0].get() }
+        do {
+            try producer.produce(topic: "unlearned", key: nil as [UInt8]?, value: [1], partition: 7) { report.append($0) }
+            try await report.waitUntil("the unlearned topic's delivery report", within: .seconds(10)) { !$0.isEmpty }
+            #expect(throws: KafkaError.self) { try report.entries[0].get() }
+        } catch let error as KafkaError where !KafkaLibrary.version.hasPrefix("2.0.") {
+            #expect(error.responseCode == .unknownPartition, "\(error)")
+        }
         try await producer.close()
     }
 

@@ -59,9 +59,13 @@ package struct KafkaConsumerConfiguration: Sendable {
     package var revocationDrainTimeout: Duration = .seconds(15)
     /// How long one blocking `rd_kafka_consumer_poll` on the poll thread may wait.
     package var pollTimeout: Duration = .milliseconds(100)
-    /// Whether a drained topic queue's fetcher is woken at once (`FetchNudger`) rather than at librdkafka's
-    /// one-second timer. Off only to measure what it does.
+    /// Whether a drained topic queue's fetcher is woken at once rather than at librdkafka's one-second timer:
+    /// on librdkafka 2.3 and later by `fetch.queue.backoff.ms` (`fetchQueueBackoff`), before that by a
+    /// `FetchNudger`. Off only to measure what it does.
     package var wakesFetcher = true
+    /// `fetch.queue.backoff.ms` where librdkafka has it (2.3+) and `wakesFetcher` is on: how long a full
+    /// queue's partition waits before its next fetch, so how late a drained queue is refilled at most.
+    package var fetchQueueBackoff: Duration = .milliseconds(20)
 
     /// Any other librdkafka property, passed through verbatim.
     package var additionalProperties: [String: String] = [:]
@@ -103,6 +107,9 @@ package struct KafkaConsumerConfiguration: Sendable {
         }
         if let statisticsInterval {
             owned["statistics.interval.ms"] = String(statisticsInterval.kafkaMilliseconds)
+        }
+        if wakesFetcher, KafkaLibrary.hasFetchQueueBackoff {
+            owned["fetch.queue.backoff.ms"] = String(fetchQueueBackoff.kafkaMilliseconds)
         }
         return try KafkaPropertyMerge.merge(
             owned: owned, additional: additionalProperties,

@@ -44,6 +44,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let urgentTopics: Set<String>
     /// A topic queue's limits and state, copied per queue by the poll thread (see `FetchNudger`).
     private let fetchQueue: FetchQueueWatch
+    /// Whether the poll thread nudges drained queues' fetchers (librdkafka before 2.3).
     private let wakesFetcher: Bool
     /// Wakes the fetcher of a topic queue the poll thread drained (on a thread of its own, from `runPollLoop`).
     let nudger: FetchNudger
@@ -51,7 +52,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     init(configuration: KafkaConsumerConfiguration, fetchQueue: FetchQueueWatch, logger: Logger) {
         self.logger = logger
         self.fetchQueue = fetchQueue
-        self.wakesFetcher = configuration.wakesFetcher
+        // librdkafka 2.3+ refills a drained queue by itself (`fetch.queue.backoff.ms`, set by the configuration).
+        self.wakesFetcher = configuration.wakesFetcher && !KafkaLibrary.hasFetchQueueBackoff
         self.nudger = FetchNudger(logger: logger)
         self.isCooperative = configuration.partitionAssignmentStrategy.isCooperative
         self.revocationDrainTimeout = configuration.revocationDrainTimeout
