@@ -61,15 +61,42 @@ RUN swift build -c release --force-resolved-versions --static-swift-stdlib --pro
  && strip /out/apns-mock /out/apns-relay-sandbox
 
 # ---------------------------------------------------------------------------------------------------------------
+# A current librdkafka. Debian 12 packages 2.0.2 (January 2023: no OIDC, cooperative-sticky aborting on shutdown,
+# three years of consumer-group and transaction fixes missing), and Debian 13's 2.8 needs a Debian 13 base, whose
+# sonames (simdjson) the bookworm build stage does not link. This is the self-contained build Confluent ships in
+# its Python client's wheel: OpenSSL, Cyrus SASL, libcurl (OIDC), zstd and lz4 linked in, only rd_kafka_*
+# symbols exported (nothing to collide with the system OpenSSL that the APNs side uses), glibc 2.28 or later.
+# Pinned by hash (Tests/image/librdkafka.txt); `make test` runs the Kafka suites on the same build.
+FROM ${RUNTIME_IMAGE} AS librdkafka
+ARG TARGETARCH
+COPY Tests/image/librdkafka.txt /tmp/librdkafka.txt
+# hadolint ignore=DL3008,DL3013
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-pip \
+ && rm -rf /var/lib/apt/lists/* \
+ && case "${TARGETARCH:-amd64}" in \
+      amd64) platform=manylinux_2_28_x86_64 ;; \
+      arm64) platform=manylinux_2_28_aarch64 ;; \
+      *) echo "no librdkafka wheel for ${TARGETARCH}" >&2; exit 1 ;; \
+    esac \
+ && pip download --no-deps --only-binary=:all: --platform "$platform" --python-version 3.11 --implementation cp \
+      --require-hashes -r /tmp/librdkafka.txt -d /tmp/wheel \
+ && python3 -c 'import glob, zipfile; w = zipfile.ZipFile(glob.glob("/tmp/wheel/*.whl")[0]); n = [x for x in w.namelist() if x.startswith("confluent_kafka.libs/librdkafka-")]; assert len(n) == 1, n; open("/tmp/librdkafka.so.1", "wb").write(w.read(n[0]))' \
+ && install -D -m 0644 /tmp/librdkafka.so.1 /out/librdkafka.so.1
+
+# ---------------------------------------------------------------------------------------------------------------
 # What both images run on: the shared libraries the binaries link (the Swift runtime and Foundation are static),
 # certificates, time zones, and the non-root user.
 FROM ${RUNTIME_IMAGE} AS runtime-base
+# The relay asks for the soname librdkafka.so.1; /usr/local/lib is on the loader's path (ldconfig below).
+COPY --from=librdkafka /out/librdkafka.so.1 /usr/local/lib/
 
 # hadolint ignore=DL3008
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      librdkafka1 libnghttp2-14 libssl3 libsimdjson14 libstdc++6 zlib1g ca-certificates tzdata \
+      libnghttp2-14 libssl3 libsimdjson14 libstdc++6 zlib1g ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* \
+ && ldconfig \
  && groupadd --system --gid 65532 apns-relay \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin apns-relay \
  && mkdir -p /etc/apns-relay

@@ -130,6 +130,25 @@ for product in $PRODUCTS; do
   strip "$ROOTFS/usr/local/bin/$product"
 done
 
+say "the runtime's librdkafka, fetched as the Dockerfile's librdkafka stage fetches it (by hash)"
+WHEEL_PINS=$(stage librdkafka | sed -n 's/^COPY \(Tests\/[^ ]*\) .*/\1/p')
+[ -n "$WHEEL_PINS" ] && [ -f "$WHEEL_PINS" ] || fail "cannot read the librdkafka stage's pinned wheel from Dockerfile"
+WHEELS=$WORK/librdkafka-wheel
+rm -rf "$WHEELS"
+"${PYTHON:-python3}" -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.11 \
+  --implementation cp --require-hashes -r "$WHEEL_PINS" -d "$WHEELS" || fail "pip download of $WHEEL_PINS failed"
+"${PYTHON:-python3}" - "$WHEELS" "$ROOTFS/usr/local/lib/librdkafka.so.1" <<'PY' || exit 1
+import glob, sys, zipfile
+wheel = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0])
+names = [n for n in wheel.namelist() if n.startswith("confluent_kafka.libs/librdkafka-")]
+if len(names) != 1:
+    sys.exit(f"error: the wheel holds {names}, not one librdkafka")
+open(sys.argv[2], "wb").write(wheel.read(names[0]))
+PY
+chmod 0644 "$ROOTFS/usr/local/lib/librdkafka.so.1"
+chroot "$ROOTFS" ldconfig
+chroot "$ROOTFS" ldconfig -p | grep 'librdkafka.so.1 ' || fail "the loader does not find /usr/local/lib/librdkafka.so.1"
+
 say "the image holds the relay only"
 # Swift symbols name their module (length-prefixed in the mangling); KafkaMock would import librdkafka's mock cluster.
 for product in $PRODUCTS; do
@@ -161,10 +180,15 @@ cp /etc/hosts /etc/resolv.conf "$ROOTFS/etc/"
 in_image() { chroot --userspec="$USERSPEC" "$ROOTFS" "$@"; }
 
 say "apns-relay --version, inside the image as user $USERSPEC"
-VERSION=$(in_image /usr/local/bin/apns-relay --version)
+VERSIONS=$(in_image /usr/local/bin/apns-relay --version)
+VERSION=$(printf '%s\n' "$VERSIONS" | head -1)
 CHART=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}/\1/p' helm/apns-relay/Chart.yaml)
-echo "$VERSION (chart appVersion $CHART)"
+printf '%s\n' "$VERSIONS"
+echo "(chart appVersion $CHART)"
 [ "$VERSION" = "$CHART" ] || fail "the binary says $VERSION, the chart's appVersion is $CHART"
+KAFKA_VERSION=$(printf '%s\n' "$VERSIONS" | sed -n 's/^librdkafka //p')
+printf '%s\n' "$KAFKA_VERSION" | awk -F. '{ exit !($1 > 2 || ($1 == 2 && $2 >= 8)) }' \
+  || fail "the image runs librdkafka $KAFKA_VERSION; it must be 2.8 or later"
 
 say "test peers on the host, outside the image: mock Kafka (apns-relay-sandbox mock-kafka) and mock APNs (apns-mock)"
 # The files both sides read live in the image's /tmp: the relay sees $SANDBOX, the host $ROOTFS$SANDBOX.
