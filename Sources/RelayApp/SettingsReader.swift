@@ -173,17 +173,87 @@ final class SettingsReader {
         return items.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
-    /// `name=value` pairs (librdkafka properties), from a list.
+    /// librdkafka properties (`name` → `value`), kept whole: a value may hold commas (`debug=cgrp,topic`, a
+    /// cipher list, a password). In a file, a mapping (`properties: {debug: "cgrp,topic"}`) or a list of
+    /// `name=value` items, each item whole; in the environment and after `--set`, one text of `name=value`
+    /// entries separated by commas, a comma inside a value written `\,` (and a backslash `\\`).
+    /// An entry that is not `name=value` is a problem naming its position only: it may hold a secret.
     func properties(_ key: String) -> [String: String] {
+        known.insert(key)
+        let variable = RelayAppConfiguration.environmentName(forKey: key)
+        var entries: [String]
+        if let text = sources.overrides[key] ?? sources.environment[variable] {
+            entries = Self.splitEscaped(text)
+        } else if let file = sources.file, let value = file.values[key] {
+            switch value {
+            case .mapping:
+                var properties: [String: String] = [:]
+                for (path, child) in file.values where path.hasPrefix(key + ".") {
+                    let name = String(path.dropFirst(key.count + 1))
+                    known.insert(path)
+                    switch child {
+                    case .string(let text): properties[name] = text
+                    case .integer(let number): properties[name] = String(number)
+                    case .number(let number): properties[name] = String(number)
+                    case .bool(let flag): properties[name] = String(flag)
+                    case .mapping: continue  // a dotted name written nested (`sasl: {mechanism: …}`): its leaves follow
+                    case .null, .list: invalid(key, "property '\(name)' needs a single value (in \(file.path))")
+                    }
+                }
+                return properties
+            case .list(let items):
+                entries = []
+                for (index, item) in items.enumerated() {
+                    guard case .string(let text) = item else {
+                        invalid(key, "entry \(index + 1) of the list is not a string (in \(file.path))")
+                        continue
+                    }
+                    entries.append(text)
+                }
+            case .string(let text):
+                entries = Self.splitEscaped(text)
+            default:
+                invalid(key, "expected a mapping of librdkafka properties, or a list of name=value, got \(value.description) (in \(file.path))")
+                return [:]
+            }
+        } else {
+            return [:]
+        }
         var properties: [String: String] = [:]
-        for item in list(key, default: []) {
-            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                invalid(key, "'\(item)' is not name=value")
+        for (index, entry) in entries.enumerated() {
+            let trimmed = entry.drop { $0 == " " }
+            if trimmed.isEmpty { continue }
+            guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
+                invalid(key, "entry \(index + 1) is not name=value (its text is not shown: it may hold a secret)")
                 continue
             }
-            properties[String(item[..<equals])] = String(item[item.index(after: equals)...])
+            properties[String(trimmed[..<equals]).trimmingCharacters(in: .whitespaces)] = String(trimmed[trimmed.index(after: equals)...])
         }
         return properties
+    }
+
+    /// `a=1,b=x\,y` → `["a=1", "b=x,y"]`: commas separate, `\,` is a comma and `\\` a backslash.
+    static func splitEscaped(_ text: String) -> [String] {
+        var entries: [String] = []
+        var current = ""
+        var escaped = false
+        for character in text {
+            if escaped {
+                if character != "," && character != "\\" { current.append("\\") }
+                current.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "," {
+                entries.append(current)
+                current = ""
+            } else {
+                current.append(character)
+            }
+        }
+        if escaped { current.append("\\") }
+        entries.append(current)
+        return entries
     }
 
     func oneOf<T>(_ key: String, default value: T, _ choices: [String: T]) -> T {

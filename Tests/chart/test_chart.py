@@ -972,6 +972,18 @@ def test_all_on_config_and_secrets():
     assert container(objs)["image"] == "registry.example.com/apns-relay:1.2.3"
 
 
+def test_properties_keep_commas():
+    """kafka.properties as a map: a value's commas reach relay.yaml whole, and are escaped (\\,) in the
+    variable the chart builds with SASL, as the relay reads APNS_RELAY_KAFKA_PROPERTIES."""
+    values = {**REQUIRED, "kafka": {**REQUIRED["kafka"], "properties": {"debug": "cgrp,topic", "client.rack": "use1-az1"}}}
+    config = yaml.safe_load(by_kind(objects(values))["ConfigMap"]["data"]["relay.yaml"])
+    assert config["kafka"]["properties"] == {"debug": "cgrp,topic", "client.rack": "use1-az1"}, config["kafka"]
+    sasl = {**values, "kafka": {**values["kafka"], "sasl": {"enabled": True, "existingSecret": "kafka-credentials", "username": "relay"}}}
+    env = {e["name"]: e for e in container(objects(sasl))["env"]}
+    value = env["APNS_RELAY_KAFKA_PROPERTIES"]["value"]
+    assert value.startswith("client.rack=use1-az1,debug=cgrp\\,topic,security.protocol="), value
+
+
 def test_all_on_keda_scaledobject():
     so = by_kind(objects(ALL_ON))["ScaledObject"]
     assert so["apiVersion"] == "keda.sh/v1alpha1"

@@ -167,8 +167,21 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{/* librdkafka properties passed through the environment when SASL is on (the password stays in its Secret). */}}
 {{- define "apns-relay.saslProperties" -}}
 {{- $s := .Values.kafka.sasl -}}
-{{- $props := concat (.Values.kafka.properties | default list) (list (printf "security.protocol=%s" $s.securityProtocol) (printf "sasl.mechanism=%s" $s.mechanism) (printf "sasl.username=%s" $s.username) "sasl.password=$(KAFKA_SASL_PASSWORD)") -}}
-{{- join "," $props -}}
+{{- /* name=value entries, commas between them; a comma or backslash inside an entry is escaped (\, and \\), as the
+     relay reads APNS_RELAY_KAFKA_PROPERTIES. The password is expanded by Kubernetes after this, unescaped: a
+     password holding a comma or a backslash cannot pass this way. */ -}}
+{{- $entries := list -}}
+{{- $given := .Values.kafka.properties | default list -}}
+{{- if kindIs "map" $given }}
+{{- range $name, $value := $given }}{{ $entries = append $entries (printf "%s=%v" $name $value) }}{{ end }}
+{{- else }}
+{{- $entries = $given -}}
+{{- end }}
+{{- $escaped := list -}}
+{{- range $e := concat $entries (list (printf "security.protocol=%s" $s.securityProtocol) (printf "sasl.mechanism=%s" $s.mechanism) (printf "sasl.username=%s" $s.username)) }}
+{{- $escaped = append $escaped ($e | replace "\\" "\\\\" | replace "," "\\,") }}
+{{- end }}
+{{- join "," (append $escaped "sasl.password=$(KAFKA_SASL_PASSWORD)") -}}
 {{- end }}
 
 {{/* relay.yaml: the relay's own keys from the values, chart-only keys left out, file paths filled in. */}}
