@@ -10,6 +10,6 @@ struct ApnsRelay: AsyncParsableCommand {
         abstract: "Relays notification events from Kafka to Apple Push Notification service, at least once.",
         // The product's version first (the chart's appVersion), then the C libraries it runs with.
         version: LinkedLibraries.versionText,
-        subcommands: [RunCommand.self, CheckCommand.self, SendCommand.self, ChannelsCommand.self, ReplayCommand.self, ValidateCommand.self]
+        subcommands: [RunCommand.self, CheckCommand.self, SendCommand.self, ChannelsCommand.self, ReplayCommand.self, ValidateCommand.self, TopicsCommand.self]
     )
 }
