@@ -72,7 +72,7 @@ ARG TARGETARCH
 COPY Tests/image/librdkafka.txt /tmp/librdkafka.txt
 # hadolint ignore=DL3008,DL3013
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-pip \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-pip patchelf \
  && rm -rf /var/lib/apt/lists/* \
  && case "${TARGETARCH:-amd64}" in \
       amd64) platform=manylinux_2_28_x86_64 ;; \
@@ -82,6 +82,8 @@ RUN apt-get update \
  && pip download --no-deps --only-binary=:all: --platform "$platform" --python-version 3.11 --implementation cp \
       --require-hashes -r /tmp/librdkafka.txt -d /tmp/wheel \
  && python3 -c 'import glob, zipfile; w = zipfile.ZipFile(glob.glob("/tmp/wheel/*.whl")[0]); n = [x for x in w.namelist() if x.startswith("confluent_kafka.libs/librdkafka-")]; assert len(n) == 1, n; open("/tmp/librdkafka.so.1", "wb").write(w.read(n[0]))' \
+    # The wheel names its copy librdkafka-<hash>.so.1; the loader's cache must know it by the soname the relay asks for.
+ && patchelf --set-soname librdkafka.so.1 /tmp/librdkafka.so.1 \
  && install -D -m 0644 /tmp/librdkafka.so.1 /out/librdkafka.so.1
 
 # ---------------------------------------------------------------------------------------------------------------

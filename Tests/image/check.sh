@@ -145,6 +145,11 @@ if len(names) != 1:
     sys.exit(f"error: the wheel holds {names}, not one librdkafka")
 open(sys.argv[2], "wb").write(wheel.read(names[0]))
 PY
+# As the stage does: the wheel's copy is named librdkafka-<hash>.so.1, and the loader looks the relay's
+# librdkafka.so.1 up by soname.
+command -v patchelf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >/dev/null; }
+patchelf --set-soname librdkafka.so.1 "$ROOTFS/usr/local/lib/librdkafka.so.1"
+find "$ROOTFS/usr/local/lib" -maxdepth 1 -name 'librdkafka-*' -delete
 chmod 0644 "$ROOTFS/usr/local/lib/librdkafka.so.1"
 chroot "$ROOTFS" ldconfig
 chroot "$ROOTFS" ldconfig -p | grep 'librdkafka.so.1 ' || fail "the loader does not find /usr/local/lib/librdkafka.so.1"
