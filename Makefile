@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # Debian packages: build-time libraries, plus independent peers the tests drive (kcat, nghttp2 tools, tinyproxy),
 # and bubblewrap, which starts the chart's pod as the kubelet would (read-only root, mounts, its user).
 APT_BUILD := librdkafka-dev libnghttp2-dev libssl-dev pkg-config libsimdjson-dev libvalijson-dev nlohmann-json3-dev
-APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy prometheus bubblewrap
+APT_TEST := kcat nghttp2-client nghttp2-server python3-venv tinyproxy prometheus bubblewrap openssl
 # The benchmarks also read the relay's /metrics (curl) and build an allocation counter (gcc).
 APT_BENCH := curl gcc
 
