@@ -124,11 +124,12 @@ package struct SigningKeyWatcher: Service, CustomStringConvertible {
         let previous = watched.signer.keyID
         do {
             let from = try watched.signer.rotate(toPEM: contents.pem, keyID: contents.keyID, now: now)
-            watched.rotated.increment()
+            // Logged before it is counted: whoever sees the count can find the line.
             logger.notice("APNs signing key of credential '\(watched.credential)' changed; tokens are signed with it from the next token epoch", metadata: [
                 "keyId.from": "\(previous)", "keyId.to": "\(contents.keyID)",
                 "from": "\(Date(timeIntervalSince1970: TimeInterval(from)).formatted(.iso8601))",
             ])
+            watched.rotated.increment()
             return .rotated(fromKeyID: previous, toKeyID: contents.keyID, from: from)
         } catch {
             let message = "the APNs signing key of credential '\(watched.credential)' changed ('\(watched.keyFile)', \(watched.prefix)token.privateKeyFile, key id \(contents.keyID)) but cannot be used: \(error.message); still signing with key id \(previous)"

@@ -433,9 +433,12 @@ class Run:
                              "Secret's ..data swap", poll=0.25)
         except PeerFailure as error:
             raise CaseFailure(pod.diagnose(str(error)))
-        log = pod.stderr_path.read_text(errors="replace")
-        if KEY_2 not in log:
-            raise CaseFailure(f"the relay counted a rotation but its log never names the new key id {KEY_2}")
+        # The count and the log line are two writes: the line may land a moment after the count is scraped.
+        try:
+            peers.wait_until(lambda: KEY_2 in pod.stderr_path.read_text(errors="replace"), 30,
+                             f"the relay's log naming the new key id {KEY_2} after it counted the rotation", poll=0.1)
+        except PeerFailure as error:
+            raise CaseFailure(str(error))
         self.notes.append(f"key Secret swapped ({KEY_1}→{KEY_2}): reload counted as rotated")
 
     def check_projection(self, pod: kubelet.Pod) -> None:
