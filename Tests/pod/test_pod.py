@@ -115,9 +115,17 @@ def event(event_id: str, number: int) -> str:
                        "metadata": {"case": event_id.split("-")[0]}}, separators=(",", ":"))
 
 
-def metrics(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return response.read().decode()
+def metrics(port: int, within: float = 30.0) -> str:
+    """The relay's /metrics; a scrape that times out (a busy machine) is tried again until `within` passes."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                return response.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def metric_value(text: str, name: str, **labels: str) -> float:
@@ -397,9 +405,10 @@ class Run:
                 pod.stop_probers()
                 raise CaseFailure(pod.diagnose(f"the relay exited ({pod.process.returncode}) before it was ready"))
             self.check_alive(pod)
-            if readiness.consecutive_failures >= readiness.failure_threshold:
-                # The relay's own answer, on the port its configuration names: ready there but not to the probe
-                # means the probe asks the wrong place.
+            if readiness.consecutive_definite_failures >= readiness.failure_threshold:
+                # The relay's own answer, on the port its configuration names: ready there but refused or
+                # answered otherwise to the probe means the probe asks the wrong place (a time-out, which a busy
+                # machine makes, is no such evidence: the pod then just has until READY_WITHIN to be ready).
                 _, config = pod.relay_config()
                 port = (config.get("admin") or {}).get("port", admin_port)
                 if _ready_at(port):
