@@ -100,11 +100,11 @@ test-swift: librdkafka-current
 	exit $$status
 
 test-python: venv
-	@for t in Tests/schema/check_*.py Tests/build/check_*.py Tests/chart/test_*.py Tests/pod/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
+	@for t in Tests/schema/check_*.py Tests/build/check_*.py Tests/chart/test_*.py Tests/peers/test_*.py Tests/pod/test_*.py; do [ -f "$$t" ] || continue; echo "== $$t"; $(PY) $$t || exit 1; done
 
 # Every Benchmarks/*.sh, then one table: the rows end-to-end.sh writes to $$BENCH_TABLE, plus the summary
 # lines of the other scripts (consume path vs kcat, mock APNs vs nghttpd). Logs stay in bench-results/.
-bench: deps-test
+bench: deps-test venv
 	$(call apt_ensure,$(APT_BENCH))
 	@mkdir -p bench-results; : > bench-results/table.txt
 	@for b in Benchmarks/*.sh; do [ -f "$$b" ] || continue; echo "== $$b"; \

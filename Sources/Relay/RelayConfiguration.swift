@@ -78,6 +78,19 @@ package struct RelayConfiguration: Sendable {
     /// Exactly-once results (`kafka.exactlyOnce`): records and offsets in one Kafka transaction per
     /// interval; `nil`: at least once (records published at once, offsets stored and auto-committed).
     package var exactlyOnce: ExactlyOnce?
+    /// Who the relay is to Kafka (mechanism and user, never a secret) and the keys that say so: what the
+    /// relay names when a broker refuses its credentials.
+    package var kafkaIdentity = KafkaIdentity()
+
+    package struct KafkaIdentity: Sendable, Hashable {
+        package var summary = "plaintext, no authentication"
+        package var keys = "kafka.properties"
+        package init() {}
+        package init(summary: String, keys: String) {
+            self.summary = summary
+            self.keys = keys
+        }
+    }
 
     package struct ExactlyOnce: Sendable {
         /// `transactional.id`: one per replica, the same across its restarts.

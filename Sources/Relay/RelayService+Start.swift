@@ -14,6 +14,19 @@ extension RelayService {
         logger.info("exactly-once results: transactional producer ready", metadata: ["transactionalId": "\(exactlyOnce.transactionalID)"])
     }
 
+    /// Fails the start when a broker has already refused the relay's SASL credentials or TLS certificate.
+    func refuseStartWithRefusedCredentials() throws {
+        let refusal = producer.credentialsRefused.value ?? consumer.credentialsRefused.value
+        if let error = refusal {
+            throw RelayError(Self.credentialsRefusedMessage(configuration.kafkaIdentity, error))
+        }
+    }
+
+    /// What the relay says when Kafka refuses it: who it said it was and where that is configured.
+    static func credentialsRefusedMessage(_ identity: RelayConfiguration.KafkaIdentity, _ error: KafkaError) -> String {
+        "Kafka refused the relay's credentials (\(identity.summary)): \(error.message). Check \(identity.keys)"
+    }
+
     /// How long the start waits for the cluster's answer about the results topic.
     static let resultsTopicTimeout: Duration = .seconds(5)
 

@@ -184,8 +184,11 @@ package final class RelayService: Service, Sendable {
         guard first else { throw RelayError("RelayService.run() called twice") }
         do {
             try producer.start()  // the Kafka clients' threads start here, not when they are made
-            try await registerTransactionalID()
+            // The results topic first: its lookup is the first request a refused credential shows in, within
+            // seconds (InitProducerId would wait for its whole time-out).
             await learnResultsTopic()
+            try refuseStartWithRefusedCredentials()
+            try await registerTransactionalID()
             try consumer.subscribe(topics: configuration.topics.inputs)
             try consumer.start()
         } catch {
@@ -307,6 +310,20 @@ package final class RelayService: Service, Sendable {
             watch.addTask { [consumer, failure] in
                 if let error = await consumer.fatalError.wait() {
                     failure.set("Kafka consumer fatal error, no more events can be consumed (if it says fenced: another relay with the same kafka.groupInstanceId took this one's place; each replica needs its own): \(error)")
+                }
+            }
+            for refused in [producer.credentialsRefused, consumer.credentialsRefused] {
+                watch.addTask { [consumer, failure, logger, identity = configuration.kafkaIdentity] in
+                    guard let error = await refused.wait() else { return }
+                    // Before the group was joined the credential never worked: retrying cannot help, and a
+                    // restart (Kubernetes' back-off) reads the files again. Once it has worked, a refusal is
+                    // a rotation under way: librdkafka retries, the password file is read again.
+                    if !consumer.health.isJoined {
+                        failure.set(Self.credentialsRefusedMessage(identity, error))
+                    } else {
+                        logger.error("Kafka refused the relay's credentials after they had worked; retrying (a rotated password file is read again)",
+                                     metadata: ["kafka.identity": "\(identity.summary)", "error": "\(error)"])
+                    }
                 }
             }
             watch.addTask { [failure] in _ = await failure.wait() }

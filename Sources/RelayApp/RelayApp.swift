@@ -44,6 +44,8 @@ package struct RelayApp: Sendable {
     package let certificateWatcher: CertificateExpiryWatcher?
     /// Exports spans (`nil`: tracing is off).
     package let tracingExporter: (any Service)?
+    /// Reads `kafka.sasl.passwordFile` again for a new password (`nil`: no password, or turned off).
+    package let passwordWatcher: KafkaPasswordWatcher?
 
     /// Loads the credentials first (key and certificate files, the CA file), then creates the Kafka
     /// clients: a credential problem then fails the start-up before librdkafka starts connecting (and
@@ -86,15 +88,17 @@ package struct RelayApp: Sendable {
             clients: zip(configuration.apns.credentials, clients).map { ($0.name, $1) },
             caFile: configuration.apns.insecureSkipVerify ? nil : configuration.apns.caFile, logger: logger)
 
-        let consumerConfiguration = Self.consumerConfiguration(configuration)
-
-        let producerConfiguration = Self.producerConfiguration(configuration)
+        // The Kafka secrets are read here too, before a client exists.
+        let connection = try Self.connectionProperties(configuration.kafka)
+        let consumerConfiguration = Self.consumerConfiguration(configuration, connection: connection)
+        let producerConfiguration = Self.producerConfiguration(configuration, connection: connection)
 
         // Neither starts a thread here: the relay starts both in its `run()`.
         // Here, once the credentials are read: a start that fails before the Kafka clients exist names no library.
         logger.info("apns-relay \(ProductVersion.string) with \(LinkedLibraries.summary)")
         consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        passwordWatcher = Self.passwordWatcher(configuration.kafka.security, connection: connection, consumer: consumer, producer: producer, logger: logger)
         let tracing = try Self.tracing(configuration, environment: environment, logger: logger)
         tracingExporter = tracing?.service
         relay = RelayService(
@@ -112,12 +116,14 @@ package struct RelayApp: Sendable {
 
     /// The producer's settings: the relay's keys, then `kafka.properties` and `kafka.producerProperties`
     /// (which may repeat a key's value but not contradict it).
-    package static func producerConfiguration(_ configuration: RelayAppConfiguration) -> KafkaProducerConfiguration {
+    ///
+    /// - Parameter connection: ``connectionProperties(_:)``: how to reach and authenticate to the brokers.
+    package static func producerConfiguration(_ configuration: RelayAppConfiguration, connection: [String: String] = [:]) -> KafkaProducerConfiguration {
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
         producerConfiguration.clientID = configuration.kafka.clientID
         producerConfiguration.linger = configuration.kafka.linger
         producerConfiguration.partitioner = configuration.kafka.partitioner
-        producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
+        producerConfiguration.additionalProperties = connection.merging(configuration.kafka.properties) { $1 }.merging(configuration.kafka.producerProperties) { $1 }
         if let exactlyOnce = configuration.relay.exactlyOnce {
             producerConfiguration.transactionalID = exactlyOnce.transactionalID
             producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
@@ -127,7 +133,7 @@ package struct RelayApp: Sendable {
 
     /// The consumer's settings: the relay's keys, then librdkafka's prefetch from `kafka.prefetchBytes`,
     /// then `kafka.properties` and `kafka.consumerProperties`, which override anything before them.
-    package static func consumerConfiguration(_ configuration: RelayAppConfiguration) -> KafkaConsumerConfiguration {
+    package static func consumerConfiguration(_ configuration: RelayAppConfiguration, connection: [String: String] = [:]) -> KafkaConsumerConfiguration {
         var consumerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: configuration.kafka.bootstrapServers, groupID: configuration.kafka.groupID
         )
@@ -167,6 +173,7 @@ package struct RelayApp: Sendable {
             "fetch.wait.max.ms": "100",
         ]
         consumerConfiguration.additionalProperties = prefetch
+            .merging(connection) { $1 }
             .merging(configuration.kafka.properties) { $1 }
             .merging(configuration.kafka.consumerProperties) { $1 }
         consumerConfiguration.statisticsInterval = configuration.kafka.statisticsInterval > .zero ? configuration.kafka.statisticsInterval : nil
@@ -177,12 +184,34 @@ package struct RelayApp: Sendable {
         return consumerConfiguration
     }
 
+    /// The settings every Kafka client of the relay connects with: `kafka.sasl.*` and `kafka.tls.*` (the
+    /// secrets read from their files), then `kafka.properties`, which may not set what those keys decide.
+    /// - Throws: `RelayError` naming the key and file of a secret that cannot be read.
+    package static func connectionProperties(_ kafka: RelayAppConfiguration.Kafka) throws -> [String: String] {
+        try kafka.security.librdkafkaProperties().merging(kafka.properties) { $1 }
+    }
+
+    /// A watcher for `kafka.sasl.passwordFile`, when there is one to watch.
+    static func passwordWatcher(
+        _ security: RelayAppConfiguration.KafkaSecurity, connection: [String: String], consumer: KafkaConsumer, producer: KafkaProducer, logger: Logger
+    ) -> KafkaPasswordWatcher? {
+        guard let interval = security.passwordReloadInterval, let sasl = security.sasl, let username = sasl.username,
+              let passwordFile = sasl.passwordFile, let password = connection["sasl.password"] else { return nil }
+        return KafkaPasswordWatcher(
+            username: username, passwordFile: passwordFile, password: password,
+            clients: [
+                { username, password in try consumer.setSASLCredentials(username: username, password: password) },
+                { username, password in try producer.setSASLCredentials(username: username, password: password) },
+            ],
+            interval: interval, logger: logger)
+    }
+
     /// The services in start order: the APNs event loops, the span exporter, the APNs clients, the key
     /// watcher, `extra` (e.g. the admin server), then the relay. A `ServiceGroup` stops them in reverse: the
     /// relay drains first, the APNs connections close, the exporter sends the last spans, and the loops'
     /// threads end.
     package func services(adding extra: [any Service] = []) -> [any Service] {
-        [eventLoops] + (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + (certificateWatcher.map { [$0] } ?? []) + extra + [relay]
+        [eventLoops] + (tracingExporter.map { [$0] } ?? []) + [APNsClientService(clients: clients)] + (keyWatcher.map { [$0] } ?? []) + (certificateWatcher.map { [$0] } ?? []) + (passwordWatcher.map { [$0] } ?? []) + extra + [relay]
     }
 
     /// A group running `services(adding:)`. It installs no signal handlers: the caller decides how a

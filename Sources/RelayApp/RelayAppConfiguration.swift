@@ -59,6 +59,8 @@ package struct RelayAppConfiguration: Sendable {
         package var properties: [String: String] = [:]
         package var consumerProperties: [String: String] = [:]
         package var producerProperties: [String: String] = [:]
+        /// `kafka.sasl.*` and `kafka.tls.*`.
+        package var security = KafkaSecurity()
     }
 
     package struct APNs: Sendable {
@@ -203,6 +205,10 @@ package struct RelayAppConfiguration: Sendable {
             consumerProperties: settings.properties("kafka.consumerProperties"),
             producerProperties: settings.properties("kafka.producerProperties")
         )
+        var securityNotices: [String] = []
+        kafka.security = Self.kafkaSecurity(
+            settings, properties: [kafka.properties, kafka.consumerProperties, kafka.producerProperties], notices: &securityNotices)
+        notices += securityNotices
 
         let topicDefaults = RelayConfiguration.Topics.defaults
         var topics = RelayConfiguration.Topics(
@@ -308,6 +314,7 @@ package struct RelayAppConfiguration: Sendable {
         } else if kafka.transactionalID != nil {
             notices.append("kafka.transactionalId is set but kafka.exactlyOnce is off: results are published at least once, without transactions")
         }
+        relay.kafkaIdentity = .init(summary: kafka.security.summary, keys: kafka.security.keysToCheck)
         self.relay = relay
 
         let adminDefaults = Admin()

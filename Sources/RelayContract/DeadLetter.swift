@@ -1,6 +1,10 @@
 /// A dead-letter record: the original message, plus headers that say where it came from and why it was
 /// refused. Header names follow Kafka Connect's DLQ conventions so existing tooling reads them.
 ///
+/// Only the relay writes names in its namespaces (`__connect.`, `apns-relay.`): an original header named so is
+/// kept as `__original.` + its name (see ``Header/keptName(_:)``), so a producer cannot pose as the relay and
+/// name, say, the topic `apns-relay replay` writes to. The dead letter's one block of those names is the relay's.
+///
 /// Always publishable: the record as a whole stays within ``Limits/maxBytes``. An original key over
 /// ``Limits/maxKeyBytes`` is replaced by the source position, original headers over
 /// ``Limits/maxOriginalHeaderBytes`` are left out, and the value is cut to what is left; each of these is said
@@ -18,10 +22,13 @@ package struct DeadLetter: Sendable, Hashable {
     /// The headers a dead letter adds to the original's: Kafka Connect's DLQ names where there is one, then
     /// the relay's own notes about what it had to cut. `apns-relay replay` reads them back.
     package enum Header {
-        /// Kafka Connect's prefix: every header of this kind says where the record came from or why it failed.
-        package static let connectPrefix = "__connect.errors."
+        /// Kafka Connect's namespace (`__connect.errors.*` say where the record came from and why it failed):
+        /// reserved as a whole, so that no tool reading a Connect-style dead letter is handed a producer's header.
+        package static let connectNamespace = "__connect."
         /// The relay's prefix: notes on what the dead letter left out of the original.
         package static let relayPrefix = "apns-relay."
+        /// Where an original header whose name is reserved is kept: `__original.__connect.errors.topic`.
+        package static let originalPrefix = "__original."
         package static let topic = "__connect.errors.topic"
         package static let partition = "__connect.errors.partition"
         package static let offset = "__connect.errors.offset"
@@ -36,6 +43,24 @@ package struct DeadLetter: Sendable, Hashable {
         /// The original value was cut; its full size.
         package static let originalSize = "apns-relay.original.size"
         package static let truncated = "apns-relay.truncated"
+
+        /// Whether `name` is reserved: in a namespace only the relay writes in a dead letter (`__connect.`,
+        /// `apns-relay.`).
+        package static func isReserved(_ name: String) -> Bool {
+            name.hasPrefix(connectNamespace) || name.hasPrefix(relayPrefix)
+        }
+
+        /// The name an original header is kept under: `__original.` + the name for one in the relay's
+        /// namespaces, and for one already starting with `__original.` (so that ``originalName(ofKept:)`` gives
+        /// back exactly what the producer sent); any other name as it is.
+        package static func keptName(_ name: String) -> String {
+            isReserved(name) || name.hasPrefix(originalPrefix) ? originalPrefix + name : name
+        }
+
+        /// The name the producer gave a header kept under `name` (the inverse of ``keptName(_:)``).
+        package static func originalName(ofKept name: String) -> String {
+            name.hasPrefix(originalPrefix) ? String(name.dropFirst(originalPrefix.count)) : name
+        }
     }
 
     /// How large a dead letter may be.
@@ -68,6 +93,8 @@ package struct DeadLetter: Sendable, Hashable {
         originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [RecordHeader],
         source: SourcePosition, stage: Stage, errorCode: String, message: String, limits: Limits
     ) {
+        // Renamed before anything else reads them: the size checks below count the names as written.
+        let originalHeaders = originalHeaders.map { RecordHeader(name: Header.keptName($0.name), value: $0.value) }
         var headers = originalHeaders
         var notes: [RecordHeader] = [
             RecordHeader(name: Header.topic, value: Array(source.topic.utf8)),

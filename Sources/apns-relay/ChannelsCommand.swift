@@ -17,9 +17,11 @@ struct ChannelsCommand: AsyncParsableCommand {
             whose apns topics cover --bundle-id, as for pushes), the CA file, the proxy and the management \
             endpoints (apns.production.managementHost/managementPort, default api-manage-broadcast.push.apple.com:2196; \
             apns.development.* default api-manage-broadcast.sandbox.push.apple.com:2195). Kafka settings are not needed.
-            Prints one JSON object on standard output. Exit status: 0 done, 1 refused by APNs (the reason is \
-            printed on standard error), 2 a configuration problem, 3 no answer (connection or timeout), 64 wrong \
-            or missing arguments.
+            Prints one JSON object on standard output. `delete` prints what it would delete on standard error \
+            first and deletes only with --yes (or once you answer y when run in a terminal). Exit status: 0 \
+            done (or nothing deleted without --yes), 1 refused by APNs (the reason is printed on standard \
+            error), 2 a configuration problem, 3 no answer (connection or timeout), 64 wrong or missing \
+            arguments.
             """,
         subcommands: [Create.self, Get.self, Delete.self, List.self]
     )
@@ -52,9 +54,45 @@ struct ChannelsCommand: AsyncParsableCommand {
 
         var apnsEnvironment: APNsEnvironment { APNsEnvironment(rawValue: environment) ?? .production }
 
+        /// The relay's configuration and the credential that covers `--bundle-id` in `--environment`; exits with
+        /// status 2 when either is missing.
+        func setting() async throws -> Setting {
+            let configuration: RelayAppConfiguration
+            do {
+                configuration = try RelayAppConfiguration(reader: try await options.sources(), requireKafka: false)
+            } catch {
+                Self.fail("\(error)", exitCode: 2)
+            }
+            guard let credential = configuration.apns.credentials.first(where: { $0.covers(bundleId, in: apnsEnvironment) }) else {
+                Self.fail("no credential covers bundle id \(bundleId) in \(environment) (apns.topics, apns.environments, apns.credential.NAME.topics, …environments)", exitCode: 2)
+            }
+            return Setting(configuration: configuration, credential: credential)
+        }
+
+        struct Setting {
+            var configuration: RelayAppConfiguration
+            var credential: RelayAppConfiguration.APNs.Credential
+        }
+
+        /// `host:port` of the environment's channel-management endpoint.
+        func managementHost(_ setting: Setting) -> String {
+            let endpoint = setting.configuration.apns.managementEndpoints[apnsEnvironment]
+            return endpoint.map { "\($0.host):\($0.port)" } ?? "?"
+        }
+
+        /// Prints the JSON object a command answers with, with the bundle id and the environment.
+        func answer(_ object: [String: Any]) throws {
+            var object = object
+            object["bundleId"] = bundleId
+            object["environment"] = environment
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            print(String(decoding: data, as: UTF8.self))
+        }
+
         /// Runs `body` with a channel manager for the bundle's credential, then prints its JSON answer.
-        func run(_ body: (ChannelManager, APNsEnvironment) async throws -> [String: Any]) async throws {
-            let (manager, eventLoops) = try await makeManager()
+        func run(_ setting: Setting? = nil, _ body: (ChannelManager, APNsEnvironment) async throws -> [String: Any]) async throws {
+            let setting = if let setting { setting } else { try await self.setting() }
+            let (manager, eventLoops) = makeManager(setting)
             let outcome: Result<[String: Any], any Error> = try await eventLoops.withRunningLoops {
                 let outcome: Result<[String: Any], any Error>
                 do {
@@ -66,11 +104,8 @@ struct ChannelsCommand: AsyncParsableCommand {
                 return outcome
             }
             switch outcome {
-            case .success(var object):
-                object["bundleId"] = bundleId
-                object["environment"] = environment
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-                print(String(decoding: data, as: UTF8.self))
+            case .success(let object):
+                try answer(object)
             case .failure(let error as ChannelManagementError):
                 let hint = error.reason == .channelNotRegistered
                     ? " (deleted, or made in the other environment: this was --environment \(environment))" : ""
@@ -82,22 +117,14 @@ struct ChannelsCommand: AsyncParsableCommand {
             }
         }
 
-        private func makeManager() async throws -> (ChannelManager, APNsEventLoopGroup) {
-            let configuration: RelayAppConfiguration
-            do {
-                configuration = try RelayAppConfiguration(reader: try await options.sources(), requireKafka: false)
-            } catch {
-                Self.fail("\(error)", exitCode: 2)
-            }
+        private func makeManager(_ setting: Setting) -> (ChannelManager, APNsEventLoopGroup) {
             var logger = Logger(label: "apns-relay.channels")
             logger.logLevel = .error
-            guard let credential = configuration.apns.credentials.first(where: { $0.covers(bundleId, in: apnsEnvironment) }) else {
-                Self.fail("no credential covers bundle id \(bundleId) in \(environment) (apns.topics, apns.environments, apns.credential.NAME.topics, …environments)", exitCode: 2)
-            }
+            let apns = setting.configuration.apns
             do {
-                let eventLoops = try RelayApp.eventLoops(configuration.apns)
+                let eventLoops = try RelayApp.eventLoops(apns)
                 return (try RelayApp.channelManager(
-                    configuration.apns, credential: credential, timeout: .milliseconds(timeoutMs), eventLoops: eventLoops, logger: logger), eventLoops)
+                    apns, credential: setting.credential, timeout: .milliseconds(timeoutMs), eventLoops: eventLoops, logger: logger), eventLoops)
             } catch {
                 Self.fail("\(error)", exitCode: 2)
             }
@@ -167,20 +194,49 @@ struct ChannelsCommand: AsyncParsableCommand {
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete a channel. Its id is never issued again; broadcasts to it answer ChannelNotRegistered.")
+            abstract: "Delete a channel. Its id is never issued again; broadcasts to it answer ChannelNotRegistered.",
+            discussion: """
+                Prints what it would delete (environment, bundle id, channel id, management host, credential) on \
+                standard error, then deletes with --yes, or once you answer y when run in a terminal. \
+                Otherwise nothing is deleted: it prints {"deleted":false,…} and exits 0.
+                """)
 
         @OptionGroup var common: Common
 
         @Option(help: "The channel's id (base64).")
         var channelId: String
 
+        @Flag(help: "Delete without asking (the plan is printed first either way).")
+        var yes = false
+
         func validate() throws { _ = try ChannelsCommand.channelID(channelId) }
 
         func run() async throws {
             let id = try ChannelsCommand.channelID(channelId)
-            try await common.run { manager, environment in
+            let setting = try await common.setting()
+            let host = common.managementHost(setting)
+            // No request is made before the answer: the plan comes from the configuration alone.
+            FileHandle.standardError.write(Data("""
+                delete broadcast channel (never issued again; broadcasts to it answer ChannelNotRegistered):
+                  environment: \(common.environment)
+                  bundle id: \(common.bundleId)
+                  channel id: \(id.base64)
+                  management host: \(host) (apns.\(common.environment).managementHost, managementPort)
+                  credential: \(setting.credential.name)
+
+                """.utf8))
+            if !yes {
+                let canAsk = Confirmation.canAsk
+                let confirmed = canAsk ? await Confirmation.ask("delete channel \(id.base64) of \(common.bundleId) in \(common.environment)?") : false
+                guard confirmed else {
+                    FileHandle.standardError.write(Data("nothing deleted\(canAsk ? "" : "; add --yes to delete it")\n".utf8))
+                    try common.answer(["channelId": id.base64, "deleted": false, "managementHost": host])
+                    return
+                }
+            }
+            try await common.run(setting) { manager, environment in
                 try await manager.delete(id, bundleID: common.bundleId, environment: environment)
-                return ["channelId": id.base64, "deleted": true]
+                return ["channelId": id.base64, "deleted": true, "managementHost": host]
             }
         }
     }

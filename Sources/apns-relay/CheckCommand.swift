@@ -98,7 +98,15 @@ struct CheckCommand: AsyncParsableCommand {
             let kafka = configuration.kafka
             let topics = configuration.relay.topics
             let wanted = topics.inputs + topics.outputs
-            let properties = kafka.properties.merging(kafka.consumerProperties) { $1 }
+            // With the secrets of kafka.sasl.* and kafka.tls.* read from their files, as `run` reads them.
+            let connection: [String: String]
+            do {
+                connection = try RelayApp.connectionProperties(kafka)
+            } catch {
+                fail("Kafka: \(error)")
+                connection = [:]
+            }
+            let properties = connection.merging(kafka.consumerProperties) { $1 }
             let timeout = Duration.milliseconds(timeoutMs)
             let inspected: Result<KafkaClusterInspection, KafkaError>
             do {
@@ -110,7 +118,8 @@ struct CheckCommand: AsyncParsableCommand {
             }
             switch inspected {
             case .failure(let error):
-                fail("Kafka: \(error) (kafka.bootstrapServers: \(kafka.bootstrapServers.joined(separator: ",")))")
+                let refused = error.refusesCredentials ? "the brokers refused the relay's credentials: " : ""
+                fail("Kafka: \(refused)\(error) (kafka.bootstrapServers: \(kafka.bootstrapServers.joined(separator: ",")); connecting with \(kafka.security.summary); check \(kafka.security.keysToCheck))")
             case .success(let cluster):
                 pass("Kafka: \(cluster.brokers.count) broker(s) answered: \(cluster.brokers.joined(separator: ", "))")
                 for topic in wanted {
@@ -125,6 +134,8 @@ struct CheckCommand: AsyncParsableCommand {
                         fail("Kafka topic \(topic) (\(key)) is missing: \(cluster.missingTopics[topic] ?? "not in the metadata")")
                     }
                 }
+                warnings += await checkTopicSettings(
+                    configuration, cluster: cluster, properties: properties, timeout: timeout, logger: logger, pass: pass, fail: fail)
                 // The group's coordinator is asked for its committed offsets (as a starting member would be),
                 // without joining: that proves the group can be coordinated and says where the relay starts.
                 let inputPartitions = topics.inputs.flatMap { topic in
@@ -266,7 +277,7 @@ struct CheckCommand: AsyncParsableCommand {
         let probeID = exactlyOnce.transactionalID + ".check"
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: configuration.kafka.bootstrapServers)
         producerConfiguration.clientID = configuration.kafka.clientID
-        producerConfiguration.additionalProperties = configuration.kafka.properties.merging(configuration.kafka.producerProperties) { $1 }
+        producerConfiguration.additionalProperties = ((try? RelayApp.connectionProperties(configuration.kafka)) ?? [:]).merging(configuration.kafka.producerProperties) { $1 }
         producerConfiguration.transactionalID = probeID
         producerConfiguration.transactionTimeout = exactlyOnce.transactionTimeout
         let producer: KafkaProducer

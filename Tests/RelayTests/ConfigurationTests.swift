@@ -304,12 +304,12 @@ import Testing
         var overrides = minimal
         overrides["kafka.bootstrapServer"] = "x:1"
         overrides["kafka.maxInFlightEvents"] = "5"  // right name, wrong section
-        overrides["tracing.enabled"] = "true"  // nothing near: no guess
+        overrides["tracing.exporter"] = "otlp"  // nothing near: no guess
         let error = try await problems(overrides: overrides)
         #expect(error.problems == [
             "unknown configuration key 'kafka.bootstrapServer' (from --set); did you mean 'kafka.bootstrapServers'?",
             "unknown configuration key 'kafka.maxInFlightEvents' (from --set); did you mean 'relay.maxInFlightEvents'?",
-            "unknown configuration key 'tracing.enabled' (from --set)",
+            "unknown configuration key 'tracing.exporter' (from --set)",
         ])
     }
 

@@ -87,9 +87,11 @@ ALL_ON = {
         "bootstrapServers": ["kafka-0.kafka:9093", "kafka-1.kafka:9093"],
         "groupId": "push-relay",
         "topics": {"input": "push-events"},
-        "properties": ["ssl.ca.location=/etc/kafka-ca/ca.crt"],
+        "properties": ["socket.keepalive.enable=true"],
         "producerProperties": ["batch.num.messages=5000"],
-        "sasl": {"enabled": True, "username": "relay", "existingSecret": "kafka-credentials"},
+        # SCRAM over TLS as a Strimzi cluster gives it: a KafkaUser's Secret and the cluster CA's.
+        "sasl": {"mechanism": "SCRAM-SHA-512", "username": "relay", "existingSecret": "kafka-credentials"},
+        "tls": {"caSecret": "kafka-cluster-ca-cert"},
     },
     "apns": {
         "auth": "certificate",
@@ -160,6 +162,20 @@ def merge(base: dict, extra: dict) -> dict:
 URGENT = merge(REQUIRED, {"kafka": {"topics": {"input": ["apns-notifications"],
                                                "urgent": ["apns-urgent", "apns-login-codes"]}},
                           "relay": {"lanes": {"urgentShare": 30}}})
+
+# Kafka authentication (chart README "Kafka authentication"): SCRAM over TLS as a Strimzi cluster gives it (the
+# KafkaUser's Secret, the cluster CA's Secret), mutual TLS with an encrypted key, and OIDC client credentials.
+STRIMZI_CA = "my-cluster-cluster-ca-cert"
+SCRAM_TLS = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": "SCRAM-SHA-512", "username": "apns-relay",
+                                                "existingSecret": "apns-relay"},
+                                       "tls": {"caSecret": STRIMZI_CA}}})
+MTLS = merge(REQUIRED, {"kafka": {"tls": {"caSecret": STRIMZI_CA, "existingSecret": "apns-relay-user",
+                                          "keyPasswordKey": "user.key.password"}}})
+OIDC_ENDPOINT = "https://idp.example.com/realms/kafka/protocol/openid-connect/token"
+OAUTH = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": "OAUTHBEARER", "existingSecret": "kafka-oidc",
+                                            "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT, "clientId": "apns-relay",
+                                                            "scope": "kafka"}},
+                                   "tls": {"enabled": True}}})
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -499,7 +515,7 @@ def test_config_keys_are_documented():
     # Every key the chart writes into relay.yaml is one the relay knows (the README's configuration table).
     documented = readme_keys()
     assert "kafka.bootstrapServers" in documented and "relay.drainTimeoutMs" in documented, documented
-    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, EVERY_KEY, PEM_CERTIFICATE):
+    for values in (REQUIRED, ALL_ON, ALL_ON_HPA, EVERY_KEY, PEM_CERTIFICATE, MTLS, OAUTH):
         unknown = {documented_form(k) for k in leaves(relay_config(objects(values)))} - documented
         assert not unknown, f"relay.yaml keys not in README's table: {sorted(unknown)}"
 
@@ -508,7 +524,7 @@ def test_every_documented_key_is_settable_through_the_chart():
     # The other direction: every key of README's table reaches relay.yaml from some chart values, so no team
     # needs extraConfig plus hand-made volumes for a documented setting.
     rendered = set()
-    for values in (EVERY_KEY, ALL_ON, PEM_CERTIFICATE, KEY_ID_FROM_SECRET):
+    for values in (EVERY_KEY, ALL_ON, PEM_CERTIFICATE, KEY_ID_FROM_SECRET, MTLS, OAUTH):
         objs = objects(values)
         validate_against_kubernetes(objs)
         config = relay_config(objs)
@@ -943,28 +959,26 @@ def test_all_on_config_and_secrets():
     assert config["kafka"]["bootstrapServers"] == ["kafka-0.kafka:9093", "kafka-1.kafka:9093"]
     assert config["kafka"]["groupId"] == "push-relay"
     assert config["kafka"]["producerProperties"] == ["batch.num.messages=5000"]
-    assert "sasl" not in config["kafka"], "chart-only SASL block leaked into relay.yaml"
+    # SASL over TLS: the relay's keys only, the secrets as the paths of their mounted files.
+    assert config["kafka"]["sasl"] == {"mechanism": "SCRAM-SHA-512", "username": "relay", "reloadIntervalMs": 10000,
+                                       "passwordFile": "/etc/apns-relay/kafka-sasl/password"}, config["kafka"]
+    assert config["kafka"]["tls"] == {"enabled": True, "caFile": "/etc/apns-relay/kafka-ca/ca.crt"}, config["kafka"]
     assert config["apns"]["auth"] == "certificate" and "token" not in config["apns"]
     assert config["apns"]["caFile"] == "/etc/kafka-ca/ca.crt", "extraConfig not merged"
     assert config["log"] == {"level": "notice", "format": "text"}
     files = mounted_files(objs)
     assert config["apns"]["certificate"]["pkcs12File"] in files, files
     assert config["apns"]["certificate"]["passphraseFile"] in files, files
+    assert {config["kafka"]["sasl"]["passwordFile"], config["kafka"]["tls"]["caFile"]} <= files, files
     assert "Secret" not in by_kind(objs), "existingSecret given, yet the chart made a Secret"
     pod = pod_spec(objs)
     cert = [v for v in pod["volumes"] if v["name"] == "apns-certificate"][0]["secret"]
     assert cert["secretName"] == "apns-cert"
     assert {i["key"] for i in cert["items"]} == {"certificate.p12", "passphrase"}
     env = {e["name"]: e for e in container(objs)["env"]}
-    # SASL: the password comes from its Secret and is expanded by Kubernetes into the properties variable,
-    # which is defined after it (the order $(VAR) expansion needs).
-    names = [e["name"] for e in container(objs)["env"]]
-    assert names.index("KAFKA_SASL_PASSWORD") < names.index("APNS_RELAY_KAFKA_PROPERTIES")
-    assert env["KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "kafka-credentials", "key": "password"}
-    props = env["APNS_RELAY_KAFKA_PROPERTIES"]["value"].split(",")
-    assert props == ["ssl.ca.location=/etc/kafka-ca/ca.crt", "security.protocol=SASL_SSL",
-                     "sasl.mechanism=SCRAM-SHA-512", "sasl.username=relay", "sasl.password=$(KAFKA_SASL_PASSWORD)"]
-    assert "properties" not in config["kafka"], "kafka.properties would be shadowed by the variable"
+    # The Kafka password reaches the pod as a file only: no variable carries it or the properties around it.
+    assert sorted(env) == ["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES", "APNS_RELAY_LOG_LEVEL"], sorted(env)
+    assert config["kafka"]["properties"] == ["socket.keepalive.enable=true"], config["kafka"]
     assert env["APNS_RELAY_KAFKA_CONSUMER_PROPERTIES"]["valueFrom"]["secretKeyRef"]["name"] == "kafka-extra"
     assert env["APNS_RELAY_LOG_LEVEL"]["value"] == "debug"
     assert container(objs)["envFrom"] == [{"secretRef": {"name": "relay-env"}}]
@@ -973,15 +987,15 @@ def test_all_on_config_and_secrets():
 
 
 def test_properties_keep_commas():
-    """kafka.properties as a map: a value's commas reach relay.yaml whole, and are escaped (\\,) in the
-    variable the chart builds with SASL, as the relay reads APNS_RELAY_KAFKA_PROPERTIES."""
+    """kafka.properties as a map: a value's commas reach relay.yaml whole, with SASL as without (the chart no
+    longer folds them into a variable)."""
     values = {**REQUIRED, "kafka": {**REQUIRED["kafka"], "properties": {"debug": "cgrp,topic", "client.rack": "use1-az1"}}}
     config = yaml.safe_load(by_kind(objects(values))["ConfigMap"]["data"]["relay.yaml"])
     assert config["kafka"]["properties"] == {"debug": "cgrp,topic", "client.rack": "use1-az1"}, config["kafka"]
-    sasl = {**values, "kafka": {**values["kafka"], "sasl": {"enabled": True, "existingSecret": "kafka-credentials", "username": "relay"}}}
-    env = {e["name"]: e for e in container(objects(sasl))["env"]}
-    value = env["APNS_RELAY_KAFKA_PROPERTIES"]["value"]
-    assert value.startswith("client.rack=use1-az1,debug=cgrp\\,topic,security.protocol="), value
+    sasl = merge(values, {"kafka": {"sasl": {"mechanism": "PLAIN", "existingSecret": "kafka-credentials", "username": "relay"}}})
+    objs = objects(sasl)
+    assert relay_config(objs)["kafka"]["properties"] == {"debug": "cgrp,topic", "client.rack": "use1-az1"}
+    assert "env" not in container(objs), container(objs)["env"]
 
 
 def test_all_on_keda_scaledobject():
@@ -1207,7 +1221,6 @@ def test_template_refusals():
         "lists no topic": {"kafka": {"topics": {"input": " , "}}},
         "extraConfig.admin.port": {"extraConfig": {"admin": {"port": 8080}}},
         "extraConfig.relay.drainTimeoutMs": {"extraConfig": {"relay": {"drainTimeoutMs": 90000}}},
-        "existingSecret": {"kafka": {"sasl": {"enabled": True, "username": "u", "existingSecret": ""}}},
         # The relay's lane checks: a topic in both lanes; an output topic among the urgent inputs.
         "topic 'b' is in both kafka.topics.input (bulk) and kafka.topics.urgent":
             {"kafka": {"topics": {"input": "a,b", "urgent": "c, b"}}},
@@ -1288,6 +1301,277 @@ def test_properties_in_configmap_without_sasl():
     assert "env" not in container(objs), "no variable should shadow relay.yaml"
 
 
+# --- Kafka authentication (kafka.sasl, kafka.tls) ------------------------------------------------------------
+
+# Where the chart mounts each Kafka Secret (values.yaml): whole directories, never subPath.
+KAFKA_MOUNTS = {"kafka-sasl": "/etc/apns-relay/kafka-sasl", "kafka-tls-ca": "/etc/apns-relay/kafka-ca",
+                "kafka-tls-client": "/etc/apns-relay/kafka-client"}
+# Chart-only value names: none may reach relay.yaml.
+KAFKA_CHART_ONLY = ("existingSecret", "passwordKey", "clientSecretKey", "caSecret", "caKey", "certificateKey",
+                    "privateKeyKey", "keyPasswordKey")
+
+
+def kafka_secret_volumes(objs: list[dict]) -> dict[str, dict]:
+    """The pod's Kafka Secret volumes, name → its `secret` source, after checking how each is mounted: read-only,
+    the whole volume at its directory (a subPath mount never sees the Secret's updates), files 0440 (readable by
+    the pod's fsGroup, 65532, the relay's group)."""
+    pod = pod_spec(objs)
+    volumes = {v["name"]: v for v in pod["volumes"] if v["name"] in KAFKA_MOUNTS}
+    mounts = {m["name"]: m for m in container(objs)["volumeMounts"] if m["name"] in KAFKA_MOUNTS}
+    assert set(volumes) == set(mounts), f"volumes {sorted(volumes)} but mounts {sorted(mounts)}"
+    for name, mount in mounts.items():
+        assert mount == {"name": name, "mountPath": KAFKA_MOUNTS[name], "readOnly": True}, mount
+        assert set(volumes[name]) == {"name", "secret"}, volumes[name]
+        assert volumes[name]["secret"]["defaultMode"] == 0o440, volumes[name]
+    assert pod["securityContext"]["fsGroup"] == container(objs)["securityContext"]["runAsGroup"] == 65532
+    return {name: volume["secret"] for name, volume in volumes.items()}
+
+
+def check_no_kafka_secret_in_env(objs: list[dict], secret_names: set[str]) -> None:
+    """No variable carries a Kafka secret: none refers to their Secrets, none is the former password variable or
+    the properties it was expanded into; relay.yaml holds no chart-only key."""
+    c = container(objs)
+    for variable in c.get("env", []):
+        ref = (variable.get("valueFrom") or {}).get("secretKeyRef") or {}
+        assert ref.get("name") not in secret_names, f"a variable takes a Kafka secret: {variable}"
+        assert variable["name"] not in ("KAFKA_SASL_PASSWORD", "APNS_RELAY_KAFKA_PROPERTIES"), variable
+        assert not variable["name"].startswith(("APNS_RELAY_KAFKA_SASL", "APNS_RELAY_KAFKA_TLS")), variable
+    for source in c.get("envFrom", []):
+        assert (source.get("secretRef") or {}).get("name") not in secret_names, source
+    text = by_kind(objs)["ConfigMap"]["data"]["relay.yaml"]
+    for name in KAFKA_CHART_ONLY:
+        assert f"{name}:" not in text, f"chart-only {name} in relay.yaml:\n{text}"
+
+
+def check_files_mounted(objs: list[dict], kafka: dict) -> None:
+    files = mounted_files(objs)
+    for key in leaves(kafka):
+        if key.endswith("File"):
+            path = kafka
+            for part in key.split("."):
+                path = path[part]
+            assert path in files, f"kafka.{key} = {path} is not a mounted file: {sorted(files)}"
+
+
+def test_kafka_security_off_by_default():
+    # Neither SASL nor TLS: relay.yaml names neither (a relay image older than these keys, image.tag pinned, would
+    # refuse them) and the pod mounts nothing for them, so an upgrade changes nothing for plaintext clusters.
+    assert chart().values["kafka"]["sasl"] == {
+        "mechanism": "", "username": "", "reloadIntervalMs": 10000, "existingSecret": "", "passwordKey": "password",
+        "oauthbearer": {"tokenEndpointUrl": "", "clientId": "", "scope": "", "clientSecretKey": "client-secret"}}
+    assert chart().values["kafka"]["tls"] == {"enabled": False, "caSecret": "", "caKey": "ca.crt", "existingSecret": "",
+                                              "certificateKey": "user.crt", "privateKeyKey": "user.key",
+                                              "keyPasswordKey": ""}
+    objs = objects(REQUIRED)
+    kafka = relay_config(objs)["kafka"]
+    assert "sasl" not in kafka and "tls" not in kafka, kafka
+    assert kafka_secret_volumes(objs) == {}
+    default = render(REQUIRED)
+    assert render(merge(REQUIRED, {"kafka": {"sasl": {"mechanism": "", "reloadIntervalMs": 5000},
+                                             "tls": {"enabled": False, "caKey": "ca.pem"}}})) == default
+    assert "security" not in default["apns-relay/templates/NOTES.txt"]
+
+
+def test_kafka_sasl_password_mechanisms_render_relay_keys_and_mounts():
+    # PLAIN and SCRAM: the user in relay.yaml, the password a file of the Secret's volume; TLS or not decides
+    # SASL_SSL or SASL_PLAINTEXT (the relay derives security.protocol from kafka.tls).
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for tls in (False, True):
+            values = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": mechanism, "username": "apns-relay",
+                                                         "existingSecret": "kafka-user", "passwordKey": "pw"},
+                                                "tls": {"enabled": tls}}})
+            objs = objects(values)
+            kafka = relay_config(objs)["kafka"]
+            assert kafka["sasl"] == {"mechanism": mechanism, "username": "apns-relay", "reloadIntervalMs": 10000,
+                                     "passwordFile": "/etc/apns-relay/kafka-sasl/pw"}, (mechanism, kafka["sasl"])
+            assert kafka.get("tls") == ({"enabled": True} if tls else None), (mechanism, tls, kafka.get("tls"))
+            assert kafka_secret_volumes(objs) == {"kafka-sasl": {
+                "secretName": "kafka-user", "defaultMode": 0o440, "items": [{"key": "pw", "path": "pw"}]}}
+            check_files_mounted(objs, kafka)
+            check_no_kafka_secret_in_env(objs, {"kafka-user"})
+            assert "env" not in container(objs), container(objs)["env"]
+    validate_against_kubernetes(objects(values))
+    # The reload interval as given (0: the file is read once).
+    for interval in (0, 30000):
+        kafka = relay_config(objects(merge(SCRAM_TLS, {"kafka": {"sasl": {"reloadIntervalMs": interval}}})))["kafka"]
+        assert kafka["sasl"]["reloadIntervalMs"] == interval, kafka["sasl"]
+
+
+def test_kafka_scram_over_tls_with_the_strimzi_secrets():
+    objs = objects(SCRAM_TLS)
+    validate_against_kubernetes(objs)
+    check_security(objs)
+    kafka = relay_config(objs)["kafka"]
+    assert kafka["sasl"] == {"mechanism": "SCRAM-SHA-512", "username": "apns-relay", "reloadIntervalMs": 10000,
+                             "passwordFile": "/etc/apns-relay/kafka-sasl/password"}, kafka["sasl"]
+    assert kafka["tls"] == {"enabled": True, "caFile": "/etc/apns-relay/kafka-ca/ca.crt"}, kafka["tls"]
+    assert kafka_secret_volumes(objs) == {
+        "kafka-sasl": {"secretName": "apns-relay", "defaultMode": 0o440, "items": [{"key": "password", "path": "password"}]},
+        "kafka-tls-ca": {"secretName": STRIMZI_CA, "defaultMode": 0o440, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    check_files_mounted(objs, kafka)
+    check_no_kafka_secret_in_env(objs, {"apns-relay", STRIMZI_CA})
+    notes = render(SCRAM_TLS)["apns-relay/templates/NOTES.txt"]
+    assert "security      SASL SCRAM-SHA-512 as user apns-relay over TLS" in notes, notes
+    # A StatefulSet's pod mounts the same.
+    objs = objects(merge(SCRAM_TLS, {"workload": {"kind": "StatefulSet"}}))
+    assert set(kafka_secret_volumes(objs)) == {"kafka-sasl", "kafka-tls-ca"}
+
+
+def test_kafka_oauthbearer_renders_oidc_client_credentials():
+    objs = objects(OAUTH)
+    validate_against_kubernetes(objs)
+    kafka = relay_config(objs)["kafka"]
+    assert kafka["sasl"] == {"mechanism": "OAUTHBEARER", "oauthbearer": {
+        "tokenEndpointUrl": OIDC_ENDPOINT, "clientId": "apns-relay", "scope": "kafka",
+        "clientSecretFile": "/etc/apns-relay/kafka-sasl/client-secret"}}, kafka["sasl"]
+    assert kafka["tls"] == {"enabled": True}, kafka["tls"]
+    assert kafka_secret_volumes(objs) == {"kafka-sasl": {
+        "secretName": "kafka-oidc", "defaultMode": 0o440, "items": [{"key": "client-secret", "path": "client-secret"}]}}
+    check_files_mounted(objs, kafka)
+    check_no_kafka_secret_in_env(objs, {"kafka-oidc"})
+    # No scope given: none rendered (the identity provider's default); another key for the secret.
+    values = merge(OAUTH, {"kafka": {"sasl": {"oauthbearer": {"scope": "", "clientSecretKey": "secret"}}}})
+    oauth = relay_config(objects(values))["kafka"]["sasl"]["oauthbearer"]
+    assert oauth == {"tokenEndpointUrl": OIDC_ENDPOINT, "clientId": "apns-relay",
+                     "clientSecretFile": "/etc/apns-relay/kafka-sasl/secret"}, oauth
+    notes = render(OAUTH)["apns-relay/templates/NOTES.txt"]
+    assert "SASL OAUTHBEARER (OIDC client apns-relay) over TLS" in notes, notes
+
+
+def test_kafka_tls_renders_ca_and_client_certificate():
+    # TLS alone: the system trust store, nothing mounted.
+    objs = objects(merge(REQUIRED, {"kafka": {"tls": {"enabled": True}}}))
+    assert relay_config(objs)["kafka"]["tls"] == {"enabled": True} and "sasl" not in relay_config(objs)["kafka"]
+    assert kafka_secret_volumes(objs) == {}
+    # A CA Secret turns TLS on by itself, as a kafka.tls file does for the relay.
+    objs = objects(merge(REQUIRED, {"kafka": {"tls": {"caSecret": "kafka-ca", "caKey": "bundle.pem"}}}))
+    assert relay_config(objs)["kafka"]["tls"] == {"enabled": True, "caFile": "/etc/apns-relay/kafka-ca/bundle.pem"}
+    # Mutual TLS with an encrypted key: the certificate, key and passphrase from one Secret, in one directory.
+    objs = objects(MTLS)
+    validate_against_kubernetes(objs)
+    kafka = relay_config(objs)["kafka"]
+    assert kafka["tls"] == {"enabled": True, "caFile": "/etc/apns-relay/kafka-ca/ca.crt",
+                            "certFile": "/etc/apns-relay/kafka-client/user.crt",
+                            "keyFile": "/etc/apns-relay/kafka-client/user.key",
+                            "keyPasswordFile": "/etc/apns-relay/kafka-client/user.key.password"}, kafka["tls"]
+    assert "sasl" not in kafka
+    assert kafka_secret_volumes(objs) == {
+        "kafka-tls-ca": {"secretName": STRIMZI_CA, "defaultMode": 0o440, "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+        "kafka-tls-client": {"secretName": "apns-relay-user", "defaultMode": 0o440, "items": [
+            {"key": "user.crt", "path": "user.crt"}, {"key": "user.key", "path": "user.key"},
+            {"key": "user.key.password", "path": "user.key.password"}]}}
+    check_files_mounted(objs, kafka)
+    check_no_kafka_secret_in_env(objs, {STRIMZI_CA, "apns-relay-user"})
+    assert "security      TLS with a client certificate\n" in render(MTLS)["apns-relay/templates/NOTES.txt"]
+    # A kubernetes.io/tls Secret (cert-manager's), the key unencrypted; one PEM holding both is one file.
+    objs = objects(merge(REQUIRED, {"kafka": {"tls": {"existingSecret": "relay-tls", "certificateKey": "tls.crt",
+                                                      "privateKeyKey": "tls.key"}}}))
+    tls = relay_config(objs)["kafka"]["tls"]
+    assert tls == {"enabled": True, "certFile": "/etc/apns-relay/kafka-client/tls.crt",
+                   "keyFile": "/etc/apns-relay/kafka-client/tls.key"}, tls
+    objs = objects(merge(REQUIRED, {"kafka": {"tls": {"existingSecret": "relay-pem", "certificateKey": "relay.pem",
+                                                      "privateKeyKey": "relay.pem"}}}))
+    assert kafka_secret_volumes(objs)["kafka-tls-client"]["items"] == [{"key": "relay.pem", "path": "relay.pem"}]
+    validate_against_kubernetes(objs)
+
+
+def test_kafka_security_refusals():
+    # What the relay would refuse at start, refused at install with a message naming the keys; each passes the
+    # schema, so `helm install` shows the template's message (and a schemaless render the same).
+    secret = {"existingSecret": "kafka-user"}
+    cases = {
+        "kafka.sasl.mechanism SCRAM-SHA-512 needs kafka.sasl.existingSecret":
+            {"sasl": {"mechanism": "SCRAM-SHA-512", "username": "relay"}},
+        "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.existingSecret: the Secret holding the OIDC client secret":
+            {"sasl": {"mechanism": "OAUTHBEARER", "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT, "clientId": "r"}}},
+        "kafka.sasl.mechanism PLAIN needs kafka.sasl.username": {"sasl": {"mechanism": "PLAIN", **secret}},
+        "kafka.sasl.mechanism SCRAM-SHA-256 needs kafka.sasl.username": {"sasl": {"mechanism": "SCRAM-SHA-256", **secret}},
+        "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauthbearer.tokenEndpointUrl and kafka.sasl.oauthbearer.clientId":
+            {"sasl": {"mechanism": "OAUTHBEARER", **secret}},
+        "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauthbearer.clientId (":
+            {"sasl": {"mechanism": "OAUTHBEARER", **secret, "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT}}},
+        "kafka.sasl.username is for PLAIN and SCRAM": {"sasl": {"mechanism": "OAUTHBEARER", **secret, "username": "relay",
+                                                                "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT,
+                                                                                "clientId": "r"}}},
+        "kafka.sasl.oauthbearer.tokenEndpointUrl is for kafka.sasl.mechanism OAUTHBEARER, not PLAIN":
+            {"sasl": {"mechanism": "PLAIN", **secret, "username": "relay",
+                      "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT}}},
+        "kafka.sasl.username is set but kafka.sasl.mechanism is not": {"sasl": {"username": "relay"}},
+        "kafka.sasl.existingSecret is set but kafka.sasl.mechanism is not": {"sasl": secret},
+        "kafka.tls.keyPasswordKey names a key of kafka.tls.existingSecret": {"tls": {"enabled": True,
+                                                                                    "keyPasswordKey": "pass"}},
+        # The chart's former SASL values: refused, saying what replaces them.
+        "kafka.sasl.enabled is no longer a value: kafka.sasl.mechanism turns SASL on":
+            {"sasl": {"enabled": True, "username": "relay", **secret}},
+        "kafka.tls.enabled: true makes it SASL_SSL": {"sasl": {"enabled": False}},
+        "kafka.sasl.securityProtocol is no longer a value: security.protocol follows from kafka.sasl.mechanism and "
+        "kafka.tls.enabled (SASL_SSL: a mechanism and kafka.tls.enabled: true":
+            {"sasl": {"securityProtocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "relay", **secret}},
+        # kafka.properties may not set what these keys decide (the relay refuses that too).
+        "kafka.properties sets 'security.protocol', which kafka.sasl.* and kafka.tls.* decide":
+            {"sasl": {"mechanism": "PLAIN", "username": "relay", **secret}, "properties": ["security.protocol=SASL_SSL"]},
+        "kafka.properties sets 'sasl.password'":
+            {"sasl": {"mechanism": "PLAIN", "username": "relay", **secret}, "properties": {"sasl.password": "x"}},
+        "kafka.consumerProperties sets 'ssl.ca.location'":
+            {"tls": {"enabled": True}, "consumerProperties": ["ssl.ca.location=/etc/ca.pem"]},
+        "kafka.producerProperties sets 'ssl.key.password'":
+            {"tls": {"caSecret": "ca"}, "producerProperties": {"ssl.key.password": "x"}},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_of_chart = pathlib.Path(tmp) / "apns-relay"
+        shutil.copytree(CHART, copy_of_chart)
+        (copy_of_chart / "values.schema.json").unlink()
+        with helm.Chart.load(copy_of_chart) as schemaless:
+            for expected, wrong in cases.items():
+                values = merge(REQUIRED, {"kafka": wrong})
+                assert not rejected_by_helm(values), f"{wrong}: the schema refuses it before the template can say why"
+                for label, renderer in (("chart", lambda v: render(v)), ("schemaless", lambda v: schemaless.render(
+                        values=v, name=RELEASE, namespace=NAMESPACE, is_install=True))):
+                    try:
+                        renderer(values)
+                    except helm.HelmError as error:
+                        assert expected in str(error), f"{label} {wrong}: {error}"
+                    else:
+                        raise AssertionError(f"{label}: {wrong} rendered")
+    # What the keys do not decide stays allowed: an ssl.* property beside SASL without TLS, librdkafka's own
+    # security.protocol without either (test_properties_in_configmap_without_sasl).
+    values = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": "PLAIN", "username": "relay", **secret},
+                                        "properties": {"ssl.endpoint.identification.algorithm": "none",
+                                                       "sasl.kerberos.service.name": "kafka"}}})
+    assert relay_config(objects(values))["kafka"]["properties"] == {
+        "ssl.endpoint.identification.algorithm": "none", "sasl.kerberos.service.name": "kafka"}
+
+
+def test_schema_accepts_every_kafka_mechanism():
+    validator = jsonschema.Draft7Validator(chart().schema)
+    for values in (SCRAM_TLS, MTLS, OAUTH, ALL_ON,
+                   *(merge(REQUIRED, {"kafka": {"sasl": {"mechanism": m, "username": "u", "existingSecret": "s"}}})
+                     for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+                   merge(REQUIRED, {"kafka": {"sasl": {"mechanism": ""}}})):
+        assert not rejected_by_helm(values), rejected_by_helm(values)
+        assert not list(validator.iter_errors(chart().merge_values(values))), values
+        objects(values)
+    for unknown in ("GSSAPI", "SCRAM-SHA-1", "OAUTH", "AWS_MSK_IAM"):
+        values = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": unknown, "username": "u", "existingSecret": "s"}}})
+        message = rejected_by_helm(values)
+        assert "mechanism" in message, f"{unknown}: {message or 'accepted'}"
+        assert list(validator.iter_errors(chart().merge_values(values))), unknown
+    # The former values pass the schema so that the template can say what replaces them.
+    for former in ({"enabled": True}, {"securityProtocol": "SASL_SSL"}):
+        assert not rejected_by_helm(merge(REQUIRED, {"kafka": {"sasl": former}})), former
+
+
+def test_kafka_keys_are_the_relays():
+    # Every kafka.sasl/kafka.tls key the chart renders is one the relay reads (its KafkaSecurity settings).
+    source = (ROOT / "Sources" / "RelayApp" / "RelayAppConfiguration+KafkaSecurity.swift").read_text(encoding="utf-8")
+    read = set(re.findall(r'settings\.\w+\("(kafka\.(?:sasl|tls)\.[A-Za-z.]+)"', source))
+    assert "kafka.sasl.passwordFile" in read and "kafka.tls.caFile" in read, sorted(read)
+    for values in (SCRAM_TLS, MTLS, OAUTH):
+        kafka = relay_config(objects(values))["kafka"]
+        rendered = {f"kafka.{k}" for k in leaves({"sasl": kafka.get("sasl", {}), "tls": kafka.get("tls", {})})}
+        assert rendered <= read, f"keys the relay does not read: {sorted(rendered - read)}"
+
+
 def test_package_roundtrip():
     # `helm package` (what a chart repository gets): the archive keeps everything needed, schema included.
     with tempfile.TemporaryDirectory() as tmp:
@@ -1336,7 +1620,21 @@ WRONG = {
     "drainTimeoutMs as text": {"relay": {"drainTimeoutMs": "20s"}},
     "typo at the top level": {"replicas": 2},
     "typo in kafka": {"kafka": {"bootstrapServer": "x:9092"}},
-    "SASL without a secret": {"kafka": {"sasl": {"enabled": True, "username": "relay"}}},
+    "unknown SASL mechanism": {"kafka": {"sasl": {"mechanism": "GSSAPI"}}},
+    "SASL mechanism as a list": {"kafka": {"sasl": {"mechanism": ["PLAIN"]}}},
+    "typo in kafka.sasl": {"kafka": {"sasl": {"user": "relay"}}},
+    "typo in kafka.sasl.oauthbearer": {"kafka": {"sasl": {"oauthbearer": {"tokenEndpoint": "https://idp/token"}}}},
+    "token endpoint not a URL": {"kafka": {"sasl": {"oauthbearer": {"tokenEndpointUrl": "idp.example.com/token"}}}},
+    "negative reloadIntervalMs": {"kafka": {"sasl": {"reloadIntervalMs": -1}}},
+    "reloadIntervalMs as text": {"kafka": {"sasl": {"reloadIntervalMs": "10s"}}},
+    "reloadIntervalMs above an hour": {"kafka": {"sasl": {"reloadIntervalMs": 3600001}}},
+    "SASL Secret name not a DNS name": {"kafka": {"sasl": {"existingSecret": "Kafka_Credentials"}}},
+    "empty passwordKey": {"kafka": {"sasl": {"passwordKey": ""}}},
+    "passwordKey with a slash": {"kafka": {"sasl": {"passwordKey": "../password"}}},
+    "kafka.tls.enabled as text": {"kafka": {"tls": {"enabled": "yes"}}},
+    "typo in kafka.tls": {"kafka": {"tls": {"ca": "kafka-ca"}}},
+    "empty caKey": {"kafka": {"tls": {"caSecret": "kafka-ca", "caKey": ""}}},
+    "empty certificateKey": {"kafka": {"tls": {"existingSecret": "relay-user", "certificateKey": ""}}},
     "KEDA maxReplicaCount 0": {"keda": {"enabled": True, "maxReplicaCount": 0}},
     "pullPolicy unknown": {"image": {"pullPolicy": "Sometimes"}},
     "grace period 0": {"terminationGracePeriodSeconds": 0},

@@ -1,21 +1,25 @@
 """The pod's peers, each an independent process or server on 127.0.0.1: librdkafka's mock cluster
-(`apns-relay-sandbox mock-kafka`), noida-db (a second Kafka-protocol broker, with transactions), the mock APNs
-(`apns-mock`), kcat as producer and reader, a small OTLP/HTTP receiver and a recording TCP proxy."""
+(`apns-relay-sandbox mock-kafka`), noida-db (a second Kafka-protocol broker, with transactions), the
+authenticating SASL/TLS gateway in front of the mock cluster (Tests/peers/kafka_gateway.py), the mock APNs
+(`apns-mock`), kcat as producer and reader and a small OTLP/HTTP receiver."""
 from __future__ import annotations
 
 import http.server
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / ".build" / "debug"
+KAFKA_GATEWAY = ROOT / "Tests" / "peers" / "kafka_gateway.py"
 
 
 class PeerFailure(Exception):
@@ -107,6 +111,57 @@ def noida(workdir: pathlib.Path, topics: list[str], partitions: int = 3) -> tupl
     wait_until(listening, 30, "noida-db accepting connections")
     create_topics(("127.0.0.1", port), topics, partitions)
     return process, f"127.0.0.1:{port}"
+
+
+class KafkaGateway:
+    """Tests/peers/kafka_gateway.py in front of a plaintext broker: the broker the relay sees, enforcing SASL
+    and/or TLS as a secured cluster does (a wrong secret or certificate is refused). Its stderr has one line per
+    connection outcome, with running counters; never a secret."""
+
+    def __init__(self, workdir: pathlib.Path, upstream: str, *args: str):
+        self.process = Process("kafka-gateway", [sys.executable, str(KAFKA_GATEWAY), "--upstream", upstream, *args],
+                               workdir)
+        self.bootstrap = json.loads(self.process.first_line(30))["bootstrap"]
+
+    def outcomes(self, event: str) -> list[dict[str, str]]:
+        """The stderr lines of one outcome ("authenticated", "accepted", "refused", …) as their key=value fields."""
+        return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in self.process.stderr().splitlines()
+                if line.split(" ", 1)[0] == event]
+
+    def counter(self, name: str) -> int:
+        found = re.findall(rf"\b{name}=(\d+)", self.process.stderr())
+        return int(found[-1]) if found else 0
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def kafka_tls_certificates(directory: pathlib.Path) -> dict[str, pathlib.Path]:
+    """A CA, the broker's certificate for 127.0.0.1 (where librdkafka connects and checks the name, its
+    ssl.endpoint.identification.algorithm being https) and a client certificate (CN relay), all signed by it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    conf = directory / "openssl.cnf"
+    conf.write_text("[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = unused\n"
+                    "[ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n"
+                    "subjectKeyIdentifier = hash\n"
+                    "[server]\nbasicConstraints = CA:FALSE\nkeyUsage = critical,digitalSignature\n"
+                    "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1,DNS:localhost\n"
+                    "[client]\nbasicConstraints = CA:FALSE\nkeyUsage = critical,digitalSignature\n"
+                    "extendedKeyUsage = clientAuth\n")
+
+    def p(name: str) -> str:
+        return str(directory / name)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-config", p("openssl.cnf"), "-extensions", "ca", "-days", "2",
+            "-subj", "/CN=Test Kafka cluster CA", "-keyout", p("ca.key"), "-out", p("ca.crt"))
+    for name, subject in (("broker", "/CN=127.0.0.1"), ("user", "/CN=relay")):
+        openssl("req", *ec, "-config", p("openssl.cnf"), "-subj", subject, "-keyout", p(f"{name}.key"),
+                "-out", p(f"{name}.csr"))
+        openssl("x509", "-req", "-in", p(f"{name}.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+                "-CAcreateserial", "-days", "2", "-extfile", p("openssl.cnf"),
+                "-extensions", "server" if name == "broker" else "client", "-out", p(f"{name}.crt"))
+    return {"ca": directory / "ca.crt", "broker": directory / "broker.crt", "broker-key": directory / "broker.key",
+            "user": directory / "user.crt", "user-key": directory / "user.key"}
 
 
 def create_topics(address: tuple[str, int], topics: list[str], partitions: int) -> None:
@@ -312,65 +367,3 @@ class OTLPReceiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-# --- a recording proxy ------------------------------------------------------------------------------------------
-
-class RecordingProxy:
-    """Forwards TCP connections to upstream and keeps what each client sent (its first 64 KiB)."""
-
-    def __init__(self, upstream: tuple[str, int]):
-        self.upstream = upstream
-        self.sent: list[bytearray] = []
-        self.lock = threading.Lock()
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, 10)
-            except OSError:
-                client.close()
-                continue
-            record = bytearray()
-            with self.lock:
-                self.sent.append(record)
-            threading.Thread(target=self._pump, args=(client, server, record), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, None), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket, record: bytearray | None) -> None:
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                if record is not None and len(record) < 65536:
-                    record.extend(data[:65536 - len(record)])
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def connections(self) -> list[bytes]:
-        with self.lock:
-            return [bytes(r) for r in self.sent]
-
-    def stop(self) -> None:
-        self.closed = True
-        self.listener.close()

@@ -7,10 +7,14 @@ read-only root, its probes are polled on their schedule, and then it must: becom
 with kcat (one result each, status delivered, APNs' mock counting them); for token credentials, take a new key
 and key id swapped into the mounted Secret as the kubelet swaps it (apns_relay_signing_key_reloads_total
 {result="rotated"}) and keep delivering; exit 0 on SIGTERM within terminationGracePeriodSeconds with exactly one
-result per event. Broken copies of the chart must fail, naming the field that broke them.
+result per event. With Kafka security (kafka.sasl, kafka.tls) the relay reaches the broker through the
+authenticating gateway (Tests/peers/kafka_gateway.py), which must log the relay's authenticated session, and a
+password rotated in the mounted Secret must be read again (apns_relay_kafka_password_reloads_total
+{result="rotated"}). Broken copies of the chart, or a wrong secret, must fail, naming what broke them.
 
     .venv/bin/python Tests/pod/test_pod.py           # one line per case, "N passed, N failed" last; exit 1 on failure
     .venv/bin/python Tests/pod/test_pod.py defaults  # only the cases whose name contains a word given
+    .venv/bin/python -m pytest Tests/pod -q          # every case, as one pytest test
 
 Needs the debug build (.build/debug/apns-relay, apns-mock, apns-relay-sandbox), bwrap, kcat, openssl and the
 .venv of Tests/requirements.txt (helm-python-sdk, PyYAML, noida-db).
@@ -58,7 +62,12 @@ TEAM = "TEAM000001"
 KEY_1, KEY_2 = "KEY0000001", "KEY0000002"
 BUNDLE = "com.example.app"
 TOPICS = ["apns-notifications", "apns-results", "apns-removed-tokens", "apns-removed-channels", "apns-dead-letters"]
-SASL_USER, SASL_PASSWORD = "relay", "pod-test-Secr3t!"
+# The Kafka user (a Strimzi KafkaUser's Secret and its cluster CA's, as the chart README's example has them), its
+# password and the one it is rotated to. Commas and a backslash: a password the former chart, which passed it
+# through a comma-separated variable, could not carry.
+SASL_USER = "relay"
+SASL_PASSWORD, SASL_PASSWORD_2 = "pod-test-Secr3t!,a\\b", "pod-test-r0tated,%$"
+KAFKA_USER_SECRET, KAFKA_CA_SECRET = "relay-kafka-user", "kafka-cluster-ca-cert"
 # Generous, for a busy two-core machine; each wait says what did not happen. None of them is a verdict by itself.
 READY_WITHIN = 120.0
 RESULTS_WITHIN = 90.0
@@ -148,7 +157,8 @@ class PodCase:
     """What one value set needs: its peers, its values and Secrets, and its extra checks."""
 
     def __init__(self, name: str, *, broker: str = "mock", auth: str = "token", values: dict | None = None,
-                 inject_service_links: bool | None = None, rotate: bool = True, sasl: bool = False,
+                 inject_service_links: bool | None = None, rotate: bool = True, kafka_security: str | None = None,
+                 kafka_password: str = SASL_PASSWORD,
                  tracing: bool = False, chart_edits: list[tuple[str, str, str]] | None = None,
                  expect_failure: list[str] | None = None, events: int = 3, description: str = "",
                  services: list[dict] | None = None, config_maps: list[dict] | None = None,
@@ -157,7 +167,9 @@ class PodCase:
         self.values = values or {}
         self.inject_service_links = inject_service_links
         self.rotate = rotate and auth == "token"
-        self.sasl, self.tracing = sasl, tracing
+        # None (plaintext), "scram-tls" (SASL SCRAM-SHA-512 over TLS) or "mtls" (a client certificate), enforced
+        # by the Kafka gateway in front of the broker; kafka_password is what the Secret holds.
+        self.kafka_security, self.kafka_password, self.tracing = kafka_security, kafka_password, tracing
         self.chart_edits = chart_edits or []
         self.expect_failure = expect_failure
         self.events = events
@@ -207,12 +219,11 @@ class Run:
             kafka, broker = peers.mock_kafka(workdir, TOPICS)
         self.cleanups.append(kafka.stop)
         bootstrap = broker
-        proxy = None
-        if case.sasl:
-            host, port = broker.rsplit(":", 1)
-            proxy = peers.RecordingProxy((host, int(port)))
-            self.cleanups.append(proxy.stop)
-            bootstrap = f"127.0.0.1:{proxy.port}"
+        gateway = None
+        kafka_values: dict = {}
+        if case.kafka_security:
+            gateway, kafka_values, kafka_secrets = self.kafka_gateway(broker)
+            bootstrap = gateway.bootstrap
         key_1 = peers.signing_key(workdir / "key-1.p8")
         key_2 = peers.signing_key(workdir / "key-2.p8")
         user_objects = [EXTRA_SERVICE] + case.services + case.config_maps
@@ -245,11 +256,9 @@ class Run:
             values["apns"]["certificate"] = {"existingSecret": "apns-cert"}
             user_objects.append(secret("apns-cert", {"tls.crt": certificate["certificate"].read_bytes(),
                                                      "tls.key": certificate["key"].read_bytes()}))
-        if case.sasl:
-            values["kafka"]["sasl"] = {"enabled": True, "securityProtocol": "SASL_PLAINTEXT", "mechanism": "PLAIN",
-                                       "username": SASL_USER, "existingSecret": "kafka-credentials",
-                                       "passwordKey": "password"}
-            user_objects.append(secret("kafka-credentials", {"password": SASL_PASSWORD.encode()}))
+        if gateway:
+            values["kafka"].update(kafka_values)
+            user_objects += kafka_secrets
         if otlp:
             values["tracing"] = {"otlpEndpoint": f"http://127.0.0.1:{otlp.port}"}
         values = merge(values, case.values)
@@ -266,7 +275,15 @@ class Run:
         links = sorted(k for k in pod.env if k.startswith("APNS_RELAY_") and ("_SERVICE_" in k or "_PORT" in k))
         if case.inject_service_links and not {"APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST"} <= set(links):
             raise CaseFailure(f"the service-link variables were not injected (the control of this case): {links}")
-        ready_after = self.wait_ready(pod, admin_port)
+        try:
+            ready_after = self.wait_ready(pod, admin_port)
+        except CaseFailure as error:
+            if gateway is None:
+                raise
+            # The broker's side beside the relay's (a broken case's expected words are matched in both).
+            refused = gateway.counter("refused")
+            raise CaseFailure(f"{error}\n    kafka gateway: {gateway.counter('authenticated')} authenticated, {refused} "
+                              "refused" + ("; the gateway refused the relay's login" if refused else "")) from None
         seen = pod.process_environment()
         if case.inject_service_links:
             missing = [k for k in ("APNS_RELAY_SERVICE_HOST", "APNS_RELAY_EXTRA_SERVICE_HOST",
@@ -324,6 +341,10 @@ class Run:
             traced_id = push(1, "traced", headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})[0]
             first.append(traced_id)
         delivered(first, "the first pushes")
+        if gateway:
+            self.check_kafka_security(pod, gateway)
+            if case.kafka_security == "scram-tls":
+                self.rotate_kafka_password(pod, admin_port, gateway)
 
         if case.rotate:
             self.rotate_key(pod, admin_port, key_2)
@@ -366,8 +387,6 @@ class Run:
             raise CaseFailure(f"after the shutdown, not exactly one result per event: {wrong}")
         self.notes.append(f"{len(produced)} events, one delivered result each")
 
-        if case.sasl:
-            self.check_sasl(proxy)
         if otlp:
             otlp.wait_for(lambda body: all(i.encode() in body for i in produced), 30,
                           "an exported span naming each event's id")
@@ -468,21 +487,110 @@ class Run:
                               "a subPath mount")
         self.notes.append("Secret update visible in the volume, subPath relay.yaml unchanged")
 
-    def check_sasl(self, proxy: peers.RecordingProxy) -> None:
-        """What went over the wire to the bootstrap broker: a SASL PLAIN token with the Secret's password."""
-        token = b"\x00" + SASL_USER.encode() + b"\x00" + SASL_PASSWORD.encode()
-        connections = proxy.connections()
-        plain = [c for c in connections if b"PLAIN" in c]
-        if not plain:
-            raise CaseFailure(f"no connection through the bootstrap address asked for SASL PLAIN "
-                              f"({len(connections)} connections)")
-        missing = [c for c in plain if token not in c]
-        if missing:
-            raise CaseFailure("a SASL PLAIN exchange did not carry the password of Secret kafka-credentials: "
-                              f"{missing[0][:300]!r}")
-        if any(b"$(KAFKA_SASL_PASSWORD)" in c for c in connections):
-            raise CaseFailure("the relay sent the unexpanded $(KAFKA_SASL_PASSWORD)")
-        self.notes.append(f"{len(plain)} SASL PLAIN logins with the Secret's password")
+    def kafka_gateway(self, broker: str) -> tuple[peers.KafkaGateway, dict, list[dict]]:
+        """The gateway enforcing this case's Kafka security in front of the broker, the chart values that meet it,
+        and the Secrets those values name, laid out as Strimzi makes them (the KafkaUser's Secret, holding more
+        than the relay needs, and <cluster>-cluster-ca-cert)."""
+        case, workdir = self.case, self.workdir
+        certificates = peers.kafka_tls_certificates(workdir / "kafka-tls")
+        tls_args = ["--tls-cert", str(certificates["broker"]), "--tls-key", str(certificates["broker-key"])]
+        ca_secret = secret(KAFKA_CA_SECRET, {"ca.crt": certificates["ca"].read_bytes(), "ca.p12": b"unused",
+                                              "ca.password": b"unused"})
+        if case.kafka_security == "scram-tls":
+            # What the broker accepts: the gateway reads the file on every authentication.
+            self.broker_password = workdir / "broker-password"
+            self.broker_password.write_text(SASL_PASSWORD)
+            gateway = peers.KafkaGateway(workdir, broker, "--mechanism", "SCRAM-SHA-512", "--user", SASL_USER,
+                                         "--password-file", str(self.broker_password), *tls_args)
+            jaas = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{SASL_USER}" ' \
+                   f'password="{case.kafka_password}";'
+            values = {"sasl": {"mechanism": "SCRAM-SHA-512", "username": SASL_USER, "existingSecret": KAFKA_USER_SECRET,
+                               "reloadIntervalMs": 1000},
+                      "tls": {"caSecret": KAFKA_CA_SECRET}}
+            secrets_ = [secret(KAFKA_USER_SECRET, {"password": case.kafka_password.encode(),
+                                                   "sasl.jaas.config": jaas.encode()}), ca_secret]
+        elif case.kafka_security == "mtls":
+            gateway = peers.KafkaGateway(workdir, broker, *tls_args, "--client-ca", str(certificates["ca"]))
+            values = {"tls": {"caSecret": KAFKA_CA_SECRET, "existingSecret": KAFKA_USER_SECRET}}
+            secrets_ = [secret(KAFKA_USER_SECRET, {"ca.crt": certificates["ca"].read_bytes(),
+                                                   "user.crt": certificates["user"].read_bytes(),
+                                                   "user.key": certificates["user-key"].read_bytes(),
+                                                   "user.p12": b"unused", "user.password": b"unused"}), ca_secret]
+        else:
+            raise CaseFailure(f"unknown kafka_security {case.kafka_security!r}")
+        self.cleanups.append(gateway.stop)
+        return gateway, values, secrets_
+
+    def check_kafka_security(self, pod: kubelet.Pod, gateway: peers.KafkaGateway) -> None:
+        """The broker saw the relay prove who it is (the control: without it the gateway forwards nothing, and
+        this finds no session), over TLS; the secrets reached the container as the mounted files relay.yaml names,
+        and nowhere else: not its environment, not its log."""
+        _, config = pod.relay_config()
+        kafka = config.get("kafka") or {}
+        if self.case.kafka_security == "scram-tls":
+            sessions = [o for o in gateway.outcomes("authenticated")
+                        if o.get("mechanism") == "SCRAM-SHA-512" and o.get("user") == SASL_USER
+                        and o.get("tls", "").startswith("TLS")]
+            what = f"SASL SCRAM-SHA-512 sessions of user {SASL_USER} over TLS"
+        else:
+            sessions = [o for o in gateway.outcomes("accepted") if o.get("tls", "").startswith("TLS")
+                        and f"client_cert=CN:{SASL_USER}" in o.get("tls", "")]
+            what = f"TLS sessions with client certificate CN={SASL_USER}"
+        if not sessions:
+            raise CaseFailure(f"the Kafka gateway logged no {what}: {gateway.process.stderr()[-1500:]}")
+        if gateway.counter("refused"):
+            raise CaseFailure(f"the Kafka gateway refused the relay {gateway.counter('refused')} times: "
+                              f"{gateway.process.stderr()[-1500:]}")
+        seen = pod.process_environment()
+        secret_texts = [SASL_PASSWORD, SASL_PASSWORD_2, "PRIVATE KEY"]
+        leaked = sorted(k for k, v in seen.items() if any(s in v for s in secret_texts) or "SASL" in k)
+        if leaked:
+            raise CaseFailure(f"a Kafka secret is in the relay's environment: {leaked}")
+        if self.case.kafka_security == "scram-tls":
+            password_file = (kafka.get("sasl") or {}).get("passwordFile", "")
+            if pod.read_inside(password_file).decode() != SASL_PASSWORD:
+                raise CaseFailure(f"{password_file} in the container is not the Secret's password")
+            # Only the key the relay needs is projected from the KafkaUser's Secret.
+            jaas = pathlib.PurePosixPath(password_file).parent / "sasl.jaas.config"
+            if pod.sandbox_path(str(jaas)) is not None:
+                raise CaseFailure(f"{jaas}: the Secret's other keys are mounted too (the volume's items select one)")
+        stderr = pod.stderr_path.read_text(errors="replace")
+        if any(s in stderr for s in secret_texts[:2]):
+            raise CaseFailure("the relay's log holds the Kafka password")
+        self.notes.append(f"{len(sessions)} {what} at the gateway, none refused; secrets only as mounted files")
+
+    def rotate_kafka_password(self, pod: kubelet.Pod, admin_port: int, gateway: peers.KafkaGateway) -> None:
+        """The password rotated as an operator rotates it: on the broker first, then in the Secret, which the
+        kubelet updates in the mounted directory (a subPath mount would never change); the relay reads the file
+        again within kafka.sasl.reloadIntervalMs and counts the new password."""
+        name = "apns_relay_kafka_password_reloads_total"
+        before = metric_value(metrics(admin_port), name, result="rotated")
+        self.broker_password.write_text(SASL_PASSWORD_2)
+        user_secret = next(o for o in pod.objects if o["kind"] == "Secret" and o["metadata"]["name"] == KAFKA_USER_SECRET)
+        data = {k: base64.b64decode(v) for k, v in user_secret["data"].items()}
+        data["password"] = SASL_PASSWORD_2.encode()
+        pod.update_secret(KAFKA_USER_SECRET, data)
+        _, config = pod.relay_config()
+        sasl = (config.get("kafka") or {}).get("sasl") or {}
+        if pod.read_inside(sasl["passwordFile"]).decode() != SASL_PASSWORD_2:
+            raise CaseFailure(f"the container does not see the updated Secret in {sasl['passwordFile']}")
+        within = 3 * sasl.get("reloadIntervalMs", 10000) / 1000 + 30
+
+        def rotated():
+            self.check_alive(pod)
+            text = metrics(admin_port)
+            refused = metric_value(text, name, result="refused")
+            if refused:
+                raise CaseFailure(pod.diagnose(f"the relay refused the rotated password file ({refused:.0f} refused)"))
+            return metric_value(text, name, result="rotated") > before
+        try:
+            peers.wait_until(rotated, within, f'{name}{{result="rotated"}} rising after the Secret\'s ..data swap',
+                             poll=0.25)
+        except PeerFailure as error:
+            raise CaseFailure(pod.diagnose(str(error)))
+        if SASL_PASSWORD_2 in pod.stderr_path.read_text(errors="replace"):
+            raise CaseFailure("the relay's log holds the rotated Kafka password")
+        self.notes.append("Kafka password rotated in the Secret: the relay read the new one from the mounted file")
 
 
 def _ready_at(port: int) -> bool:
@@ -528,6 +636,18 @@ def broken_cases() -> list[PodCase]:
                               "mountPath: /etc/apns-relay/token")],
                 expect_failure=["volumeMounts[", "mountPath /etc/apns-relay/token",
                                 "/etc/apns-relay/apns-token/AuthKey.p8"]),
+        # The control of the sasl case: the gateway refuses a password it does not know, and the relay says so.
+        PodCase("broken-kafka-password", kafka_security="scram-tls", kafka_password="not-the-password", rotate=False,
+                events=1, description="a Kafka password in the Secret that the broker does not accept",
+                expect_failure=["Kafka refused the relay's credentials", "SCRAM-SHA-512 as user 'relay'",
+                                "kafka.sasl.passwordFile", "kafka gateway: 0 authenticated",
+                                "the gateway refused the relay's login"]),
+        # The control of the rotation: a subPath mount (what the chart must not use) never sees the Secret change.
+        PodCase("broken-kafka-subpath", kafka_security="scram-tls", rotate=False, events=1,
+                description="the Kafka password file mounted by subPath",
+                chart_edits=[(templates, r'(- name: kafka-sasl\n(\s*)mountPath: \{\{ include "apns-relay.kafkaSaslDir" \. \}\})',
+                              r"\1/password\n\2subPath: password")],
+                expect_failure=["does not see the updated Secret in /etc/apns-relay/kafka-sasl/password"]),
         PodCase("broken-readiness-port", rotate=False, events=1,
                 description=f"the readiness probe on port {wrong_port}",
                 chart_edits=[(templates, r"(path: /readyz\s*\n\s*port:) metrics", rf"\g<1> {wrong_port}")],
@@ -552,8 +672,11 @@ def cases() -> list[PodCase]:
                               "data": {"APNS_RELAY_LOG_FORMAT": "text"}}],
                 expect_env={"APNS_RELAY_LOG_FORMAT": "text", "APNS_RELAY_KAFKA_CLIENT_ID": "relay-node-1-$(NODE)"},
                 description="apns.auth certificate (mutual TLS), the startup probe, extraEnvFrom and extraEnv"),
-        PodCase("sasl", broker="noida", sasl=True,
-                description="kafka.sasl with the password from a Secret (SASL_PLAINTEXT, PLAIN) on noida-db"),
+        PodCase("sasl", kafka_security="scram-tls",
+                description="kafka.sasl SCRAM-SHA-512 over kafka.tls (the password and the CA from Strimzi-style "
+                            "Secrets) through the authenticating Kafka gateway; the password rotated in the Secret"),
+        PodCase("mtls", kafka_security="mtls", rotate=False,
+                description="kafka.tls with a client certificate (mutual TLS) through the Kafka gateway"),
         PodCase("tracing", tracing=True, values={"startupProbe": {"enabled": True}},
                 description="tracing.otlpEndpoint at an OTLP/HTTP receiver, with the startup probe"),
     ] + broken_cases()
@@ -646,6 +769,11 @@ def main(argv: list[str]) -> int:
     print(f"(ran {time.monotonic() - began:.0f} s)")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def test_rendered_pod_runs_against_real_peers():
+    """Under pytest (python -m pytest Tests/pod): every case, as the script runs them; a FAIL line says which."""
+    assert main([]) == 0, "a pod case failed: see its FAIL line in the captured output"
 
 
 if __name__ == "__main__":

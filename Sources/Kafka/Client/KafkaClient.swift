@@ -99,6 +99,14 @@ package final class KafkaClient: @unchecked Sendable {
         }
     }
 
+    /// Replaces the SASL user and password librdkafka presents on its next connections (existing ones stay
+    /// authenticated as they were): how a rotated password file takes effect without a restart.
+    func setSASLCredentials(username: String, password: String) throws(KafkaError) {
+        if let error = rd_kafka_sasl_set_credentials(handle, username, password) {
+            throw KafkaError(code: .configuration, consuming: error)
+        }
+    }
+
     /// Lends the `rd_kafka_t`; it must not escape `body`.
     package func withHandle<T, E: Error>(_ body: (OpaquePointer) throws(E) -> T) throws(E) -> T {
         try body(handle)

@@ -68,6 +68,15 @@ package final class KafkaConsumer: Sendable {
     /// the relay: the process restarts). Await it with `fatalError.wait()`.
     package var fatalError: Latch<KafkaError> { shared.fatalError }
 
+    /// Set once, at the first refusal of the client's SASL credentials or TLS certificate by a broker
+    /// (librdkafka goes on retrying with the same secret).
+    package var credentialsRefused: Latch<KafkaError> { shared.credentialsRefused }
+
+    /// The SASL user and password for connections made from now on (PLAIN and SCRAM).
+    package func setSASLCredentials(username: String, password: String) throws(KafkaError) {
+        try client.setSASLCredentials(username: username, password: password)
+    }
+
     /// What a readiness probe needs to know about this member.
     package struct Health: Sendable, Hashable {
         /// The member has joined its group (it has an assignment, possibly empty) and has not lost it since.

@@ -29,6 +29,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     let closeResult = BlockingMutex<KafkaError?>(nil)
     /// Set by the first fatal error (see ``KafkaConsumer/fatalError``).
     let fatalError = Latch<KafkaError>()
+    /// Set by the first refusal of the client's credentials (see ``KafkaConsumer/credentialsRefused``).
+    let credentialsRefused = Latch<KafkaError>()
     /// Whether the member has joined its group: set by an assignment (even an empty one), cleared when the
     /// assignment is lost (the member was dropped from the group) or could not be applied.
     let isJoined = Atomic<Bool>(false)
@@ -127,6 +129,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     /// Every error librdkafka reports for this consumer passes here (from its error callback).
     func noteError(_ error: KafkaError, client: KafkaClient?) {
         if error.isFatal { fatalError.set(error) }
+        if error.refusesCredentials { credentialsRefused.set(error) }
         guard error.responseCode == .allBrokersDown else { return }
         brokersDown.store(true, ordering: .releasing)
         guard let client, !isProbing.exchange(true, ordering: .acquiringAndReleasing) else { return }

@@ -71,6 +71,22 @@ package struct KafkaError: Error, Sendable, CustomStringConvertible {
     package var isRetriable: Bool
     /// Whether the client instance is unusable from now on.
     package var isFatal: Bool
+    /// Whether the broker refused who the client says it is: SASL credentials, or a TLS certificate. Retrying
+    /// with the same secret cannot help.
+    package var refusesCredentials: Bool {
+        guard let responseCode else { return false }
+        if responseCode == .authentication || responseCode == .ssl || responseCode == .saslAuthenticationFailed { return true }
+        // With TLS 1.3 the client's handshake is over before the broker has judged its certificate: the
+        // broker's refusal arrives as a TLS alert on the first read, which librdkafka reports as a transport
+        // failure ("Receive failed: …: tlsv13 alert certificate required"). OpenSSL names the alert.
+        return responseCode == .brokerTransport && Self.certificateAlerts.contains { message.contains($0) }
+    }
+
+    /// OpenSSL's texts of the TLS alerts a server sends when it refuses a client's certificate (or its lack).
+    private static let certificateAlerts = [
+        "alert certificate required", "alert bad certificate", "alert unknown ca", "alert certificate expired",
+        "alert certificate revoked", "alert certificate unknown", "alert unsupported certificate", "alert access denied",
+    ]
     /// Whether the current transaction must be aborted before the producer can go on (an abortable
     /// transaction error).
     package var requiresAbort: Bool

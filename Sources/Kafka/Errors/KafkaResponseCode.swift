@@ -22,6 +22,12 @@ package struct KafkaResponseCode: RawRepresentable, Hashable, Sendable, CustomSt
     package static let transactionalIDAuthorizationFailed = Self(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     package static let invalidRecord = Self(RD_KAFKA_RESP_ERR_INVALID_RECORD)
     package static let brokerTransport = Self(RD_KAFKA_RESP_ERR__TRANSPORT)
+    /// The client's SASL credentials were refused, or its mechanism could not run (librdkafka's own code).
+    package static let authentication = Self(RD_KAFKA_RESP_ERR__AUTHENTICATION)
+    /// The TLS handshake failed: a certificate the other side does not trust, or none where one is required.
+    package static let ssl = Self(RD_KAFKA_RESP_ERR__SSL)
+    /// The broker's answer to a SASL exchange it refused.
+    package static let saslAuthenticationFailed = Self(RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED)
     package static let allBrokersDown = Self(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
     package static let messageTimedOut = Self(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
     package static let queueFull = Self(RD_KAFKA_RESP_ERR__QUEUE_FULL)

@@ -44,21 +44,28 @@ package final class KafkaProducer: Sendable {
     /// restarts). Await it with `fatalError.wait()`.
     package let fatalError: Latch<KafkaError>
 
+    /// Set once, at the first refusal of the client's SASL credentials or TLS certificate by a broker
+    /// (librdkafka goes on retrying with the same secret).
+    package let credentialsRefused: Latch<KafkaError>
+
     /// Creates the producer's handle; its delivery-report thread starts in ``start()``.
     /// - Throws: ``KafkaError`` `configuration` for contradictory or rejected settings (with librdkafka's
     ///   message), `clientCreation` if librdkafka refuses to create the handle.
     package init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
         let properties = try configuration.librdkafkaProperties()
         let fatalError = Latch<KafkaError>()
+        let credentialsRefused = Latch<KafkaError>()
         let errorHandler = configuration.errorHandler
         let context = KafkaClientContext(
             logger: logger, statisticsHandler: configuration.statisticsHandler,
             errorHandler: { error in
                 if error.isFatal { fatalError.set(error) }
+                if error.refusesCredentials { credentialsRefused.set(error) }
                 errorHandler?(error)
             },
             rebalanceHandler: nil)
         self.fatalError = fatalError
+        self.credentialsRefused = credentialsRefused
         client = try KafkaClient(kind: .producer(deliveryReport: true), properties: properties, context: context)
         self.logger = logger
         pollTimeout = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
@@ -215,6 +222,11 @@ package final class KafkaProducer: Sendable {
                 }
             }
         }
+    }
+
+    /// The SASL user and password for connections made from now on (PLAIN and SCRAM).
+    package func setSASLCredentials(username: String, password: String) throws(KafkaError) {
+        try client.setSASLCredentials(username: username, password: password)
     }
 
     /// Raises a fatal error in librdkafka as if the broker had caused one (`rd_kafka_test_fatal_error`),

@@ -12,9 +12,13 @@ package struct TopicPlan: Sendable {
         /// Topic configurations to create it with (`cleanup.policy`, `retention.ms`, `min.insync.replicas`, …).
         package var configs: [(String, String)]
         package var purpose: String
+        /// The shortest `retention.ms` that still serves the topic's readers, where README's table gives a range
+        /// (`retention.ms` in `configs` is what to create it with); `nil`: the plan states no minimum.
+        package var minimumRetentionMs: Int? = nil
 
         package static func == (a: Topic, b: Topic) -> Bool {
             a.name == b.name && a.key == b.key && a.partitions == b.partitions && a.purpose == b.purpose
+                && a.minimumRetentionMs == b.minimumRetentionMs
                 && a.configs.map { "\($0.0)=\($0.1)" } == b.configs.map { "\($0.0)=\($0.1)" }
         }
     }
@@ -53,7 +57,8 @@ package struct TopicPlan: Sendable {
         planned.append(Topic(name: topics.deadLetters, key: "kafka.topics.deadLetters", partitions: 3,
                              configs: durable + [("cleanup.policy", "delete"), ("retention.ms", String(30 * Self.day)),
                                                  ("max.message.bytes", String(maxDeadLetterBytes + 64 * 1024))],
-                             purpose: "events that could not be read or sent, as they came: operators and apns-relay replay read"))
+                             purpose: "events that could not be read or sent, as they came: operators and apns-relay replay read",
+                             minimumRetentionMs: 14 * Self.day))
         self.topics = planned
         self.replicationFactor = replicationFactor
     }

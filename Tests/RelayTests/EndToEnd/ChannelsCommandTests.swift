@@ -53,7 +53,7 @@ import Testing
             #expect(channel["messageStoragePolicy"] as? Int == 1)
             #expect(channel["pushType"] as? String == "LiveActivity")
 
-            let deleted = try await run(["channels", "delete"] + common + ["--channel-id", id], env)
+            let deleted = try await run(["channels", "delete"] + common + ["--channel-id", id, "--yes"], env)
             #expect(deleted.status == 0, "\(deleted.stderr)")
             #expect(try json(deleted.stdout)["deleted"] as? Bool == true)
             #expect(try json(try await run(["channels", "list"] + common, env).stdout)["channels"] as? [String] == [other])
@@ -65,6 +65,35 @@ import Testing
             #expect(again.stderr.contains("the other environment: this was --environment development"), "\(again.stderr)")
             #expect(again.stderr.components(separatedBy: "APNs refused it").count == 2, "said once: \(again.stderr)")
             #expect(again.stdout.isEmpty, "nothing on standard output when APNs refused")
+        }
+    }
+
+    /// `channels delete` without `--yes`, with no terminal to ask (the test reads standard error through a
+    /// pipe): the plan on standard error, `"deleted":false` on standard output, no request to the management
+    /// host, and the channel still there; with `--yes` the same command deletes it.
+    @Test func deleteWithoutYesPrintsThePlanAndDeletesNothing() async throws {
+        try await withSandbox { sandbox in
+            let env = environment(sandbox)
+            let id = try sandbox.apns.channels.create(bundleID: bundle, storagePolicy: 1)
+            let requests = sandbox.apns.statistics.managementRequests
+            let command = ["channels", "delete", "--bundle-id", bundle, "--environment", "development", "--channel-id", id]
+
+            let planned = try await run(command, env)
+            #expect(planned.status == 0, "\(planned.stdout)\(planned.stderr)")
+            for line in ["environment: development", "bundle id: \(bundle)", "channel id: \(id)",
+                         "management host: 127.0.0.1:\(sandbox.managementPort)", "nothing deleted; add --yes"] {
+                #expect(planned.stderr.contains(line), "\(line) in \(planned.stderr)")
+            }
+            #expect(try json(planned.stdout)["deleted"] as? Bool == false, "\(planned.stdout)")
+            #expect(sandbox.apns.statistics.managementRequests == requests, "no request to the management host")
+            #expect(sandbox.apns.statistics.responses["204"] == nil, "no deletion answered")
+            #expect(sandbox.apns.channels.channels(bundleID: bundle) == [id], "the channel is still there")
+
+            let deleted = try await run(command + ["--yes"], env)
+            #expect(deleted.status == 0, "\(deleted.stderr)")
+            #expect(try json(deleted.stdout)["deleted"] as? Bool == true)
+            #expect(sandbox.apns.statistics.responses["204"] == 1, "one deletion")
+            #expect(sandbox.apns.channels.channels(bundleID: bundle).isEmpty)
         }
     }
 

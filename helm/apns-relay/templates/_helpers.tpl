@@ -164,24 +164,129 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- end -}}
 {{- end }}
 
-{{/* librdkafka properties passed through the environment when SASL is on (the password stays in its Secret). */}}
-{{- define "apns-relay.saslProperties" -}}
+{{/* Where the Kafka secrets are mounted: each Secret's volume as a directory (a subPath mount would never see the
+     Secret's updates, and the relay reads the SASL password file again for a rotated one). */}}
+{{- define "apns-relay.kafkaSaslDir" -}}/etc/apns-relay/kafka-sasl{{- end }}
+{{- define "apns-relay.kafkaCaDir" -}}/etc/apns-relay/kafka-ca{{- end }}
+{{- define "apns-relay.kafkaClientDir" -}}/etc/apns-relay/kafka-client{{- end }}
+
+{{/* "true" when the relay speaks TLS to the brokers: kafka.tls.enabled, or a CA or client certificate given
+     (as for the relay, where any kafka.tls file turns TLS on). */}}
+{{- define "apns-relay.kafkaTls" -}}
+{{- $t := .Values.kafka.tls | default dict -}}
+{{- if or $t.enabled $t.caSecret $t.existingSecret }}true{{ end -}}
+{{- end }}
+
+{{/* The Secret key holding the SASL secret: the password (PLAIN, SCRAM) or the OIDC client secret (OAUTHBEARER). */}}
+{{- define "apns-relay.kafkaSaslKey" -}}
 {{- $s := .Values.kafka.sasl -}}
-{{- /* name=value entries, commas between them; a comma or backslash inside an entry is escaped (\, and \\), as the
-     relay reads APNS_RELAY_KAFKA_PROPERTIES. The password is expanded by Kubernetes after this, unescaped: a
-     password holding a comma or a backslash cannot pass this way. */ -}}
-{{- $entries := list -}}
-{{- $given := .Values.kafka.properties | default list -}}
-{{- if kindIs "map" $given }}
-{{- range $name, $value := $given }}{{ $entries = append $entries (printf "%s=%v" $name $value) }}{{ end }}
+{{- if eq (upper (toString $s.mechanism)) "OAUTHBEARER" }}{{ (($s.oauthbearer | default dict).clientSecretKey) | default "client-secret" }}
+{{- else }}{{ $s.passwordKey | default "password" }}{{ end -}}
+{{- end }}
+
+{{/* kafka.sasl and kafka.tls of relay.yaml (JSON; an empty object when both are off), the secrets' paths pointing
+     at their mounts. Refuses, naming the keys, what the relay would refuse at start, and the chart's former
+     kafka.sasl.enabled and kafka.sasl.securityProtocol. */}}
+{{- define "apns-relay.kafkaSecurity" -}}
+{{- $s := .Values.kafka.sasl | default dict -}}
+{{- $t := .Values.kafka.tls | default dict -}}
+{{- $oauth := $s.oauthbearer | default dict -}}
+{{- if hasKey $s "enabled" }}
+{{- fail "kafka.sasl.enabled is no longer a value: kafka.sasl.mechanism turns SASL on (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; the chart's former default was SCRAM-SHA-512), and kafka.tls.enabled: true makes it SASL_SSL (the former default kafka.sasl.securityProtocol). Remove kafka.sasl.enabled; the password comes from kafka.sasl.existingSecret as before, now as a mounted file" }}
+{{- end }}
+{{- if hasKey $s "securityProtocol" }}
+{{- fail "kafka.sasl.securityProtocol is no longer a value: security.protocol follows from kafka.sasl.mechanism and kafka.tls.enabled (SASL_SSL: a mechanism and kafka.tls.enabled: true; SASL_PLAINTEXT: a mechanism alone; SSL: kafka.tls.enabled alone). Remove kafka.sasl.securityProtocol" }}
+{{- end }}
+{{- $mechanism := upper (toString ($s.mechanism | default "")) -}}
+{{- $out := dict -}}
+{{- $passwordKeys := list -}}
+{{- if $s.username }}{{ $passwordKeys = append $passwordKeys "kafka.sasl.username" }}{{ end -}}
+{{- $oauthKeys := list -}}
+{{- range $k := list "tokenEndpointUrl" "clientId" "scope" }}
+{{- if get $oauth $k }}{{ $oauthKeys = append $oauthKeys (printf "kafka.sasl.oauthbearer.%s" $k) }}{{ end }}
+{{- end -}}
+{{- if $mechanism }}
+{{- if not (has $mechanism (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512" "OAUTHBEARER")) }}
+{{- fail (printf "kafka.sasl.mechanism '%s' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (or empty: no SASL)" $s.mechanism) }}
+{{- end }}
+{{- $dir := include "apns-relay.kafkaSaslDir" . -}}
+{{- $key := include "apns-relay.kafkaSaslKey" . -}}
+{{- $sasl := dict "mechanism" $mechanism -}}
+{{- if eq $mechanism "OAUTHBEARER" }}
+{{- if not $s.existingSecret }}
+{{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.existingSecret: the Secret holding the OIDC client secret (under kafka.sasl.oauthbearer.clientSecretKey), mounted as kafka.sasl.oauthbearer.clientSecretFile" }}
+{{- end }}
+{{- $missing := list -}}
+{{- range $k := list "tokenEndpointUrl" "clientId" }}{{ if not (get $oauth $k) }}{{ $missing = append $missing (printf "kafka.sasl.oauthbearer.%s" $k) }}{{ end }}{{ end -}}
+{{- if $missing }}
+{{- fail (printf "kafka.sasl.mechanism OAUTHBEARER needs %s (OIDC client credentials: librdkafka fetches and renews the token)" (join " and " $missing)) }}
+{{- end }}
+{{- range $passwordKeys }}
+{{- fail (printf "%s is for PLAIN and SCRAM; kafka.sasl.mechanism OAUTHBEARER authenticates with kafka.sasl.oauthbearer.clientId" .) }}
+{{- end }}
+{{- $o := dict "tokenEndpointUrl" $oauth.tokenEndpointUrl "clientId" $oauth.clientId "clientSecretFile" (printf "%s/%s" $dir $key) -}}
+{{- with $oauth.scope }}{{ $_ := set $o "scope" . }}{{ end -}}
+{{- $_ := set $sasl "oauthbearer" $o -}}
 {{- else }}
-{{- $entries = $given -}}
+{{- if not $s.existingSecret }}
+{{- fail (printf "kafka.sasl.mechanism %s needs kafka.sasl.existingSecret: the Secret holding the password (under kafka.sasl.passwordKey), mounted as kafka.sasl.passwordFile" $mechanism) }}
 {{- end }}
-{{- $escaped := list -}}
-{{- range $e := concat $entries (list (printf "security.protocol=%s" $s.securityProtocol) (printf "sasl.mechanism=%s" $s.mechanism) (printf "sasl.username=%s" $s.username)) }}
-{{- $escaped = append $escaped ($e | replace "\\" "\\\\" | replace "," "\\,") }}
+{{- if not $s.username }}
+{{- fail (printf "kafka.sasl.mechanism %s needs kafka.sasl.username" $mechanism) }}
 {{- end }}
-{{- join "," (append $escaped "sasl.password=$(KAFKA_SASL_PASSWORD)") -}}
+{{- range $oauthKeys }}
+{{- fail (printf "%s is for kafka.sasl.mechanism OAUTHBEARER, not %s" . $mechanism) }}
+{{- end }}
+{{- $_ := set $sasl "username" $s.username -}}
+{{- $_ := set $sasl "passwordFile" (printf "%s/%s" $dir $key) -}}
+{{- if not (kindIs "invalid" $s.reloadIntervalMs) }}{{ $_ := set $sasl "reloadIntervalMs" (int64 $s.reloadIntervalMs) }}{{ end -}}
+{{- end }}
+{{- $_ := set $out "sasl" $sasl -}}
+{{- else }}
+{{- $given := concat $passwordKeys $oauthKeys -}}
+{{- if $s.existingSecret }}{{ $given = append $given "kafka.sasl.existingSecret" }}{{ end -}}
+{{- range $given }}
+{{- fail (printf "%s is set but kafka.sasl.mechanism is not (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)" .) }}
+{{- end }}
+{{- end }}
+{{- if $t.keyPasswordKey }}{{ if not $t.existingSecret }}
+{{- fail "kafka.tls.keyPasswordKey names a key of kafka.tls.existingSecret (the client certificate's Secret), which is not set" }}
+{{- end }}{{ end }}
+{{- if include "apns-relay.kafkaTls" . }}
+{{- $tls := dict "enabled" true -}}
+{{- if $t.caSecret }}
+{{- if not $t.caKey }}{{ fail "kafka.tls.caSecret needs kafka.tls.caKey: the key of the CA bundle in that Secret (Strimzi: ca.crt)" }}{{ end }}
+{{- $_ := set $tls "caFile" (printf "%s/%s" (include "apns-relay.kafkaCaDir" .) $t.caKey) -}}
+{{- end }}
+{{- if $t.existingSecret }}
+{{- if or (not $t.certificateKey) (not $t.privateKeyKey) }}
+{{- fail "kafka.tls.existingSecret needs kafka.tls.certificateKey and kafka.tls.privateKeyKey: the keys of the client certificate and its private key in that Secret (Strimzi: user.crt, user.key)" }}
+{{- end }}
+{{- $dir := include "apns-relay.kafkaClientDir" . -}}
+{{- $_ := set $tls "certFile" (printf "%s/%s" $dir $t.certificateKey) -}}
+{{- $_ := set $tls "keyFile" (printf "%s/%s" $dir $t.privateKeyKey) -}}
+{{- with $t.keyPasswordKey }}{{ $_ := set $tls "keyPasswordFile" (printf "%s/%s" $dir .) }}{{ end -}}
+{{- end }}
+{{- $_ := set $out "tls" $tls -}}
+{{- end }}
+{{- /* librdkafka properties that kafka.sasl.* and kafka.tls.* decide: the relay refuses them beside these keys. */ -}}
+{{- if $out }}
+{{- $managed := list "security.protocol" -}}
+{{- if $out.sasl }}{{ $managed = concat $managed (list "sasl.mechanism" "sasl.mechanisms" "sasl.username" "sasl.password" "sasl.oauthbearer.method" "sasl.oauthbearer.client.id" "sasl.oauthbearer.client.secret" "sasl.oauthbearer.token.endpoint.url" "sasl.oauthbearer.scope") }}{{ end -}}
+{{- if $out.tls }}{{ $managed = concat $managed (list "ssl.ca.location" "ssl.certificate.location" "ssl.key.location" "ssl.key.password") }}{{ end -}}
+{{- range $source := list "properties" "consumerProperties" "producerProperties" }}
+{{- $given := get $.Values.kafka $source | default list -}}
+{{- $names := list -}}
+{{- if kindIs "map" $given }}{{ $names = keys $given | sortAlpha }}
+{{- else }}{{ range $given }}{{ $names = append $names (trim (first (splitList "=" (toString .)))) }}{{ end }}{{ end -}}
+{{- range $name := $names }}
+{{- if has $name $managed }}
+{{- fail (printf "kafka.%s sets '%s', which kafka.sasl.* and kafka.tls.* decide: remove it from kafka.%s" $source $name $source) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $out -}}
 {{- end }}
 
 {{/* relay.yaml: the relay's own keys from the values, chart-only keys left out, file paths filled in. */}}
@@ -209,14 +314,16 @@ unless named credentials are listed and the unnamed one is a token credential wi
 {{- fail "set relay.drainTimeoutMs, not extraConfig.relay.drainTimeoutMs (the grace period is computed from it)" }}
 {{- end }}
 {{- $kafka := deepCopy $v.kafka -}}
+{{- /* kafka.sasl and kafka.tls only when on: chart-only keys left out, the secrets as paths to their mounts. */ -}}
 {{- $_ := unset $kafka "sasl" -}}
+{{- $_ := unset $kafka "tls" -}}
+{{- $kafka = merge $kafka (include "apns-relay.kafkaSecurity" . | fromJson) -}}
 {{- /* A pod's name is known only in the pod: the pod template passes it as APNS_RELAY_KAFKA_GROUP_INSTANCE_ID. */ -}}
 {{- $_ := unset $kafka "groupInstanceIdFromPodName" -}}
 {{- /* The transaction keys only with exactlyOnce (a relay older than them, image.tag pinned, refuses them). */ -}}
 {{- if not $v.kafka.exactlyOnce }}
 {{- range $k := list "exactlyOnce" "transactionIntervalMs" "transactionTimeoutMs" }}{{ $_ := unset $kafka $k }}{{ end }}
 {{- end -}}
-{{- if $v.kafka.sasl.enabled }}{{ $_ := unset $kafka "properties" }}{{ end -}}
 {{- range $k := list "properties" "consumerProperties" "producerProperties" }}
 {{- if not (get $kafka $k) }}{{ $_ := unset $kafka $k }}{{ end }}
 {{- end -}}

@@ -3,9 +3,9 @@
 {{- define "apns-relay.podTemplate" -}}
 {{- $v := .Values }}
 {{- $grace := include "apns-relay.terminationGracePeriodSeconds" . }}
-{{- if and $v.kafka.sasl.enabled (not $v.kafka.sasl.existingSecret) }}
-{{- fail "kafka.sasl.enabled needs kafka.sasl.existingSecret (a Secret holding the SASL password)" }}
-{{- end }}
+{{- /* Checked (and refused) by apns-relay.kafkaSecurity, as relay.yaml renders it. */}}
+{{- $kafkaSecurity := include "apns-relay.kafkaSecurity" . | fromJson }}
+{{- $kafkaTls := $v.kafka.tls | default dict }}
 {{- $statefulSet := eq (include "apns-relay.workloadKind" .) "StatefulSet" }}
 {{- $staticMembership := include "apns-relay.staticMembership" . }}
 {{- /* A transactional id per pod, stable across its restarts, only where the pod's name is (see statefulset.yaml). */}}
@@ -57,7 +57,8 @@ spec:
         - name: metrics
           containerPort: {{ $v.admin.port }}
           protocol: TCP
-      {{- if or $v.kafka.sasl.enabled $v.extraEnv $staticMembership $transactionalId }}
+      {{- /* No Kafka secret here: they are mounted as files (a variable shows in the pod spec and /proc/PID/environ). */}}
+      {{- if or $v.extraEnv $staticMembership $transactionalId }}
       env:
         {{- if $transactionalId }}
         # First: Kubernetes expands $(POD_NAME) only in variables declared after it.
@@ -79,16 +80,6 @@ spec:
         # to Kubernetes.)
         - name: APNS_RELAY_KAFKA_TRANSACTIONAL_ID
           value: {{ printf "%s-$(POD_NAME)" ($v.kafka.groupId | replace "$" "$$") | quote }}
-        {{- end }}
-        {{- if $v.kafka.sasl.enabled }}
-        - name: KAFKA_SASL_PASSWORD
-          valueFrom:
-            secretKeyRef:
-              name: {{ $v.kafka.sasl.existingSecret }}
-              key: {{ $v.kafka.sasl.passwordKey }}
-        # Overrides kafka.properties of relay.yaml; $(KAFKA_SASL_PASSWORD) is expanded by Kubernetes.
-        - name: APNS_RELAY_KAFKA_PROPERTIES
-          value: {{ include "apns-relay.saslProperties" . | quote }}
         {{- end }}
         {{- with $v.extraEnv }}
         {{- toYaml . | nindent 8 }}
@@ -162,6 +153,23 @@ spec:
           mountPath: {{ include "apns-relay.proxyDir" . }}
           readOnly: true
         {{- end }}
+        {{- /* Whole directories, never subPath: the kubelet updates a Secret's files in place only there, and the
+             relay reads kafka.sasl.passwordFile again for a rotated password. */}}
+        {{- if $kafkaSecurity.sasl }}
+        - name: kafka-sasl
+          mountPath: {{ include "apns-relay.kafkaSaslDir" . }}
+          readOnly: true
+        {{- end }}
+        {{- if $kafkaTls.caSecret }}
+        - name: kafka-tls-ca
+          mountPath: {{ include "apns-relay.kafkaCaDir" . }}
+          readOnly: true
+        {{- end }}
+        {{- if $kafkaTls.existingSecret }}
+        - name: kafka-tls-client
+          mountPath: {{ include "apns-relay.kafkaClientDir" . }}
+          readOnly: true
+        {{- end }}
         - name: tmp
           mountPath: /tmp
         {{- with $v.extraVolumeMounts }}
@@ -212,6 +220,35 @@ spec:
         items:
           - key: {{ $v.apns.proxy.credentialsKey }}
             path: credentials
+    {{- end }}
+    {{- if $kafkaSecurity.sasl }}
+    - name: kafka-sasl
+      secret:
+        secretName: {{ $v.kafka.sasl.existingSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ include "apns-relay.kafkaSaslKey" . | quote }}
+            path: {{ include "apns-relay.kafkaSaslKey" . | quote }}
+    {{- end }}
+    {{- if $kafkaTls.caSecret }}
+    - name: kafka-tls-ca
+      secret:
+        secretName: {{ $kafkaTls.caSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ $kafkaTls.caKey | quote }}
+            path: {{ $kafkaTls.caKey | quote }}
+    {{- end }}
+    {{- with $kafkaTls.existingSecret }}
+    - name: kafka-tls-client
+      secret:
+        secretName: {{ . }}
+        defaultMode: 0440
+        items:
+          {{- range $key := compact (uniq (list $kafkaTls.certificateKey $kafkaTls.privateKeyKey $kafkaTls.keyPasswordKey)) }}
+          - key: {{ $key | quote }}
+            path: {{ $key | quote }}
+          {{- end }}
     {{- end }}
     {{- with $v.apns.ca }}
     {{- if .existingSecret }}
