@@ -33,8 +33,19 @@ extension APNsNotification {
         if topic.isEmpty {
             throw .init(.missingTopic, "apns-topic is empty")
         }
-        if let collapseID, collapseID.utf8.count > 64 {
-            throw .init(.badCollapseId, "apns-collapse-id is \(collapseID.utf8.count) bytes; at most 64 allowed")
+        if !Self.isFieldValue(topic) {
+            throw .init(.badTopic, "apns-topic must be printable ASCII without spaces at its ends (an HTTP/2 header value)")
+        }
+        if let collapseID {
+            if collapseID.utf8.count > 64 {
+                throw .init(.badCollapseId, "apns-collapse-id is \(collapseID.utf8.count) bytes; at most 64 allowed")
+            }
+            if collapseID.isEmpty || !Self.isFieldValue(collapseID) {
+                throw .init(
+                    .badCollapseId,
+                    "apns-collapse-id must be 1 to 64 printable ASCII characters (space to ~) without a space at either end: "
+                        + "it is sent as an HTTP/2 header value")
+            }
         }
         if pushType == .background, priority != .powerConsiderate {
             throw .init(.badPriority, "background pushes must have priority 5")
@@ -81,9 +92,44 @@ extension APNsNotification {
         if PushType.suffix(in: topic) != nil || topic.contains("/") {
             throw .init(.topicDisallowed, "a broadcast names the bundle id alone, without a push-type suffix: \(topic)")
         }
+        if !Self.isBundleID(topic) {
+            throw .init(
+                .badTopic,
+                "a broadcast's topic is a bundle id in the request path: segments of A-Z a-z 0-9 - separated by single dots")
+        }
         if collapseID != nil {
             throw .init(.badCollapseId, "broadcasts have no apns-collapse-id")
         }
+    }
+
+    /// `true` for a bundle id: one or more segments of `A-Z a-z 0-9 -` separated by single dots, no dot at
+    /// either end (Apple's rule for `CFBundleIdentifier`). Safe as a path segment: never `.` or `..`, no `/`,
+    /// `%` or `?`. The push-type suffixes (`.voip`, `.push-type.liveactivity`, …) keep a topic of this shape.
+    package static func isBundleID(_ string: String) -> Bool {
+        var segmentLength = 0
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "."):
+                guard segmentLength > 0 else { return false }
+                segmentLength = 0
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
+                segmentLength += 1
+            default:
+                return false
+            }
+        }
+        return segmentLength > 0
+    }
+
+    /// `true` when `string` can go out as an HTTP/2 field value unchanged: RFC 9113 §8.2.1 makes a value with
+    /// a leading or trailing space or tab, or with NUL, CR or LF, malformed (the stream is reset), and RFC 9110
+    /// §5.5 leaves other control characters, DEL and non-ASCII bytes to be mangled or refused on the way. So:
+    /// visible ASCII (`!` to `~`) and interior spaces only. An empty string passes.
+    package static func isFieldValue(_ string: String) -> Bool {
+        let bytes = string.utf8
+        if bytes.first == UInt8(ascii: " ") || bytes.last == UInt8(ascii: " ") { return false }
+        return bytes.allSatisfy { (UInt8(ascii: " ")...UInt8(ascii: "~")).contains($0) }
     }
 
     /// `true` for `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` in hex digits of either case.

@@ -55,14 +55,14 @@ package struct ConfigurationFile: Sendable {
             } catch let error as RelayError {
                 throw error
             } catch {
-                throw RelayError("configuration file '\(path)' is not valid JSON: \(error)")
+                throw RelayError("configuration file '\(path)' is not valid JSON: \(Self.jsonProblem(error, data: data))")
             }
         } else {
             let node: Node?
             do {
                 node = try Yams.compose(yaml: String(decoding: data, as: UTF8.self))
             } catch {
-                throw RelayError("configuration file '\(path)' is not valid YAML: \(error)")
+                throw RelayError("configuration file '\(path)' is not valid YAML: \(Self.yamlProblem(error))")
             }
             guard let node else {  // an empty file: every key takes its default
                 self.values = [:]
@@ -74,6 +74,41 @@ package struct ConfigurationFile: Sendable {
             try Self.flatten(yaml: mapping, prefix: "", path: path, into: &values)
         }
         self.values = values
+    }
+
+    // A parse error names the place and the kind of problem, never the text there: Yams and Foundation quote
+    // the offending line, and that line may be a password pasted into `kafka.properties`.
+
+    /// A YAML parse error as "line:column: what" (libyaml's problem texts are fixed phrases).
+    package static func yamlProblem(_ error: any Error) -> String {
+        guard let error = error as? YamlError else { return "it cannot be parsed" }
+        func at(_ mark: Mark, _ problem: String, _ context: YamlError.Context?) -> String {
+            let within = context.map { " (\($0.text) from \($0.mark.line):\($0.mark.column))" } ?? ""
+            return "\(mark.line):\(mark.column): \(problem)\(within)"
+        }
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            return at(mark, problem, context)
+        case .reader(let problem, let offset, _, let yaml):
+            guard let offset, offset <= yaml.utf8.count else { return problem }
+            let before = yaml.utf8.prefix(offset)
+            let line = before.filter { $0 == UInt8(ascii: "\n") }.count + 1
+            let column = before.reversed().prefix { $0 != UInt8(ascii: "\n") }.count + 1
+            return "\(line):\(column): \(problem)"
+        case .duplicatedKeysInMapping(_, let context):
+            return "\(context.mark.line):\(context.mark.column): a key appears twice in one mapping"
+        case .dataCouldNotBeDecoded: return "it is not UTF-8 text"
+        case .memory: return "out of memory"
+        default: return "it cannot be parsed"
+        }
+    }
+
+    /// A JSON parse error as "line:column: what". Foundation's error says neither where nor what (and
+    /// might quote the text in another version), so the place is found by scanning the file again.
+    static func jsonProblem(_ error: any Error, data: Data? = nil) -> String {
+        guard let data, let problem = JSONSyntaxProblem.first(in: Array(data)) else { return "it cannot be parsed" }
+        return "\(problem.line):\(problem.column): \(problem.kind)"
     }
 
     private static func flatten(yaml mapping: Node.Mapping, prefix: String, path: String, into values: inout [String: Value]) throws {
@@ -151,6 +186,139 @@ private enum JSONValue: Decodable {
         case .null: .null
         case .array(let items): .list(items.map(\.value))
         case .object: .mapping
+        }
+    }
+}
+
+/// The first place where a text stops being JSON (RFC 8259), and what is wrong there: the line, the column (in
+/// characters) and a kind, never the text itself.
+struct JSONSyntaxProblem: Equatable {
+    var line: Int
+    var column: Int
+    var kind: String
+
+    static func first(in bytes: [UInt8]) -> JSONSyntaxProblem? {
+        var scanner = Scanner(bytes: bytes)
+        do throws(Scanner.Failure) {
+            scanner.skipWhitespace()
+            try scanner.value(depth: 0)
+            scanner.skipWhitespace()
+            if scanner.offset < bytes.count { throw Scanner.Failure(offset: scanner.offset, kind: "more text after the top-level value") }
+            return nil
+        } catch {
+            let before = bytes.prefix(error.offset)
+            let line = before.count(where: { $0 == UInt8(ascii: "\n") }) + 1
+            let column = before.reversed().prefix { $0 != UInt8(ascii: "\n") }.count(where: { $0 & 0xC0 != 0x80 }) + 1
+            return JSONSyntaxProblem(line: line, column: column, kind: error.kind)
+        }
+    }
+
+    private struct Scanner {
+        struct Failure: Error { var offset: Int; var kind: String }
+        let bytes: [UInt8]
+        var offset = 0
+
+        private var current: UInt8? { offset < bytes.count ? bytes[offset] : nil }
+
+        private func fail(_ kind: String) -> Failure {
+            Failure(offset: offset, kind: offset < bytes.count ? kind : "the file ends in the middle of a value")
+        }
+
+        mutating func skipWhitespace() {
+            while let byte = current, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { offset += 1 }
+        }
+
+        mutating func value(depth: Int) throws(Failure) {
+            guard depth < 512 else { throw fail("nested more than 512 levels deep") }
+            guard let byte = current else { throw fail("a missing value") }
+            switch byte {
+            case UInt8(ascii: "{"): try container(close: UInt8(ascii: "}"), depth: depth, keyed: true)
+            case UInt8(ascii: "["): try container(close: UInt8(ascii: "]"), depth: depth, keyed: false)
+            case UInt8(ascii: "\""): try string()
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
+            default:
+                for word in ["true", "false", "null"] where bytes[offset...].starts(with: word.utf8) {
+                    offset += word.utf8.count
+                    return
+                }
+                throw fail("an unexpected character where a value belongs (text without quotes?)")
+            }
+        }
+
+        private mutating func container(close: UInt8, depth: Int, keyed: Bool) throws(Failure) {
+            offset += 1
+            skipWhitespace()
+            if current == close { offset += 1; return }
+            while true {
+                if keyed {
+                    guard current == UInt8(ascii: "\"") else { throw fail("an unexpected character where a quoted key belongs") }
+                    try string()
+                    skipWhitespace()
+                    guard current == UInt8(ascii: ":") else { throw fail("a missing ':' after a key") }
+                    offset += 1
+                    skipWhitespace()
+                }
+                try value(depth: depth + 1)
+                skipWhitespace()
+                if current == close { offset += 1; return }
+                guard current == UInt8(ascii: ",") else {
+                    throw fail(keyed ? "a missing ',' or '}' after a value" : "a missing ',' or ']' after a value")
+                }
+                offset += 1
+                skipWhitespace()
+            }
+        }
+
+        private mutating func string() throws(Failure) {
+            offset += 1
+            while let byte = current {
+                switch byte {
+                case UInt8(ascii: "\""):
+                    offset += 1
+                    return
+                case UInt8(ascii: "\\"):
+                    offset += 1
+                    guard let escaped = current else { break }
+                    if escaped == UInt8(ascii: "u") {
+                        let hex = bytes[(offset + 1)...].prefix(4)
+                        guard hex.count == 4, hex.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }) else {
+                            throw fail("an invalid \\u escape inside a string")
+                        }
+                        offset += 5
+                    } else {
+                        guard Array("\"\\/bfnrt".utf8).contains(escaped) else { throw fail("an invalid escape sequence inside a string") }
+                        offset += 1
+                    }
+                case 0x00..<0x20:
+                    throw fail("a control character (a line break?) inside a string")
+                default:
+                    offset += 1
+                }
+            }
+            throw Failure(offset: offset, kind: "the file ends inside a string")
+        }
+
+        private mutating func number() throws(Failure) {
+            func digits() -> Int {
+                let start = offset
+                while let byte = current, byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") { offset += 1 }
+                return offset - start
+            }
+            if current == UInt8(ascii: "-") { offset += 1 }
+            if current == UInt8(ascii: "0") {
+                offset += 1
+            } else if digits() == 0 {
+                throw fail("an invalid number")
+            }
+            if current == UInt8(ascii: ".") {
+                offset += 1
+                guard digits() > 0 else { throw fail("an invalid number (no digit after the point)") }
+            }
+            if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+                offset += 1
+                if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { offset += 1 }
+                guard digits() > 0 else { throw fail("an invalid number (no digit in the exponent)") }
+            }
         }
     }
 }

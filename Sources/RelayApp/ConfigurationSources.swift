@@ -56,7 +56,11 @@ package struct ConfigurationSources: Sendable {
                         providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(path)))
                     }
                 } catch {
-                    throw RelayError("cannot read configuration file '\(path)': \(error)")
+                    // The file parsed above; if swift-configuration still refuses it, its error may quote the file.
+                    let problem = path.hasSuffix(".json")
+                        ? ConfigurationFile.jsonProblem(error, data: FileManager.default.contents(atPath: path))
+                        : ConfigurationFile.yamlProblem(error)
+                    throw RelayError("cannot read configuration file '\(path)': \(problem)")
                 }
             }
         } else {

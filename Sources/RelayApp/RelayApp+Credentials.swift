@@ -99,6 +99,7 @@ extension RelayApp {
             }
             credential = .certificate(.pkcs12(file: file, passphrase: passphrase))
         }
+        for notice in keyFileNotices(configured) { logger.warning("\(notice)") }
         let trust: ServerTrust
         if apns.insecureSkipVerify {
             logger.critical("APNs server certificate verification is OFF (apns.insecureSkipVerify); never do this in production")
@@ -149,16 +150,59 @@ extension RelayApp {
         case .value(let keyID):
             return keyID
         case .file(let file):
-            let keyID: String
-            do {
-                keyID = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            } catch {
-                throw RelayError("cannot read the APNs key id file '\(file)' (\(prefix)token.keyIdFile): \(error.localizedDescription)")
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw RelayError("cannot read the APNs key id file '\(file)' (\(prefix)token.keyIdFile): it does not exist or cannot be read")
             }
-            if let problem = RelayAppConfiguration.appleIDProblem(keyID, what: "Key ID") {
-                throw RelayError("the APNs key id file '\(file)' (\(prefix)token.keyIdFile): \(problem)")
+            let keyID = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if let problem = keyIDFileProblem(keyID, bytes: data.count) {
+                throw RelayError("the APNs key id file '\(file)' (\(prefix)token.keyIdFile) \(problem)")
             }
             return keyID
+        }
+    }
+
+    /// What is wrong with the key id read from a file, in words that never quote the file: a wrong path often
+    /// points at the .p8 key itself, whose content must not reach a log.
+    static func keyIDFileProblem(_ keyID: String, bytes: Int) -> String? {
+        let isAppleID = keyID.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+        if keyID.unicodeScalars.count == 10 && isAppleID { return nil }
+        var found: [String] = []
+        if keyID.unicodeScalars.count != 10 {
+            let characters = keyID.unicodeScalars.count
+            let size = characters == bytes ? "\(bytes) bytes" : "\(bytes) bytes (\(characters) characters once trimmed)"
+            found.append(keyID.isEmpty ? "is empty" : "is \(size), not a 10-character key id")
+        }
+        if keyID.unicodeScalars.contains(where: { ("a"..."z").contains($0) }) { found.append("holds lowercase letters") }
+        if keyID.unicodeScalars.contains(where: { !("A"..."Z").contains($0) && !("a"..."z").contains($0) && !("0"..."9").contains($0) }) {
+            found.append("holds characters other than A–Z 0–9")
+        }
+        if keyID.hasPrefix("-----BEGIN") { found.append("looks like a PEM file (the key itself?)") }
+        return found.joined(separator: ", ") + ": an Apple Key ID is 10 characters, A–Z and 0–9"
+    }
+
+    /// Warnings for secret files (the signing key, the certificate's key, the PKCS#12 file and its passphrase
+    /// file) that every user of the host can read. Not refused: Kubernetes mounts Secrets 0644 unless told
+    /// otherwise, and the relay runs alone in its container there. Group-readable is left alone: `defaultMode:
+    /// 0440` with the pod's `fsGroup` is how Kubernetes lets a non-root relay read its keys.
+    package static func keyFileNotices(_ credential: RelayAppConfiguration.APNs.Credential) -> [String] {
+        let prefix = credential.keyPrefix
+        let files: [(path: String, what: String, key: String)]
+        switch credential.auth {
+        case .token(_, _, let keyFile, _):
+            files = [(keyFile, "APNs signing key file", "token.privateKeyFile")]
+        case .certificate(.pem(_, let privateKeyFile)):
+            files = [(privateKeyFile, "APNs certificate's private key file", "certificate.privateKeyFile")]
+        case .certificate(.pkcs12(let file, let passphraseFile)):
+            files = [(file, "APNs PKCS#12 file", "certificate.pkcs12File")]
+                + (passphraseFile.map { [($0, "certificate passphrase file", "certificate.passphraseFile")] } ?? [])
+        }
+        return files.compactMap { file in
+            var status = stat()
+            guard stat(file.path, &status) == 0 else { return nil }  // an unreadable file fails the start elsewhere
+            let mode = status.st_mode & 0o7777
+            guard mode & 0o004 != 0 else { return nil }
+            return "the \(file.what) '\(file.path)' (\(prefix)\(file.key)) has mode \(String(format: "%04o", UInt32(mode))): "
+                + "readable by others; 0600 or 0440 is enough (on Kubernetes, set the Secret volume's defaultMode: 0440)"
         }
     }
 }

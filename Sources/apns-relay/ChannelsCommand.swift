@@ -43,8 +43,9 @@ struct ChannelsCommand: AsyncParsableCommand {
             guard APNsEnvironment(rawValue: environment) != nil else {
                 throw ValidationError("--environment must be production or development, not '\(environment)'")
             }
-            guard !bundleId.isEmpty, !bundleId.contains("/"), !bundleId.contains("?") else {
-                throw ValidationError("--bundle-id must be a bundle id, not '\(bundleId)'")
+            // It becomes a segment of the management request's path: `..`, `#`, CR or LF would change the request.
+            guard APNsNotification.isBundleID(bundleId) else {
+                throw ValidationError("--bundle-id must be a bundle id (segments of A-Z a-z 0-9 - separated by single dots), not '\(bundleId.debugDescription.dropFirst().dropLast())'")
             }
             if let suffix = PushType.suffix(in: bundleId) {
                 throw ValidationError("--bundle-id takes the bundle id alone, without the push-type suffix \(suffix)")

@@ -45,6 +45,11 @@ struct CheckCommand: AsyncParsableCommand {
     var timeoutMs = 10_000
 
     func run() async throws {
+        // It becomes the check push's apns-topic header: CR, LF or anything but a bundle id's characters would
+        // change the request.
+        if let topic, !APNsNotification.isBundleID(topic) {
+            throw ValidationError("--topic must be a bundle id (segments of A-Z a-z 0-9 - separated by single dots), not '\(topic.debugDescription.dropFirst().dropLast())'")
+        }
         let environments: [APNsEnvironment]
         switch environment {
         case "both": environments = [.production, .development]
@@ -175,7 +180,7 @@ struct CheckCommand: AsyncParsableCommand {
                     }
                     let (line, notices) = Self.describe(credential, client)
                     pass(line)
-                    for notice in notices {
+                    for notice in notices + RelayApp.keyFileNotices(credential) {
                         warnings += 1
                         print("! " + notice)
                     }

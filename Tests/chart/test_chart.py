@@ -81,6 +81,8 @@ ALL_ON = {
                 "grafanaDashboard": {"enabled": True, "namespace": "monitoring",
                                      "annotations": {"grafana_folder": "Messaging"}}},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
+    "networkPolicy": {"enabled": True, "ingress": {"from": [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]}},
     "keda": {"enabled": True, "minReplicaCount": 1, "maxReplicaCount": 12, "lagThreshold": 500,
              "authenticationRef": {"name": "kafka-sasl"}, "extraMetadata": {"tls": "enable", "sasl": "scram_sha512"}},
     "kafka": {
@@ -176,6 +178,18 @@ OAUTH = merge(REQUIRED, {"kafka": {"sasl": {"mechanism": "OAUTHBEARER", "existin
                                             "oauthbearer": {"tokenEndpointUrl": OIDC_ENDPOINT, "clientId": "apns-relay",
                                                             "scope": "kafka"}},
                                    "tls": {"enabled": True}}})
+
+# The NetworkPolicy (chart README "NetworkPolicy"): scraped from the monitoring namespace, the nodes' CIDR for the
+# kubelet's probes, Strimzi's broker pods, and the OTLP collector as an extra rule.
+MONITORING_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+NODE_CIDR_PEER = {"ipBlock": {"cidr": "10.0.0.0/16"}}
+BROKER_PEER = {"podSelector": {"matchLabels": {"strimzi.io/cluster": "my-cluster", "strimzi.io/kind": "Kafka"}}}
+OTLP_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}],
+             "ports": [{"protocol": "TCP", "port": 4318}]}
+NETWORK_POLICY = merge(REQUIRED, {"networkPolicy": {
+    "enabled": True,
+    "ingress": {"from": [MONITORING_PEER], "extraFrom": [NODE_CIDR_PEER]},
+    "egress": {"kafka": {"to": [BROKER_PEER]}, "extra": [OTLP_RULE]}}})
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -779,6 +793,165 @@ def test_pdb_lets_unready_pods_be_evicted():
     assert rejected_by_helm(merge(REQUIRED, {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Always"}}))
 
 
+# Apple's ports for APNs (Apple, "Sending notification requests to APNs": 443, or 2197 where 443 is blocked) and
+# DNS's (UDP and TCP 53); the brokers' are the chart's documented defaults, 9092 and 9093.
+APNS_PORTS = {("TCP", 443), ("TCP", 2197)}
+DNS_PORTS = {("UDP", 53), ("TCP", 53)}
+KAFKA_PORTS = {("TCP", 9092), ("TCP", 9093)}
+
+
+def network_policy(objs: list[dict]) -> dict:
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    assert len(policies) == 1, f"{len(policies)} NetworkPolicies"
+    return policies[0]
+
+
+def rule_ports(rule: dict) -> set[tuple[str, int | str]]:
+    # A rule without ports allows every port: none of the chart's may be one.
+    assert rule.get("ports"), f"rule without ports (every port): {rule}"
+    return {(port.get("protocol", "TCP"), port["port"]) for port in rule["ports"]}
+
+
+def test_network_policy_off_by_default():
+    assert chart().values["networkPolicy"]["enabled"] is False
+    peers_only = merge(REQUIRED, {"networkPolicy": {"ingress": {"from": [MONITORING_PEER]}}})
+    for values in (REQUIRED, EXACTLY_ONCE, peers_only):
+        assert not [o for o in objects(values) if o["kind"] == "NetworkPolicy"], values
+
+
+def test_network_policy_selects_exactly_the_relays_pods():
+    for values in (NETWORK_POLICY, merge(NETWORK_POLICY, EXACTLY_ONCE)):
+        objs = objects(values)
+        policy, owner = network_policy(objs), workload(objs)
+        assert policy["metadata"]["namespace"] == NAMESPACE
+        # The workload's own selector, so the same set of pods: its pods and nothing else.
+        assert policy["spec"]["podSelector"] == owner["spec"]["selector"], (policy["spec"], owner["kind"])
+        assert selects(policy["spec"]["podSelector"], owner["spec"]["template"]["metadata"]["labels"]), owner["kind"]
+        # Control: another release's relay pods in the same namespace are not this policy's.
+        other = workload(objects(values, name="other"))["spec"]["template"]["metadata"]["labels"]
+        assert not selects(policy["spec"]["podSelector"], other), other
+        validate_against_kubernetes(objs)
+
+
+def test_network_policy_ingress_only_to_the_admin_port_from_the_given_peers():
+    objs = objects(merge(NETWORK_POLICY, {"admin": {"port": 9464}}))
+    spec = network_policy(objs)["spec"]
+    assert "Ingress" in spec["policyTypes"], spec["policyTypes"]
+    assert len(spec["ingress"]) == 1, spec["ingress"]
+    rule = spec["ingress"][0]
+    assert rule["from"] == [MONITORING_PEER, NODE_CIDR_PEER], rule["from"]
+    ports = rule_ports(rule)
+    assert len(ports) == 1, ports
+    (protocol, port), = ports
+    assert protocol == "TCP"
+    # A named port is the container's: it must be the admin port and nothing else.
+    if isinstance(port, str):
+        named = [p for p in container(objs)["ports"] if p["name"] == port]
+        assert len(named) == 1, (port, container(objs)["ports"])
+        port = named[0]["containerPort"]
+    assert port == 9464 == relay_config(objs)["admin"]["port"], port
+    validate_against_kubernetes(objs)
+
+
+def test_network_policy_without_peers_admits_no_pod():
+    # No peer: no ingress rule at all (an ingress rule without `from` would admit every source).
+    for values in (merge(REQUIRED, {"networkPolicy": {"enabled": True}}),
+                   merge(REQUIRED, {"networkPolicy": {"enabled": True, "ingress": {"from": [], "extraFrom": []}}})):
+        objs = objects(values)
+        spec = network_policy(objs)["spec"]
+        assert "Ingress" in spec["policyTypes"] and not spec.get("ingress"), spec
+        validate_against_kubernetes(objs)
+    nodes_only = merge(REQUIRED, {"networkPolicy": {"enabled": True, "ingress": {"extraFrom": [NODE_CIDR_PEER]}}})
+    spec = network_policy(objects(nodes_only))["spec"]
+    assert [rule["from"] for rule in spec["ingress"]] == [[NODE_CIDR_PEER]], spec["ingress"]
+
+
+def test_network_policy_egress_to_dns_kafka_and_apns():
+    objs = objects(NETWORK_POLICY)
+    spec = network_policy(objs)["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"], spec["policyTypes"]
+    *rules, extra = spec["egress"]
+    assert extra == OTLP_RULE, "networkPolicy.egress.extra is not appended as given"
+    by_ports = {frozenset(rule_ports(rule)): rule for rule in rules}
+    assert len(by_ports) == len(rules) == 3, rules
+    # BOOTSTRAP's brokers listen on 9092, one of the default ports.
+    assert set(by_ports) == {frozenset(DNS_PORTS), frozenset(KAFKA_PORTS), frozenset(APNS_PORTS)}, set(by_ports)
+    assert "to" not in by_ports[frozenset(DNS_PORTS)], "DNS restricted by default"
+    assert by_ports[frozenset(KAFKA_PORTS)]["to"] == [BROKER_PEER]
+    assert "to" not in by_ports[frozenset(APNS_PORTS)], "APNs restricted by default"
+    validate_against_kubernetes(objs)
+
+    # Empty peers: any destination, on those ports only.
+    spec = network_policy(objects(merge(REQUIRED, {"networkPolicy": {"enabled": True}})))["spec"]
+    assert [(rule_ports(rule), "to" in rule) for rule in spec["egress"]] == [
+        (DNS_PORTS, False), (KAFKA_PORTS, False), (APNS_PORTS, False)], spec["egress"]
+
+
+def test_network_policy_egress_follows_the_configured_ports_and_peers():
+    apple = {"ipBlock": {"cidr": "17.0.0.0/8"}}
+    cluster_dns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    values = merge(NETWORK_POLICY, {
+        "kafka": {"bootstrapServers": ["SASL_SSL://kafka-bootstrap.kafka:9094", "kafka-1.kafka:9093"]},
+        "apns": {"production": {"port": 2197}, "development": {"port": 8443}},
+        "networkPolicy": {"egress": {"dns": {"to": [cluster_dns]}, "kafka": {"ports": [9093]},
+                                     "apns": {"to": [apple]}}}})
+    objs = objects(values)
+    dns, kafka, apns, _ = network_policy(objs)["spec"]["egress"]
+    assert rule_ports(dns) == DNS_PORTS and dns["to"] == [cluster_dns], dns
+    # The given port, and the bootstrap servers' (9093 once).
+    assert [p["port"] for p in kafka["ports"]] == [9093, 9094], kafka["ports"]
+    assert rule_ports(apns) == APNS_PORTS | {("TCP", 8443)} and apns["to"] == [apple], apns
+    validate_against_kubernetes(objs)
+
+
+def test_network_policy_egress_can_be_left_open():
+    objs = objects(merge(NETWORK_POLICY, {"networkPolicy": {"egress": {"enabled": False}}}))
+    spec = network_policy(objs)["spec"]
+    assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec, spec
+    assert spec["ingress"][0]["from"] == [MONITORING_PEER, NODE_CIDR_PEER]
+    validate_against_kubernetes(objs)
+
+
+def test_network_policy_schema():
+    assert not rejected_by_helm(NETWORK_POLICY)
+    wrong = {
+        "misspelt peer key": {"ingress": {"from": [{"namespaceSelectr": {}}]}},
+        "empty peer": {"ingress": {"extraFrom": [{}]}},
+        "ipBlock without cidr": {"ingress": {"extraFrom": [{"ipBlock": {"except": ["10.0.0.1/32"]}}]}},
+        "peers as a map": {"ingress": {"from": MONITORING_PEER}},
+        "no Kafka port (every port)": {"egress": {"kafka": {"ports": []}}},
+        "no APNs port (every port)": {"egress": {"apns": {"ports": []}}},
+        "port 0": {"egress": {"kafka": {"ports": [0]}}},
+        "port above 65535": {"egress": {"apns": {"ports": [70000]}}},
+        "unknown key": {"egress": {"kafkaPorts": [9092]}},
+        "extra as a map": {"egress": {"extra": OTLP_RULE}},
+        "enabled as text": {"enabled": "yes"},
+    }
+    for label, values in wrong.items():
+        message = rejected_by_helm(merge(NETWORK_POLICY, {"networkPolicy": values}))
+        assert "networkPolicy" in message, f"{label}: {message or 'accepted'}"
+
+
+def test_notes_warn_of_what_the_network_policy_shuts_out():
+    def notes(values: dict) -> str:
+        return render(values)["apns-relay/templates/NOTES.txt"]
+
+    no_peer = "networkPolicy.ingress.from and extraFrom name no peer"
+    assert no_peer in notes(merge(REQUIRED, {"networkPolicy": {"enabled": True}}))
+    assert no_peer not in notes(NETWORK_POLICY) and no_peer not in notes(REQUIRED)
+    proxied = {"apns": {"proxy": {"url": "http://proxy.internal:3128"}},
+               "tracing": {"otlpEndpoint": "http://otel-collector:4318"}}
+    text = notes(merge(merge(NETWORK_POLICY, proxied), {"networkPolicy": {"egress": {"extra": []}}}))
+    assert "the OTLP collector (tracing.otlpEndpoint http://otel-collector:4318)" in text, text
+    assert "the HTTP proxy (apns.proxy.url http://proxy.internal:3128, " in text, text
+    # Not when extra has rules, egress is open, or the policy is off.
+    for values in (merge(NETWORK_POLICY, proxied), merge(merge(NETWORK_POLICY, proxied),
+                                                          {"networkPolicy": {"egress": {"enabled": False}}}),
+                   merge(REQUIRED, proxied)):
+        assert "networkPolicy.egress.extra" not in notes(values), values
+
+
 def test_release_named_apns_relay():
     # `helm install apns-relay ./helm/apns-relay`: the fullname is the release name alone.
     name = "apns-relay"
@@ -941,8 +1114,8 @@ def test_replicas_and_bootstrap_list():
 def test_all_on_renders_and_validates():
     objs = objects(ALL_ON)
     kinds = sorted(o["kind"] for o in objs)
-    assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "ScaledObject",
-                     "Service", "ServiceAccount", "ServiceMonitor"], kinds
+    assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule",
+                     "ScaledObject", "Service", "ServiceAccount", "ServiceMonitor"], kinds
     validate_against_kubernetes(objs)
     check_security(objs)
     check_probes_and_ports(objs)
@@ -1712,6 +1885,7 @@ def test_schema_accepts_good_values():
                    merge(URGENT, {"relay": {"lanes": {"urgentShare": 90}}}),
                    EXACTLY_ONCE, EXACTLY_ONCE_DEPLOYMENT, merge(REQUIRED, {"workload": {"kind": "StatefulSet"}}),
                    merge(EXACTLY_ONCE, {"workload": {"kind": "auto"}}),
+                   NETWORK_POLICY, merge(NETWORK_POLICY, {"networkPolicy": {"egress": {"enabled": False}}}),
                    merge(EXACTLY_ONCE, {"workload": {"kind": "StatefulSet"}, "kafka": {"groupInstanceIdFromPodName": False}})):
         message = rejected_by_helm(values)
         assert not message, message

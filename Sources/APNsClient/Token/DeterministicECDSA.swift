@@ -7,6 +7,8 @@ import COpenSSL
 /// Same key + same message ⇒ same signature, which is what lets every replica mint the same token.
 enum DeterministicECDSA {
     struct Signature: Equatable {
+        /// The nonce, for the RFC 6979 known-answer tests only: with it and the signature anyone can compute the
+        /// private key, so no caller outside the tests may keep it.
         var k: [UInt8]
         var r: [UInt8]
         var s: [UInt8]
@@ -20,65 +22,58 @@ enum DeterministicECDSA {
         return out
     }
 
-    static func hmac(_ key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
-        let data = parts.flatMap { $0 }
-        var out = [UInt8](repeating: 0, count: 32)
-        key.withUnsafeBufferPointer { k in
-            data.withUnsafeBufferPointer { d in
-                out.withUnsafeMutableBufferPointer { o in
-                    _ = copenssl_HMAC_SHA256(k.baseAddress, Int32(k.count), d.baseAddress, d.count, o.baseAddress)
-                }
-            }
-        }
-        return out
-    }
-
     /// Signs SHA-256(`message`) with `key`. Returns nil only if OpenSSL fails (out of memory).
+    ///
+    /// Every secret intermediate (the private key's octets, the HMAC-DRBG state K and V, the nonce k and k⁻¹)
+    /// lives in memory that is cleansed before returning; k⁻¹ is computed in constant time.
     static func sign(message: [UInt8], key: ECPrivateKey) -> Signature? {
         key.withKey { ec -> Signature? in
             guard let group = copenssl_EC_KEY_get0_group(ec), let priv = copenssl_EC_KEY_get0_private_key(ec),
-                let ctx = BN_CTX_new()
+                let ctx = BN_CTX_secure_new() ?? BN_CTX_new()
             else { return nil }
             defer { BN_CTX_free(ctx) }
             guard let order = BN_new(), let h = BN_new(), let k = BN_new(), let kinv = BN_new(), let x = BN_new(),
                 let rp = BN_new()
             else { return nil }
             defer { BN_free(order); BN_free(h); BN_clear_free(k); BN_clear_free(kinv); BN_free(x); BN_free(rp) }
+            // k enters the scalar multiplication and the inversion: both take their constant-time paths for it.
+            BN_set_flags(k, BN_FLG_CONSTTIME)
             guard EC_GROUP_get_order(group, order, ctx) == 1 else { return nil }
 
             let digest = sha256(message)
-            // int2octets(x): 32 bytes, big-endian.
-            var xOctets = [UInt8](repeating: 0, count: 32)
-            guard BN_bn2binpad(priv, &xOctets, 32) == 32 else { return nil }
-            defer { for i in xOctets.indices { xOctets[i] = 0 } }
             // bits2octets(h1) = int2octets(bits2int(h1) mod q); qlen == hlen == 256 so bits2int is the identity.
             guard BN_bin2bn(digest, 32, h) != nil, BN_nnmod(h, h, order, ctx) == 1 else { return nil }
             var hOctets = [UInt8](repeating: 0, count: 32)
             guard BN_bn2binpad(h, &hOctets, 32) == 32 else { return nil }
 
-            var v = [UInt8](repeating: 0x01, count: 32)
-            var kk = [UInt8](repeating: 0x00, count: 32)
-            kk = hmac(kk, v, [0x00], xOctets, hOctets)
-            v = hmac(kk, v)
-            kk = hmac(kk, v, [0x01], xOctets, hOctets)
-            v = hmac(kk, v)
-            var kBytes = [UInt8]()
-            while true {
-                v = hmac(kk, v)  // tlen reaches qlen (256 bits) after one block.
-                kBytes = v
-                guard BN_bin2bn(kBytes, 32, k) != nil else { return nil }
-                if BN_is_zero(k) == 0 && BN_cmp(k, order) < 0 { break }
-                kk = hmac(kk, v, [0x00])
-                v = hmac(kk, v)
+            let secrets = SecretScratch()
+            // int2octets(x): 32 bytes, big-endian.
+            guard BN_bn2binpad(priv, secrets.x, 32) == 32 else { return nil }
+            let (K, V) = (secrets.K, secrets.V)
+            K.update(repeating: 0x00, count: 32)
+            V.update(repeating: 0x01, count: 32)
+            // RFC 6979 §3.2 d–g: K = HMAC_K(V ‖ 0x00 ‖ x ‖ h1), V = HMAC_K(V), then again with 0x01.
+            for separator: UInt8 in [0x00, 0x01] {
+                secrets.hmacIntoK(separator: separator, hash: hOctets)
+                secrets.hmacIntoV()
             }
+            var kBytes = [UInt8](repeating: 0, count: 32)
+            while true {
+                secrets.hmacIntoV()  // tlen reaches qlen (256 bits) after one block.
+                guard BN_bin2bn(V, 32, k) != nil else { return nil }
+                if BN_is_zero(k) == 0 && BN_cmp(k, order) < 0 { break }
+                secrets.hmacIntoK(separator: 0x00)
+                secrets.hmacIntoV()
+            }
+            kBytes.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: V, count: 32) }
 
             // rp = (k·G).x mod n, kinv = k⁻¹ mod n.
             guard let point = EC_POINT_new(group) else { return nil }
-            defer { EC_POINT_free(point) }
+            defer { EC_POINT_clear_free(point) }
             guard EC_POINT_mul(group, point, k, nil, nil, ctx) == 1,
                 EC_POINT_get_affine_coordinates(group, point, x, nil, ctx) == 1,
                 BN_nnmod(rp, x, order, ctx) == 1,
-                BN_mod_inverse(kinv, k, order, ctx) != nil
+                inverse(kinv, of: k, primeModulus: order, ctx: ctx)
             else { return nil }
 
             guard let sig = copenssl_ECDSA_do_sign_ex(digest, 32, kinv, rp, ec) else { return nil }
@@ -89,6 +84,58 @@ enum DeterministicECDSA {
                 BN_bn2binpad(r, &rOut, 32) == 32, BN_bn2binpad(s, &sOut, 32) == 32
             else { return nil }
             return Signature(k: kBytes, r: rOut, s: sOut)
+        }
+    }
+
+    /// `result` = `a`⁻¹ mod `n` for a prime `n`, as aⁿ⁻² mod n (Fermat) by Montgomery exponentiation in constant
+    /// time: `BN_mod_inverse`'s binary extended Euclid branches on the bits of a secret nonce.
+    /// - Returns: false if OpenSSL fails (out of memory), or `a` is 0 mod n.
+    static func inverse(_ result: OpaquePointer, of a: OpaquePointer, primeModulus n: OpaquePointer, ctx: OpaquePointer) -> Bool {
+        guard let exponent = BN_dup(n) else { return false }
+        defer { BN_free(exponent) }  // n − 2 is public.
+        guard BN_sub_word(exponent, 2) == 1,
+            BN_mod_exp_mont_consttime(result, a, exponent, n, ctx, nil) == 1
+        else { return false }
+        return BN_is_zero(result) == 0
+    }
+
+    /// The HMAC-DRBG's state and the private key's octets, in one allocation that is cleansed when released.
+    // Raw memory rather than arrays: an array reassigned or grown leaves its old, uncleared buffer to the allocator.
+    private final class SecretScratch {
+        private static let size = 32 * 4 + 32 + 1 + 32 + 32  // K, V, x, HMAC output, message (V ‖ sep ‖ x ‖ h1).
+        private let base = UnsafeMutablePointer<UInt8>.allocate(capacity: SecretScratch.size)
+        var K: UnsafeMutablePointer<UInt8> { base }
+        var V: UnsafeMutablePointer<UInt8> { base + 32 }
+        var x: UnsafeMutablePointer<UInt8> { base + 64 }
+        private var output: UnsafeMutablePointer<UInt8> { base + 96 }
+        private var message: UnsafeMutablePointer<UInt8> { base + 128 }
+
+        init() { base.initialize(repeating: 0, count: Self.size) }
+
+        deinit {
+            OPENSSL_cleanse(base, Self.size)
+            base.deallocate()
+        }
+
+        /// K = HMAC_K(V ‖ separator), or HMAC_K(V ‖ separator ‖ x ‖ h1) when `hash` (h1's octets) is given.
+        func hmacIntoK(separator: UInt8, hash: [UInt8]? = nil) {
+            message.update(from: V, count: 32)
+            message[32] = separator
+            var length = 33
+            if let hash {
+                (message + length).update(from: x, count: 32)
+                hash.withUnsafeBufferPointer { (message + length + 32).update(from: $0.baseAddress!, count: 32) }
+                length += 64
+            }
+            _ = copenssl_HMAC_SHA256(K, 32, message, length, output)
+            K.update(from: output, count: 32)
+            OPENSSL_cleanse(message, length)
+        }
+
+        /// V = HMAC_K(V).
+        func hmacIntoV() {
+            _ = copenssl_HMAC_SHA256(K, 32, V, 32, output)
+            V.update(from: output, count: 32)
         }
     }
 

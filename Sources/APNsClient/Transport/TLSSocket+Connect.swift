@@ -123,12 +123,23 @@ extension TLSSocket {
                 Glibc.close(fd)
             }
         }
-        SSL_set_fd(ssl, fd)
+        guard SSL_set_fd(ssl, fd) == 1 else {
+            throw APNsClientError(transport: .connectFailed, "cannot attach the TLS session to the socket for \(host)", underlyingCode: Int(ERR_get_error()))
+        }
         let isIP = isIPAddress(host)
-        if !isIP { _ = copenssl_SSL_set_tlsext_host_name(ssl, host) }
+        if !isIP, copenssl_SSL_set_tlsext_host_name(ssl, host) != 1 {
+            throw APNsClientError(transport: .connectFailed, "cannot set the TLS server name (SNI) to \(host)", underlyingCode: Int(ERR_get_error()))
+        }
         if tls.verifiesPeer {
-            let param = SSL_get0_param(ssl)
-            if isIP { X509_VERIFY_PARAM_set1_ip_asc(param, host) } else { X509_VERIFY_PARAM_set1_host(param, host, 0) }
+            // A setter that fails leaves no name to check: the handshake would accept any trusted certificate.
+            // The length is explicit so that a name with a NUL in it is refused rather than checked cut short.
+            guard let param = SSL_get0_param(ssl),
+                isIP ? X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1 : X509_VERIFY_PARAM_set1_host(param, host, host.utf8.count) == 1
+            else {
+                throw APNsClientError(
+                    transport: .connectFailed, "cannot set the name to verify the server's certificate against (\(host)); not connecting",
+                    underlyingCode: Int(ERR_get_error()))
+            }
         }
         while true {
             ERR_clear_error()
@@ -152,9 +163,12 @@ extension TLSSocket {
         var alpn: UnsafePointer<UInt8>?
         var alpnLength: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
-        // APNs also speaks HTTP/2 without ALPN (prior knowledge); anything other than h2 is not HTTP/2.
-        if alpnLength > 0, let alpn, !UnsafeBufferPointer(start: alpn, count: Int(alpnLength)).elementsEqual("h2".utf8) {
-            throw APNsClientError(transport: .connectFailed, "server negotiated ALPN \(String(decoding: UnsafeBufferPointer(start: alpn, count: Int(alpnLength)), as: UTF8.self)), not h2")
+        // APNs selects h2. A server that selects nothing (or something else) is not APNs, or a TLS-terminating
+        // middlebox that would take HTTP/2 frames for HTTP/1.1: refused before a byte of a request is sent.
+        let selected = alpn.map { Array(UnsafeBufferPointer(start: $0, count: Int(alpnLength))) } ?? []
+        guard selected.elementsEqual("h2".utf8) else {
+            let what = selected.isEmpty ? "selected no ALPN protocol" : "selected ALPN protocol '\(printable(alpn: selected))'"
+            throw APNsClientError(transport: .connectFailed, "TLS server \(host) \(what), not h2: it does not speak HTTP/2 as APNs does; not using the connection")
         }
         established = true
         return TLSSocket(fd: fd, ssl: ssl)
@@ -169,6 +183,14 @@ extension TLSSocket {
             if rc > 0 { return true }
             if rc < 0 && errno != EINTR { return false }
         }
+    }
+
+    /// The ALPN protocol a server selected, for a message: at most 32 printable ASCII characters, the rest escaped.
+    static func printable(alpn bytes: [UInt8]) -> String {
+        let shown = bytes.prefix(32).map { byte in
+            (0x20..<0x7f).contains(byte) && byte != UInt8(ascii: "'") ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16)
+        }
+        return shown.joined() + (bytes.count > 32 ? "…" : "")
     }
 
     private static func isIPAddress(_ host: String) -> Bool {

@@ -18,10 +18,16 @@ struct OutgoingRecord: Sendable {
         self.init(topic: topic, key: key?[...], value: .bytes(value), headers: headers, fallback: fallback)
     }
 
+    /// A result's message is capped here (`DeliveryResult.maxMessageBytes`), on the one way results become records.
     init(topic: String, key: ArraySlice<UInt8>?, value: Value, headers: [KafkaHeader] = [], fallback: Fallback? = nil) {
         self.topic = topic
         self.key = key
-        self.value = value
+        if case .result(var result) = value, let message = result.message, message.utf8.count > DeliveryResult.maxMessageBytes {
+            result.message = DeliveryResult.bounded(message)
+            self.value = .result(result)
+        } else {
+            self.value = value
+        }
         self.headers = headers
         self.fallback = fallback
     }
@@ -100,6 +106,51 @@ struct EventRecords: Sendable {
 
     /// As an array, for the transactional path's batches.
     var array: [OutgoingRecord] { other.map { [result, $0] } ?? [result] }
+}
+
+extension DeliveryResult {
+    /// The longest `message` a result record carries, in bytes: well within the schema's 4096 characters, and a
+    /// few problems of an event at length. An event's problems can name or quote what the producer wrote (an
+    /// unknown member, a value none of the allowed ones), so without a cap a result could be larger than its event.
+    static let maxMessageBytes = 2048
+
+    /// `message` within `maxMessageBytes`: its first problems whole (problems are separated by `"; "`, as the
+    /// reference validator's explanation joins them) and `… and N more` for the rest; a first problem too long
+    /// to fit is cut on a character boundary and ends with `…`.
+    static func bounded(_ message: String, maxBytes: Int = maxMessageBytes) -> String {
+        guard message.utf8.count > maxBytes else { return message }
+        let separator = "; "
+        let problems = message.split(separator: separator, omittingEmptySubsequences: false)
+        // Room for the longest note that can follow: the count is at most the number of problems.
+        let room = maxBytes - " … and \(problems.count) more".utf8.count
+        var kept = 0
+        var used = 0
+        for problem in problems {
+            let added = (kept == 0 ? 0 : separator.utf8.count) + problem.utf8.count
+            guard used + added <= room else { break }
+            used += added
+            kept += 1
+        }
+        var text: String
+        if kept == 0 {
+            text = String(prefix(problems[0], maxBytes: room - "…".utf8.count)) + "…"
+            kept = 1
+        } else {
+            text = problems[..<kept].joined(separator: separator)
+        }
+        if kept < problems.count { text += " … and \(problems.count - kept) more" }
+        return text
+    }
+
+    /// The longest prefix of `text` within `maxBytes` of UTF-8 that ends on a character (scalar) boundary.
+    private static func prefix(_ text: Substring, maxBytes: Int) -> Substring {
+        let utf8 = text.utf8
+        guard utf8.count > maxBytes else { return text }
+        var end = utf8.index(utf8.startIndex, offsetBy: max(0, maxBytes))
+        // Back to the first byte of a scalar (a continuation byte is 0b10xxxxxx).
+        while end > utf8.startIndex, utf8[end] & 0xC0 == 0x80 { end = utf8.index(before: end) }
+        return text[..<end]
+    }
 }
 
 extension RecordLimits {

@@ -110,6 +110,12 @@ import Testing
             let suffixed = try await run(["channels", "create", "--bundle-id", bundle + ".push-type.liveactivity", "--storage-policy", "1"], env)
             #expect(suffixed.status == 64 && suffixed.stderr.contains("without the push-type suffix"), "\(suffixed.stderr)")
             #expect(sandbox.apns.channels.channels(bundleID: bundle + ".push-type.liveactivity").isEmpty)
+            // The bundle id is a segment of the management path: nothing that could change the request passes.
+            for hostile in ["..", ".", "com.example..app", "com.example.app/../x", "com.example.app#x", "com.example.app\r\nx-injected: 1", "com.example.app?x=1"] {
+                let refused = try await run(["channels", "list", "--bundle-id", hostile], env)
+                #expect(refused.status == 64 && refused.stderr.contains("--bundle-id must be a bundle id"), "\(hostile): \(refused.stderr)")
+            }
+            #expect(sandbox.apns.statistics.managementRequests == 0, "none of them reached APNs")
             var limited = env
             limited["APNS_RELAY_APNS_TOPICS"] = "com.other.app"
             let uncovered = try await run(["channels", "list", "--bundle-id", bundle], limited)

@@ -27,6 +27,17 @@ import Testing
         }
     }
 
+    /// `--topic` becomes the check push's apns-topic header: anything but a bundle id is refused before APNs is asked.
+    @Test func aTopicThatIsNoBundleIDIsRefused() async throws {
+        try await withSandbox { sandbox in
+            for hostile in ["com.example.app\r\nx-injected: 1", "..", "com.example.app#x"] {
+                let (status, output) = try await check(["--topic", hostile, "--skip-kafka"], sandbox.relayEnvironment())
+                #expect(status == 64 && output.contains("--topic must be a bundle id"), "\(hostile): \(output)")
+            }
+            #expect(sandbox.apns.statistics.deviceTokens.isEmpty, "no check push was sent")
+        }
+    }
+
     @Test func eachProblemGetsOneLineAndAFailingStatus() async throws {
         try await withSandbox { sandbox in
             var environment = sandbox.relayEnvironment()
