@@ -68,6 +68,8 @@ package final class RelaySandbox: Sendable {
         let key = P256.Signing.PrivateKey()
         keyFile = directory + "/AuthKey_\(keyID).p8"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        // As an operator keeps a key: readable by its owner only (the relay warns of a key others may read).
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
 
         let topics = Set(options.topics.inputs + options.topics.outputs)
         if let external = options.externalBootstrapServers {

@@ -95,6 +95,8 @@ package final class MockFixture: Sendable {
         directory = try makeTemporaryDirectory("apns-mock-fixture")
         keyPath = directory.appendingPathComponent("AuthKey_\(key.keyID).p8").path
         try key.pem.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        // As an operator keeps a key: readable by its owner only (the relay warns of a key others may read).
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
         authorizationValue = "bearer " + key.token(issuedAt: clock.nowSeconds)
     }
 

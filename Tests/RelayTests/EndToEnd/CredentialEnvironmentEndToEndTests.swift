@@ -55,6 +55,9 @@ struct CredentialEnvironmentEndToEndTests {
         let developmentKeyFile = directory + "/AuthKey_\(Self.developmentKeyID).p8"
         try productionKey.pemRepresentation.write(toFile: productionKeyFile, atomically: true, encoding: .utf8)
         try developmentKey.pemRepresentation.write(toFile: developmentKeyFile, atomically: true, encoding: .utf8)
+        for file in [productionKeyFile, developmentKeyFile] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
         let caFile = try #require(development.caCertificatePEMPath)
         #expect(production.caCertificatePEMPath == caFile)
         let scoped = ScopedAPNs(
