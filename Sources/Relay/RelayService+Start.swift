@@ -1,4 +1,5 @@
 import Kafka
+import ServiceSupport
 
 /// The steps of `run()` before the first event is taken, besides starting the clients.
 extension RelayService {
@@ -19,6 +20,20 @@ extension RelayService {
         let refusal = producer.credentialsRefused.value ?? consumer.credentialsRefused.value
         if let error = refusal {
             throw RelayError(Self.credentialsRefusedMessage(configuration.kafkaIdentity, error))
+        }
+    }
+
+    /// Waits for a broker's first refusal of the relay's credentials. Before the group was joined the credential
+    /// never worked: retrying cannot help, and a restart (Kubernetes' back-off) reads the files again, so the
+    /// relay stops. Once it has worked, a refusal is a rotation under way: librdkafka retries, and the password
+    /// file is read again.
+    func actOnRefusedCredentials(_ refused: Latch<KafkaError>, failure: Latch<String>) async {
+        guard let error = await refused.wait() else { return }
+        if !consumer.health.isJoined {
+            failure.set(Self.credentialsRefusedMessage(configuration.kafkaIdentity, error))
+        } else {
+            logger.error("Kafka refused the relay's credentials after they had worked; retrying (a rotated password file is read again)",
+                         metadata: ["kafka.identity": "\(configuration.kafkaIdentity.summary)", "error": "\(error)"])
         }
     }
 

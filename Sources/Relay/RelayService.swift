@@ -313,18 +313,7 @@ package final class RelayService: Service, Sendable {
                 }
             }
             for refused in [producer.credentialsRefused, consumer.credentialsRefused] {
-                watch.addTask { [consumer, failure, logger, identity = configuration.kafkaIdentity] in
-                    guard let error = await refused.wait() else { return }
-                    // Before the group was joined the credential never worked: retrying cannot help, and a
-                    // restart (Kubernetes' back-off) reads the files again. Once it has worked, a refusal is
-                    // a rotation under way: librdkafka retries, the password file is read again.
-                    if !consumer.health.isJoined {
-                        failure.set(Self.credentialsRefusedMessage(identity, error))
-                    } else {
-                        logger.error("Kafka refused the relay's credentials after they had worked; retrying (a rotated password file is read again)",
-                                     metadata: ["kafka.identity": "\(identity.summary)", "error": "\(error)"])
-                    }
-                }
+                watch.addTask { [failure] in await self.actOnRefusedCredentials(refused, failure: failure) }
             }
             watch.addTask { [failure] in _ = await failure.wait() }
             _ = await watch.next()
