@@ -52,18 +52,9 @@ extension KafkaTopicConfigurations {
                 "librdkafka refused to ask for authorized operations: \(String(cString: rd_kafka_error_string(error)))")
         }
         api.describeTopics(handle, collection, options, queue)
-        // The request's own timeout ends it; the poll waits a little longer for that answer.
-        guard let event = rd_kafka_queue_poll(queue, milliseconds + 1000) else {
-            return unknown("no answer to DescribeTopics within \(timeout)")
-        }
+        let (answer, failure) = adminAnswer(on: queue, to: "DescribeTopics", milliseconds: milliseconds, timeout: timeout)
+        guard let event = answer else { return unknown(failure ?? "DescribeTopics: no answer") }
         defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        guard eventError == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            let reason =
-                rd_kafka_event_error_string(event).map { String(cString: $0) }
-                ?? String(cString: rd_kafka_err2str(eventError))
-            return unknown("DescribeTopics: \(reason)")
-        }
         guard let result = api.result(event) else { return unknown("DescribeTopics answered with another event") }
         var count = 0
         guard let answered = api.resultTopics(result, &count) else {

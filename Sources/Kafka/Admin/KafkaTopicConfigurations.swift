@@ -107,6 +107,22 @@ package struct KafkaTopicConfigurations: Sendable {
         }
     }
 
+    /// Waits for an admin request's answer on `queue`: the event (the caller destroys it), or why there is none
+    /// (no answer in time, or the request's own error). The request's timeout ends it; the poll waits a little
+    /// longer for that answer.
+    static func adminAnswer(on queue: OpaquePointer, to request: String, milliseconds: Int32, timeout: Duration) -> (OpaquePointer?, String?) {
+        guard let event = rd_kafka_queue_poll(queue, milliseconds + 1000) else {
+            return (nil, "no answer to \(request) within \(timeout)")
+        }
+        let eventError = rd_kafka_event_error(event)
+        guard eventError == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            let reason = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? String(cString: rd_kafka_err2str(eventError))
+            rd_kafka_event_destroy(event)
+            return (nil, "\(request): \(reason)")
+        }
+        return (event, nil)
+    }
+
     /// `DescribeConfigs` for `topics`: the entries of each into ``configurations``, or why not into ``unreadable``.
     private static func readConfigurations(
         _ topics: [String], handle: OpaquePointer, milliseconds: Int32, timeout: Duration,
@@ -131,18 +147,9 @@ package struct KafkaTopicConfigurations: Sendable {
         resources.withUnsafeMutableBufferPointer { buffer in
             rd_kafka_DescribeConfigs(handle, buffer.baseAddress, buffer.count, options, queue)
         }
-        // The request's own timeout ends it; the poll waits a little longer for that answer.
-        guard let event = rd_kafka_queue_poll(queue, milliseconds + 1000) else {
-            return unreadable("no answer to DescribeConfigs within \(timeout)")
-        }
+        let (answer, failure) = adminAnswer(on: queue, to: "DescribeConfigs", milliseconds: milliseconds, timeout: timeout)
+        guard let event = answer else { return unreadable(failure ?? "DescribeConfigs: no answer") }
         defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        guard eventError == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            let reason =
-                rd_kafka_event_error_string(event).map { String(cString: $0) }
-                ?? String(cString: rd_kafka_err2str(eventError))
-            return unreadable("DescribeConfigs: \(reason)")
-        }
         guard let result = rd_kafka_event_DescribeConfigs_result(event) else {
             return unreadable("DescribeConfigs answered with another event")
         }
