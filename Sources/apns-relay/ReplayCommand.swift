@@ -125,8 +125,7 @@ struct ReplayCommand: AsyncParsableCommand {
 
     /// The first read: every dead letter decided, the plan printed.
     /// - Returns: the plan, and whether the topic was read to its end. A plan of part of the topic is still a
-    ///   plan of what it shows (and written as such): a dead-letter topic written in transactions
-    ///   (`kafka.exactlyOnce`) ends in a commit marker no reader is given, so its last partition never seems read.
+    ///   plan of what it shows (and written as such), when the read timed out.
     private func plan(
         reading reader: DeadLetterReader, until ends: [Int32: Int64], rules: Rules
     ) async throws -> (Plan, complete: Bool) {

@@ -239,7 +239,7 @@ struct ExactlyOnceTests {
         }
     }
 
-    private func onNoida(_ body: (RelaySandbox) async throws -> Void) async throws {
+    func onNoida(_ body: (RelaySandbox) async throws -> Void) async throws {
         let broker = try await NoidaBroker.start()
         do {
             var options = RelaySandbox.Options()
@@ -256,7 +256,7 @@ struct ExactlyOnceTests {
 
     /// The relay's settings for exactly-once on this sandbox: one transactional id and group instance id per
     /// member, the same across its restarts (as a StatefulSet pod's name).
-    private func exactlyOnceEnvironment(_ sandbox: RelaySandbox, group: String, member: String, staticMembership: Bool = true) -> [String: String] {
+    func exactlyOnceEnvironment(_ sandbox: RelaySandbox, group: String, member: String, staticMembership: Bool = true) -> [String: String] {
         var environment = sandbox.relayEnvironment(groupID: group)
         environment["APNS_RELAY_KAFKA_EXACTLY_ONCE"] = "true"
         environment["APNS_RELAY_KAFKA_TRANSACTIONAL_ID"] = "\(group)-\(member)"
