@@ -25,23 +25,25 @@ extension ConnectionPool {
         let (waiters, connections) = state.withLock { $0.machine.shutdown() }
         for w in waiters { finish(w.payload, .failure(APNsClientError(.shutdown, "client is shutting down"))) }
         for c in connections { c.drain() }
-        timerLoop.schedule(after: max(.zero, deadline - .now)) { [weak self] in self?.resumeClosedWaiters(force: true) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { s -> Bool in
-                if s.machine.isDrained { return true }
-                s.closedWaiters.append(continuation)
-                return false
+            let waits = state.withLock { s in
+                s.closedWaiters.wait(continuation, until: deadline, now: .now, drained: s.machine.isDrained)
             }
-            if done { continuation.resume() }
+            guard waits else { return continuation.resume() }
+            // Once the wait is registered, so that the timer finds it however early it fires.
+            timerLoop.schedule(after: max(.zero, deadline - .now)) { [weak self] in self?.resumeDueClosedWaiters() }
         }
     }
 
-    func resumeClosedWaiters(force: Bool) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            guard force || s.machine.isDrained else { return [] }
-            defer { s.closedWaiters.removeAll() }
-            return s.closedWaiters
-        }
+    /// Resumes every caller of `shutdown` if the last connection closed.
+    func resumeClosedWaiters() {
+        let waiters = state.withLock { s in s.machine.isDrained ? s.closedWaiters.drained() : [] }
+        for w in waiters { w.resume() }
+    }
+
+    /// Resumes the callers of `shutdown` whose deadline passed.
+    private func resumeDueClosedWaiters() {
+        let waiters = state.withLock { $0.closedWaiters.due(now: .now) }
         for w in waiters { w.resume() }
     }
 }

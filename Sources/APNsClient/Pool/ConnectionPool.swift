@@ -34,7 +34,7 @@ final class ConnectionPool: Sendable {
 
     struct State {
         var machine: Machine
-        var closedWaiters: [CheckedContinuation<Void, Never>] = []
+        var closedWaiters = ShutdownWaiters<CheckedContinuation<Void, Never>>()
         /// The idle watch is scheduled (it runs while the pool has connections; see `watchIdleness`).
         var watchingIdleness = false
     }
@@ -319,7 +319,7 @@ final class ConnectionPool: Sendable {
                     metrics.connectFailures.increment()
                     let actions = state.withLock { $0.machine.connectFailed(error) }
                     perform(actions)
-                    resumeClosedWaiters(force: false)
+                    resumeClosedWaiters()
                 }
             }
         )
@@ -349,7 +349,7 @@ final class ConnectionPool: Sendable {
             return s.machine.connectionChanged(id: connectionID, load: load, event: event)
         }
         perform(actions)
-        if case .closed = event { resumeClosedWaiters(force: false) }
+        if case .closed = event { resumeClosedWaiters() }
     }
 
     var connectionCount: Int { state.withLock { $0.machine.entries.count } }
