@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Starts detached, named POSIX threads for blocking work: librdkafka's blocking calls, the APNs event
 /// loops, connects (glibc has no non-blocking DNS). Never Swift's cooperative pool, whose few threads must
@@ -25,6 +26,9 @@ package enum DedicatedThread {
         }
     }
 
+    /// Threads this process started through `start` (a test's measure of work that should not make one).
+    package static let started = Atomic<Int>(0)
+
     /// Starts a detached thread named `name` running `body`.
     /// - Throws: `StartFailure` when the thread cannot be created.
     package static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(StartFailure) {
@@ -42,6 +46,7 @@ package enum DedicatedThread {
             throw StartFailure(name: name, code: code)
         }
         pthread_detach(thread)
+        started.add(1, ordering: .relaxed)
     }
 
     /// Sets the calling thread's name (`comm`). Through /proc: Swift's Glibc module does not export

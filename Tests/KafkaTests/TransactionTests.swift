@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import ServiceSupport
 import Logging
 import TestSupport
 import Testing
@@ -124,6 +125,39 @@ struct TransactionTests {
             let committed = try await inspector.committedOffsets(for: [KafkaTopicPartition(topic: "in", partition: 0)])
             try await inspector.close(timeout: .seconds(5))
             #expect(committed[KafkaTopicPartition(topic: "in", partition: 0)] == .some(2), "\(committed)")
+        }
+    }
+
+    /// The relay commits a transaction every 100 ms, each with two blocking calls (its offsets, its commit):
+    /// they run on the producer's one transaction thread. A thread per call, as they once were, made 2,000
+    /// threads here.
+    @Test func transactionsReuseOneThread() async throws {
+        try await withNoida { servers in
+            let count = 1_000
+            try await KafkaTopicCreation.create(["in": 1, "out": 1], bootstrapServers: [servers], logger: logger)
+            try await produce(["a"], to: "in", servers: servers)
+            let group = uniqueGroupID()
+            let consumer = try groupConsumer(servers, group: group, topic: "in")
+            _ = try await receive(1, from: consumer)
+            let producer = try transactionalProducer(servers, id: "tx-\(group)")
+            try await producer.initTransactions(timeout: .seconds(10))
+            let threadsBefore = DedicatedThread.started.load(ordering: .relaxed)
+            for n in 0..<count {
+                try producer.beginTransaction()
+                _ = try await producer.send(topic: "out", key: "k\(n)", value: "v")
+                try await producer.sendOffsetsToTransaction(
+                    [KafkaTopicPartition(topic: "in", partition: 0): 1], groupMetadata: try consumer.groupMetadata(), timeout: .seconds(10))
+                try await producer.commitTransaction(timeout: .seconds(10))
+            }
+            let threads = DedicatedThread.started.load(ordering: .relaxed) - threadsBefore
+            let transactionThreads = producer.transactionThread.threadsStarted
+            try await producer.close(timeout: .seconds(5))
+            try await consumer.close(timeout: .seconds(5))
+            print("\(count) transactions: \(threads) threads started in the process meanwhile, \(transactionThreads) transaction thread(s)")
+            // Other suites' clients may start a few threads meanwhile; a thread per call would be 2,000.
+            #expect(threads < 100, "\(threads) threads started during \(count) transactions")
+            #expect(transactionThreads <= 2, "the transaction thread idles out only after 5 s without a call")
+            #expect(try await readKeys("out", servers: servers, isolation: "read_committed", until: "k\(count - 1)").count == count)
         }
     }
 

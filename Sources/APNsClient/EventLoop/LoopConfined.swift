@@ -9,9 +9,9 @@ final class ThreadIdentity: Sendable {
 /// A value only one thread touches at a time, moved between threads once: a loop's state (created before its
 /// thread starts and handed to it), or a connected `TLSSocket` (from its connector thread to its loop).
 ///
-/// The receiving thread `claim()`s it; from then on debug builds check every access comes from that thread
-/// (as NIO's `NIOLoopBound` checks its event loop), so a hand-over that is not one fails a test at once
-/// instead of racing. Release builds check nothing.
+/// The receiving thread `claim()`s it; from then on every access is checked to come from that thread, in
+/// release builds too (as NIO's `NIOLoopBound` checks its event loop): a hand-over that is not one stops the
+/// process at once instead of racing on the value. The check is a thread-local read and a load.
 // @unchecked Sendable: after the hand-over only the receiving thread reads or writes `value`; the sender
 // never touches it again (a loop's state is reached only through `APNsEventLoop.execute`).
 final class LoopConfined<Value>: @unchecked Sendable {
@@ -21,14 +21,14 @@ final class LoopConfined<Value>: @unchecked Sendable {
 
     init(_ value: Value) { confined = value }
 
-    /// The value; in debug builds, only from the thread that claimed it (any thread before).
+    /// The value; only from the thread that claimed it (any thread before).
     var value: Value {
         _read {
-            assertConfined()
+            checkConfined()
             yield confined
         }
         _modify {
-            assertConfined()
+            checkConfined()
             yield &confined
         }
     }
@@ -39,10 +39,8 @@ final class LoopConfined<Value>: @unchecked Sendable {
     }
 
     @inline(__always)
-    private func assertConfined() {
-        assert({
-            let owner = owner.load(ordering: .acquiring)
-            return owner == 0 || owner == UInt(pthread_self())
-        }(), "a loop-confined value was touched off the thread it was handed to")
+    private func checkConfined() {
+        let owner = owner.load(ordering: .acquiring)
+        precondition(owner == 0 || owner == UInt(pthread_self()), "a loop-confined value was touched off the thread it was handed to")
     }
 }

@@ -5,7 +5,7 @@ import ServiceSupport
 /// together, so that `read_committed` readers see each transaction's records once, or never.
 ///
 /// Only for a producer configured with ``KafkaProducerConfiguration/transactionalID``. The calls that wait
-/// for the broker run on a dedicated thread. librdkafka's rules apply: ``initTransactions(timeout:)`` once,
+/// for the broker run on the producer's transaction thread, one after another. librdkafka's rules apply: ``initTransactions(timeout:)`` once,
 /// then per transaction ``beginTransaction()``, records, ``sendOffsetsToTransaction(_:groupMetadata:timeout:)``,
 /// then ``commitTransaction(timeout:)`` or ``abortTransaction(timeout:)``. An error with `requiresAbort`
 /// calls for an abort (the records of the transaction are discarded) and a new transaction; a fatal one (a
@@ -62,12 +62,13 @@ extension KafkaProducer {
         }
     }
 
-    /// Runs a blocking transaction call on a dedicated thread; its `rd_kafka_error_t` (owned) becomes the error.
+    /// Runs a blocking transaction call on the producer's transaction thread (one for all its transactions);
+    /// its `rd_kafka_error_t` (owned) becomes the error.
     private func transactionCall(
         _ what: String, _ call: @escaping @Sendable (OpaquePointer) -> OpaquePointer?
     ) async throws(KafkaError) {
         let client = self.client
-        let failure: KafkaError? = await DedicatedThread.run(name: "kafka-transaction") {
+        let failure: KafkaError? = await transactionThread.run {
             client.withHandle { handle in call(handle).map { KafkaError(code: .transaction, consuming: $0) } }
         }
         if var failure {

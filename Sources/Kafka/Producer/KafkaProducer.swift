@@ -29,6 +29,9 @@ package final class KafkaProducer: Sendable {
     let client: KafkaClient
     private let logger: Logger
     private let pollThread = PollThreadControl()
+    /// Where the blocking transaction calls run, in turn: one thread while transactions keep coming, not
+    /// one per call (a transaction makes two).
+    package let transactionThread = WorkerThread(name: "kafka-txn")
     private let started = Atomic<Bool>(false)
     /// The poll timeout, in milliseconds.
     private let pollTimeout: Int32
