@@ -46,19 +46,21 @@ struct FetchQueueWatchTests {
 /// once the application drained the queue (`FetchNudger`). The same backlog is read twice, without the
 /// nudge and with it, and each refill of the drained queue is classified: prompt, or a wait for the timer.
 ///
-/// Why the refills without the nudge must wait, whatever the machine's speed: one partition on one broker,
+/// Why the refills without the nudge wait, whatever the machine's speed: one partition on one broker,
 /// so no other partition's fetch lands while this one waits; the mock returns one stored batch per fetch,
 /// and every record is produced in a request of its own, so every fetch brings exactly one record; and
 /// `queued.min.messages` is 1, so that one record fills the queue and librdkafka decides, right after the
 /// fetch, not to fetch again. The application drains the record at once, and nothing but the broker
-/// thread's timer (or the nudge) makes librdkafka decide again. So without the nudge each of the
-/// `records - 1` refills waits for the timer; with it, none should. The verdict compares the two counts,
-/// not a count in a window of time: a busy machine may stall a thread past the threshold now and then, in
-/// either run, but not on most refills of the run with the nudge.
+/// thread's timer (or the nudge) makes librdkafka decide again. So without the nudge a refill waits for the
+/// timer, unless the consumer drained the record in the microseconds between its arrival and librdkafka's
+/// decision (then the fetch goes out at once): on a quiet machine nearly every refill waited, on a loaded one
+/// (librdkafka's thread preempted in between) about a third. With the nudge, none should wait. The verdict
+/// compares the two counts, not a count in a window of time: a busy machine may stall a thread past the
+/// threshold now and then, in either run, but not on most refills of the run with the nudge.
 @Suite("Fetch nudge against the mock cluster")
 struct FetchNudgeTests {
     /// Records in the backlog: each is a fetch of its own, so `records - 1` refills.
-    static let records = 24
+    static let records = 40
     /// A refill that took this long waited for librdkafka's timer (a second): a prompt one takes a round
     /// trip to the mock broker, milliseconds.
     static let timerWait = Duration.milliseconds(500)
@@ -77,16 +79,17 @@ struct FetchNudgeTests {
 
         let without = try await read(from: cluster, wakingTheFetcher: false)
         #expect(without.nudges == 0)
-        // The premise, from the structure above: most refills wait for the timer. (Not every one: a thread of
-        // the consumer may drain the record before librdkafka's decision, and the fetch then goes out at once.)
-        #expect(without.timerWaits.count >= refills / 2,
+        // The premise, from the structure above: many refills wait for the timer (not all: see the suite), enough
+        // that a quarter of them still tells a nudge that works from one that does not.
+        #expect(without.timerWaits.count >= refills / 4,
                 "the premise: without the nudge, refills wait for the timer; \(without.timerWaits.count) of \(refills) did: \(without.timerWaits)")
         let with = try await read(from: cluster, wakingTheFetcher: true)
         if KafkaLibrary.hasFetchQueueBackoff {
             // librdkafka 2.3+ postpones a full queue's fetch by fetch.queue.backoff.ms, set low instead of nudging.
             #expect(with.nudges == 0, "fetch.queue.backoff.ms refills the queue; nudges: \(with.nudges)")
         } else {
-            #expect(with.nudges >= refills / 2, "every refill follows a drained queue; nudges: \(with.nudges) for \(refills) refills")
+            // Not one per refill: requests that come while a nudge is out are sent as one (`FetchNudger`).
+            #expect(with.nudges >= 4, "the queue filled and was drained again and again; nudges: \(with.nudges) for \(refills) refills")
         }
         print("fetch refills that waited \(Self.timerWait) or more, of \(refills): \(without.timerWaits.count) without the nudge, \(with.timerWaits.count) with it (nudges: \(with.nudges))")
         #expect(with.timerWaits.count <= without.timerWaits.count / 4,
