@@ -6,12 +6,25 @@ import Testing
 
 @Suite("Revocation waits for the application")
 struct RebalanceDrainTests {
+    /// How long a member may be silent before the coordinator drops it. It sets the mock coordinator's
+    /// clock: a rebalance started by a member joining completes `sessionTimeout - 1 s` after it began, and
+    /// a member that does not rejoin (member 1, holding its revocation: the mock counts no heartbeat during
+    /// a rebalance) is dropped `sessionTimeout` after its last heartbeat, after which a new round gives
+    /// member 2 the partitions another `sessionTimeout - 1 s` later. Long, so that round is far off.
+    static let sessionTimeout = Duration.seconds(12)
+
     /// While the application has not acknowledged a revocation, nobody else gets the partitions; once it
     /// does, the rebalance completes.
-    /// The waits for what must happen are hang guards (60 s): pinned to one CPU while ~250 tests start, a
-    /// group's rebalance rounds took longer than 20 s. The check that matters is the negative one: nothing
-    /// moves while member 1 holds its revocation.
-    @Test(.timeLimit(.minutes(4)), arguments: [KafkaPartitionAssignmentStrategy.range, .cooperativeSticky])
+    ///
+    /// The check that matters is the negative one: member 2 gets nothing while member 1 holds. It holds
+    /// for `sessionTimeout` from the moment the test saw the revocation. A consumer that did not wait for
+    /// the application would rejoin at once, and the rebalance would give member 2 partitions when the
+    /// coordinator completes it, `sessionTimeout - 1 s` after member 2 joined, before member 1's revocation:
+    /// inside the hold whatever the machine's speed. With the wait, member 2 gets nothing before the
+    /// coordinator drops member 1 and runs a new round, about `2 × sessionTimeout` after member 2 joined:
+    /// the test may see the revocation up to `sessionTimeout - 2 s` late (a loaded machine delays it by
+    /// seconds) and still pass. The waits for what must happen are hang guards (60 s).
+    @Test(.timeLimit(.minutes(5)), arguments: [KafkaPartitionAssignmentStrategy.range, .cooperativeSticky])
     func revokedPartitionsStayUntilTheApplicationAcknowledges(strategy: KafkaPartitionAssignmentStrategy) async throws {
         let cluster = try MockKafkaCluster(brokers: 1, logger: testLogger("test.mock"))
         let topic = "drain"
@@ -25,11 +38,17 @@ struct RebalanceDrainTests {
         let log = EventRecorder<Entry>()
         // The first revocation is held until the test acknowledges it; later ones (a busy mock cluster may
         // need more than one round to settle the group) are acknowledged at once. Leaving them unacknowledged
-        // held the group for the 10 s drain timeout and member 2 missed the deadline below.
+        // held the group for the drain timeout and member 2 missed the deadline below.
         let released = Latch<Void>()
+        let trail = GroupTrail()
         let consumers = try (1...2).map { member in
-            try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group, strategy: strategy),
-                              logger: testLogger("test.member\(member)"))
+            var configuration = testConsumerConfiguration(cluster, group: group, strategy: strategy)
+            configuration.sessionTimeout = Self.sessionTimeout
+            // Neither may end the hold before the test does (the revocation is served inside a poll).
+            configuration.revocationDrainTimeout = Self.sessionTimeout * 3
+            configuration.maxPollInterval = Self.sessionTimeout * 3
+            trail.configure(&configuration)
+            return try KafkaConsumer(configuration: configuration, logger: trail.logger("test.member\(member)"))
         }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             for (index, consumer) in consumers.enumerated() {
@@ -47,29 +66,31 @@ struct RebalanceDrainTests {
                 }
             }
             do {
-                try consumers[0].subscribe(topics: [topic])
-                try consumers[0].start()
-                try await log.waitUntil("member 1's first assignment", within: .seconds(60)) {
-                    $0.contains { if case .assigned(1, let partitions) = $0 { partitions.count == 4 } else { false } }
+                try await trail.explaining {
+                    try consumers[0].subscribe(topics: [topic])
+                    try consumers[0].start()
+                    try await log.waitUntil("member 1's first assignment", within: .seconds(60)) {
+                        $0.contains { if case .assigned(1, let partitions) = $0 { partitions.count == 4 } else { false } }
+                    }
+                    try consumers[1].subscribe(topics: [topic])
+                    try consumers[1].start()
+                    try await log.waitUntil("a revocation at member 1 when member 2 joins", within: .seconds(60)) {
+                        $0.contains { if case .revoked(1, _) = $0 { true } else { false } }
+                    }
+                    let memberTwoAssigned: @Sendable ([Entry]) -> Bool = {
+                        $0.contains { if case .assigned(2, let partitions) = $0 { !partitions.isEmpty } else { false } }
+                    }
+                    // Waiting for something that must not happen: member 2 gets nothing while member 1 drains.
+                    if (try? await log.waitUntil("member 2 being assigned partitions", within: Self.sessionTimeout, memberTwoAssigned)) != nil {
+                        throw TestFailure("member 2 got partitions before member 1 acknowledged its revocation")
+                    }
+                    released.set(())
+                    for entry in log.entries {
+                        if case .revoked(_, let revocation) = entry { revocation.acknowledge() }
+                    }
+                    try await log.waitUntil("member 2 being assigned partitions after member 1 acknowledged",
+                                            within: .seconds(60), memberTwoAssigned)
                 }
-                try consumers[1].subscribe(topics: [topic])
-                try consumers[1].start()
-                try await log.waitUntil("a revocation at member 1 when member 2 joins", within: .seconds(60)) {
-                    $0.contains { if case .revoked(1, _) = $0 { true } else { false } }
-                }
-                let memberTwoAssigned: @Sendable ([Entry]) -> Bool = {
-                    $0.contains { if case .assigned(2, let partitions) = $0 { !partitions.isEmpty } else { false } }
-                }
-                // Waiting for something that must not happen: member 2 gets nothing while member 1 drains.
-                await #expect(throws: TestFailure.self, "member 2 got partitions before member 1 acknowledged") {
-                    try await log.waitUntil("member 2 being assigned partitions", within: .seconds(3), memberTwoAssigned)
-                }
-                released.set(())
-                for entry in log.entries {
-                    if case .revoked(_, let revocation) = entry { revocation.acknowledge() }
-                }
-                try await log.waitUntil("member 2 being assigned partitions after member 1 acknowledged",
-                                        within: .seconds(60), memberTwoAssigned)
                 // close() releases a revocation still waiting for acknowledgement, so nothing else to do.
                 for consumer in consumers { try await consumer.close() }
                 try await tasks.waitForAll()
