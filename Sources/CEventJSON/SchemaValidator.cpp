@@ -7,8 +7,9 @@
 // - `pattern` runs std::regex (libstdc++), whose matcher recurses once per input character: a few
 //   thousand characters overflow a 512 KiB stack. valijson checks `maxLength` before `pattern` within a
 //   schema and, without a results object, stops at the first failure, so the verdict pass never runs a
-//   pattern on a string longer than its maxLength. The detailed pass evaluates every constraint, so it
-//   runs on a thread with a stack sized for the longest possible string (events are at most 64 KiB).
+//   pattern on a string longer than its maxLength. The detailed pass evaluates every constraint: it runs
+//   against a copy of the schema whose patterns skip strings over their maxLength (SchemaPatterns.cpp),
+//   so it too runs on the caller's thread with the stack any thread has.
 // - nlohmann keeps the last of duplicate member names and skips a byte order mark; both are refused
 //   here, as the fast decoder refuses them, by watching the parse through nlohmann's callback.
 //
@@ -18,8 +19,6 @@
 
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema_parser.hpp>
-
-#include <pthread.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -51,9 +50,6 @@ std::string pointerFromContext(const std::vector<std::string> &context) {
     }
     return pointer;
 }
-
-/// Stack for the detailed pass: libstdc++'s regex needs a few hundred bytes per character matched.
-constexpr size_t kDetailedStackBytes = 256u * 1024u * 1024u;
 
 } // namespace
 
@@ -124,7 +120,7 @@ void cej_schema::details(const json &instance, std::vector<Problem> &problems) {
     valijson::ValidationResults results;
     {
         std::lock_guard<std::mutex> guard(lock);
-        validator.validate(schema, adapter, &results);
+        validator.validate(detailedSchema, adapter, &results);
     }
     std::vector<Problem> all;
     valijson::ValidationResults::Error error;
@@ -146,41 +142,6 @@ void cej_schema::details(const json &instance, std::vector<Problem> &problems) {
     if (problems.empty()) problems.push_back({"", "does not match the schema"});
 }
 
-namespace {
-
-struct DetailedJob {
-    cej_schema *schema;
-    const json *instance;
-    std::vector<Problem> *problems;
-    bool failed = false;
-};
-
-void *runDetailed(void *argument) {
-    auto *job = static_cast<DetailedJob *>(argument);
-    try {
-        job->schema->details(*job->instance, *job->problems);
-    } catch (...) {
-        job->failed = true;
-    }
-    return nullptr;
-}
-
-/// Runs the detailed pass on a thread with a large stack (see the file comment).
-bool detailedOnLargeStack(cej_schema *schema, const json &instance, std::vector<Problem> &problems) {
-    DetailedJob job{schema, &instance, &problems};
-    pthread_attr_t attributes;
-    if (pthread_attr_init(&attributes) != 0) return false;
-    pthread_attr_setstacksize(&attributes, kDetailedStackBytes);
-    pthread_t thread;
-    int created = pthread_create(&thread, &attributes, runDetailed, &job);
-    pthread_attr_destroy(&attributes);
-    if (created != 0) return false;
-    pthread_join(thread, nullptr);
-    return !job.failed;
-}
-
-} // namespace
-
 extern "C" cej_schema *cej_schema_create(const char *schema_json, size_t len, char **error_out) {
     if (error_out != nullptr) *error_out = nullptr;
     try {
@@ -190,6 +151,7 @@ extern "C" cej_schema *cej_schema_create(const char *schema_json, size_t len, ch
             valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
             valijson::adapters::NlohmannJsonAdapter adapter(schema->document);
             parser.populateSchema(adapter, schema->schema);
+            schema->compileDetailed();
         } catch (const std::exception &error) {
             delete schema;
             if (error_out != nullptr) *error_out = copyString(std::string("invalid schema: ") + error.what());
@@ -217,7 +179,9 @@ extern "C" int32_t cej_schema_validate(
         if (schema->parse(bytes, len, instance, problems)) {
             if (schema->verdict(instance)) return 0;
             if (detailed) {
-                if (!detailedOnLargeStack(schema, instance, problems)) {
+                try {
+                    schema->details(instance, problems);
+                } catch (...) {
                     problems.clear();
                     problems.push_back({"", "does not match the schema (details unavailable)"});
                 }
@@ -248,6 +212,10 @@ extern "C" void cej_schema_errors_free(cej_schema_error *errors, size_t count) {
         std::free(errors[i].message);
     }
     std::free(errors);
+}
+
+extern "C" uint64_t cej_schema_pattern_evaluations(cej_schema *schema) {
+    return schema == nullptr ? 0 : schema->patternEvaluations.load(std::memory_order_relaxed);
 }
 
 extern "C" void cej_free(void *pointer) { std::free(pointer); }

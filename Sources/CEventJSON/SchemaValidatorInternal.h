@@ -1,7 +1,8 @@
 // The reference validator's shared declarations: `struct cej_schema` (opaque in CEventJSON.h) and the
 // problem record its passes produce. Private to the validator's files, not part of the public API:
-// SchemaValidator.cpp (parsing, the verdict and detailed passes, the large-stack runner, the C API) and
-// SchemaMessages.cpp (valijson's messages in the event contract's terms).
+// SchemaValidator.cpp (parsing, the verdict and detailed passes, the C API), SchemaPatterns.cpp (the
+// detailed pass's schema, with `pattern` bounded by `maxLength`) and SchemaMessages.cpp (valijson's
+// messages in the event contract's terms).
 #ifndef CEVENTJSON_SCHEMA_VALIDATOR_INTERNAL_H
 #define CEVENTJSON_SCHEMA_VALIDATOR_INTERNAL_H
 
@@ -12,10 +13,13 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -37,13 +41,32 @@ inline std::string escapeToken(const std::string &token) {
     return out;
 }
 
+/// One `pattern` of the detailed pass's schema, with the `maxLength` that bounds the strings it runs on
+/// (see SchemaPatterns.cpp).
+struct PatternRule {
+    std::shared_ptr<const std::regex> regex;
+    std::optional<uint64_t> maxLength;
+    /// Under `not`: a string it skips counts as not matching, so the `not` adds no problem.
+    bool negated = false;
+};
+
 } // namespace cej
 
 struct cej_schema {
     nlohmann::json document;
+    /// The schema as written: the verdict pass.
     valijson::Schema schema;
+    /// The schema with every `pattern` bounded by its `maxLength`: the detailed pass (SchemaPatterns.cpp).
+    valijson::Schema detailedSchema;
+    /// The bounded patterns `detailedSchema` refers to, by index; never resized after `compileDetailed`.
+    std::vector<std::unique_ptr<cej::PatternRule>> patterns;
+    /// How many times the detailed pass ran a pattern: what tests read to see a pattern skipped.
+    std::atomic<uint64_t> patternEvaluations{0};
     valijson::Validator validator{valijson::Validator::kStrongTypes};
     std::mutex lock;
+
+    // Defined in SchemaPatterns.cpp: builds `detailedSchema` and `patterns` from `document`.
+    void compileDetailed();
 
     // Defined in SchemaValidator.cpp.
     bool parse(const uint8_t *bytes, size_t len, nlohmann::json &out, std::vector<cej::Problem> &problems);

@@ -1,5 +1,4 @@
 import APNsCore
-import Dispatch
 import Kafka
 import Logging
 import RelayContract
@@ -11,8 +10,8 @@ import Tracing
 ///
 /// 1. `take` (the consumer loop): make the event's one value (`InFlightEvent`), admit it in the ledger and
 ///    the in-flight gate (`RelayState`), then triage it (`EventTriage`: size, schema, credential, APNs rules).
-/// 2. An event refused or expired is answered at once (`refuse`); a schema-invalid one is first explained
-///    by the reference validator, off the loop. A valid one is delivered with the credential triage found
+/// 2. An event refused or expired is answered at once (`refuse`); a schema-invalid one is first echoed and
+///    explained by the reference validator off the loop, within a bounded backlog (`RefusalExplanations`). A valid one is delivered with the credential triage found
 ///    (`DeliveryAttempts`, on an APNs event loop) and its answer read into a result and a removed-token
 ///    record (`delivered`).
 /// 3. `publish`: the records go to Kafka (`ResultPublisher`); once Kafka acknowledged all of them, the event
@@ -43,12 +42,12 @@ final class EventPipeline: Sendable {
     /// per event copies its handler (a retain and a release of the handler's box).
     private let logsDebug: Bool
     private let clock: WallClock
-    /// The reference validator, explaining schema-invalid events; `nil` if it cannot be built (the fast
-    /// decoder's message is published then). Thread-safe.
-    private let explainer = try? SchemaValidator.notificationEvent()
-    /// Where explanations run: a serial queue of its own (libdispatch gives it a thread outside Swift's
-    /// cooperative pool), so a slow explanation never holds up the consumer loop.
-    private let explanations = DispatchQueue(label: "apns-relay.explanations")
+    /// The id echo and the reference validator's explanation of schema-invalid events, off the consumer loop
+    /// and bounded; `nil` validator if it cannot be built (the fast decoder's message is published then).
+    private let explanations = RefusalExplanations(validator: try? SchemaValidator.notificationEvent())
+    /// Which refused events get a log line (a few per reason and interval; every one is counted in the
+    /// results metric).
+    private let refusalLog = BlockingMutex(RefusalLogBudget())
     /// Set when the relay gives up its in-flight events (see `abandon()`).
     private let abandoned = Flag()
     /// Set when a drain finds Kafka unreachable (see `holdUnsentRequests()`).
@@ -82,8 +81,10 @@ final class EventPipeline: Sendable {
 
     /// The triage for the consumer loop, which owns its (single-threaded) decoder.
     func makeTriage() throws -> EventTriage {
-        // No explainer here: the loop only takes the fast decoder's verdict (see `explanations`).
-        try EventTriage(configuration: configuration, decoder: EventDecoder(), credentials: credentials)
+        // No explainer and no salvage here: the loop only takes the fast decoder's verdict (see `explanations`).
+        var triage = try EventTriage(configuration: configuration, decoder: EventDecoder(), credentials: credentials)
+        triage.defersSalvage = true
+        return triage
     }
 
     // MARK: 1. Admission and triage, on the consumer loop
@@ -109,13 +110,13 @@ final class EventPipeline: Sendable {
         // Consumed: the verdict's delivery moves into the event.
         let verdict = triage.triage(event, nowSeconds: Int64(now))
         switch consume verdict {
-        case .answer(let answer, let refusal?, _) where refusal.decodingError != nil && explainer != nil:
-            // Schema-invalid: the reference validator explains it off the loop (it is slow), then the
-            // refusal is published from there.
-            explanations.async { [self] in
-                let (result, refusal) = EventTriage.explained(answer, refusal, bytes: event.message.value ?? [], by: explainer!)
-                refuse(event, result: result, refusal: refusal)
+        case .answer(let answer, let refusal?, _) where refusal.decodingError != nil || refusal.salvagePending:
+            // Schema-invalid: echoed and explained off the loop (both parse the whole event), then the
+            // refusal is published from there; with the fast decoder's message at once when too many wait.
+            let queued = explanations.submit(answer, refusal, bytes: event.message.value ?? []) { [self] result, refusal, shortcut in
+                refuse(event, result: result, refusal: refusal, shortcut: shortcut)
             }
+            if !queued { refuse(event, result: answer, refusal: refusal, shortcut: .backlogFull) }
         case .answer(let answer, let refusal, let broadcast):
             refuse(event, result: answer, refusal: refusal, broadcast: broadcast)
         case .deliver(let delivery):
@@ -127,16 +128,30 @@ final class EventPipeline: Sendable {
     // MARK: 2. The answer: refused before sending, or delivered
 
     /// Publishes the answer to an event refused (invalid, expired) before any delivery, with its dead letter.
-    private func refuse(_ event: InFlightEvent, result: DeliveryResult, refusal: Refusal?, broadcast: Bool = false) {
+    /// `shortcut`: what of a schema-invalid event's explanation was left out, for its log line.
+    private func refuse(
+        _ event: InFlightEvent, result: DeliveryResult, refusal: Refusal?, broadcast: Bool = false,
+        shortcut: RefusalExplanations.Shortcut = .none
+    ) {
         if abandoned.isSet {
             finishAbandoned(event)
             return
         }
         var deadLetter: OutgoingRecord?
         if let refusal {
-            logger.info("event refused", metadata: event.logMetadata.merging([
-                "reason": "\(result.reason ?? "")", "eventId": "\(result.eventID ?? "")",
-            ]) { $1 })
+            let reason = result.reason ?? ""
+            if case .log(let suppressed) = refusalLog.withLock({ $0.admit(reason, nowNanoseconds: clock.nowNanoseconds()) }) {
+                var metadata = event.logMetadata.merging(["reason": "\(reason)", "eventId": "\(result.eventID ?? "")"]) { $1 }
+                if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+                switch shortcut {
+                case .none: break
+                case .tooLarge: metadata["details"] = "not explained in detail (larger than \(explanations.maxExplainedBytes) bytes)"
+                case .backlogFull: metadata["details"] = "not explained or echoed (\(explanations.maxBacklog) refused events waiting)"
+                }
+                logger.info(
+                    suppressed > 0 ? "event refused (\(suppressed) more of this reason not logged since the last line)" : "event refused",
+                    metadata: metadata)
+            }
             deadLetter = outputs.deadLetter(for: event.message, source: event.source, refusal: refusal)
             metrics.deadLetters.increment()
         }

@@ -123,6 +123,9 @@ int32_t cej_schema_validate(
     cej_schema *schema, const uint8_t *bytes, size_t len, int32_t detailed,
     cej_schema_error **errors_out, size_t *count_out);
 void cej_schema_errors_free(cej_schema_error *errors, size_t count);
+/// How many times detailed validations on `schema` ran a `pattern` (a string over the `maxLength` of its
+/// schema is not run against the pattern). For tests and diagnostics.
+uint64_t cej_schema_pattern_evaluations(cej_schema *schema);
 void cej_free(void *pointer);
 
 // MARK: - Salvage

@@ -19,6 +19,8 @@ struct Refusal: Sendable {
     var message: String
     /// The fast decoder's error, when the reference validator could say more (`EventTriage.explained`).
     var decodingError: EventDecodingError?
+    /// The result's `id` and `metadata` are still to be salvaged from the event (`EventTriage.explained`).
+    var salvagePending = false
 }
 
 /// Reads a Kafka message into a `Triage`: size, schema, the credential, then APNs rules. Runs on the
@@ -28,6 +30,9 @@ struct EventTriage {
     let decoder: EventDecoder
     /// Which credential, if any, sends a topic in an environment: looked up here, once per event.
     let credentials: CredentialDirectory
+    /// Leaves the id and metadata echo of a schema-invalid event to `explained` (`Refusal.salvagePending`):
+    /// salvaging parses the whole event, which the consumer loop must not pay for every refused event.
+    var defersSalvage = false
 
     func triage(_ inFlight: InFlightEvent, nowSeconds: Int64) -> Triage {
         let message = inFlight.message
@@ -35,13 +40,14 @@ struct EventTriage {
         let receivedAt = inFlight.receivedAt
         func invalid(
             _ stage: DeadLetter.Stage, code: String, message text: String, id: String? = nil, metadata: [UInt8]? = nil,
-            decodingError: EventDecodingError? = nil, broadcast: Bool = false
+            decodingError: EventDecodingError? = nil, salvagePending: Bool = false, broadcast: Bool = false
         ) -> Triage {
             let result = DeliveryResult(
                 eventID: id, metadata: metadata, outcome: .invalid, reason: code, message: text,
                 attempts: 0, source: source, receivedAt: receivedAt, completedAt: receivedAt
             )
-            return .answer(result, Refusal(stage: stage, code: code, message: text, decodingError: decodingError), broadcast: broadcast)
+            let refusal = Refusal(stage: stage, code: code, message: text, decodingError: decodingError, salvagePending: salvagePending)
+            return .answer(result, refusal, broadcast: broadcast)
         }
 
         guard let value = message.value, !value.isEmpty else {
@@ -64,10 +70,10 @@ struct EventTriage {
             event = try decoder.decode(value)
         } catch {
             // Echo what can still be read of the event, so producers can correlate the result.
-            let salvaged = SalvagedEvent(salvaging: value)
+            let salvaged = defersSalvage ? SalvagedEvent() : SalvagedEvent(salvaging: value)
             return invalid(
                 .schema, code: error.code.rawValue, message: Self.text(of: error), id: salvaged.id, metadata: salvaged.metadata,
-                decodingError: error)
+                decodingError: error, salvagePending: defersSalvage)
         }
         event.notification.lane = inFlight.lane
         if let expiration = event.notification.expiration, expiration > 0, expiration <= nowSeconds {
@@ -122,16 +128,23 @@ struct EventTriage {
         error.message.hasPrefix(error.pointer) || error.pointer.isEmpty ? error.message : "\(error.pointer): \(error.message)"
     }
 
-    /// `result` and `refusal` with the reference validator's account of what is wrong (every problem, with
-    /// JSON pointers) instead of the fast decoder's first one. Slow (tens of microseconds to milliseconds,
-    /// on a thread of its own with a large stack): the relay runs it off the consumer loop.
+    /// `result` and `refusal` with the id and metadata salvaged from `bytes` if that is pending, and with
+    /// the reference validator's account of what is wrong (every problem, with JSON pointers) instead of
+    /// the fast decoder's first one when `validator` is given. Slow (tens of microseconds to a
+    /// millisecond): the relay runs it off the consumer loop (`RefusalExplanations`).
     static func explained(
-        _ result: DeliveryResult, _ refusal: Refusal, bytes: ArraySlice<UInt8>, by validator: SchemaValidator
+        _ result: DeliveryResult, _ refusal: Refusal, bytes: ArraySlice<UInt8>, by validator: SchemaValidator?
     ) -> (DeliveryResult, Refusal) {
-        guard let error = refusal.decodingError else { return (result, refusal) }
-        let text = Self.text(of: EventDecoder.explained(error, by: validator, bytes: bytes))
         var result = result
         var refusal = refusal
+        if refusal.salvagePending {
+            let salvaged = SalvagedEvent(salvaging: bytes)
+            result.eventID = salvaged.id
+            result.metadata = salvaged.metadata
+            refusal.salvagePending = false
+        }
+        guard let validator, let error = refusal.decodingError else { return (result, refusal) }
+        let text = Self.text(of: EventDecoder.explained(error, by: validator, bytes: bytes))
         result.message = text
         refusal.message = text
         refusal.decodingError = nil
