@@ -54,9 +54,9 @@ struct FetchQueueWatchTests {
 /// thread's timer (or the nudge) makes librdkafka decide again. So without the nudge a refill waits for the
 /// timer, unless the consumer drained the record in the microseconds between its arrival and librdkafka's
 /// decision (then the fetch goes out at once): on a quiet machine nearly every refill waited, on a loaded one
-/// (librdkafka's thread preempted in between) about a third. With the nudge, none should wait. The verdict
-/// compares the two counts, not a count in a window of time: a busy machine may stall a thread past the
-/// threshold now and then, in either run, but not on most refills of the run with the nudge.
+/// (librdkafka's thread preempted in between) fewer, once 3 of 39. With the nudge, none should wait. The verdict
+/// counts refills, not time in a window: a busy machine may stall a thread past the threshold now and then,
+/// in either run, but not on a tenth of the refills of the run with the nudge.
 @Suite("Fetch nudge against the mock cluster")
 struct FetchNudgeTests {
     /// Records in the backlog: each is a fetch of its own, so `records - 1` refills.
@@ -79,9 +79,10 @@ struct FetchNudgeTests {
 
         let without = try await read(from: cluster, wakingTheFetcher: false)
         #expect(without.nudges == 0)
-        // The premise, from the structure above: many refills wait for the timer (not all: see the suite), enough
-        // that a quarter of them still tells a nudge that works from one that does not.
-        #expect(without.timerWaits.count >= refills / 4,
+        // The premise, from the structure above: refills wait for the timer. How many depends on how often the
+        // consumer wins the race the suite describes (from 34 of 39 on a quiet machine to 3 of 39 on a loaded
+        // one), so the premise asks for one; the verdict below stands on its own.
+        #expect(without.timerWaits.count >= 1,
                 "the premise: without the nudge, refills wait for the timer; \(without.timerWaits.count) of \(refills) did: \(without.timerWaits)")
         let with = try await read(from: cluster, wakingTheFetcher: true)
         if KafkaLibrary.hasFetchQueueBackoff {
@@ -92,8 +93,10 @@ struct FetchNudgeTests {
             #expect(with.nudges >= 4, "the queue filled and was drained again and again; nudges: \(with.nudges) for \(refills) refills")
         }
         print("fetch refills that waited \(Self.timerWait) or more, of \(refills): \(without.timerWaits.count) without the nudge, \(with.timerWaits.count) with it (nudges: \(with.nudges))")
-        #expect(with.timerWaits.count <= without.timerWaits.count / 4,
-                "with the nudge \(with.timerWaits.count) refills waited \(Self.timerWait) or more (\(with.timerWaits)), without it \(without.timerWaits.count)")
+        // A tenth of the refills may stall on a busy machine; a nudge that does nothing left 17 of 39 waiting on a
+        // quiet machine and 18 to 20 on a loaded one (the same as without it).
+        #expect(with.timerWaits.count <= refills / 10,
+                "with the nudge \(with.timerWaits.count) of \(refills) refills waited \(Self.timerWait) or more (\(with.timerWaits)), without it \(without.timerWaits.count)")
     }
 
     /// Reads the topic's records in a group of its own, checking their order.
