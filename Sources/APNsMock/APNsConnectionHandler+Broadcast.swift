@@ -27,7 +27,7 @@ extension APNsConnectionHandler {
             reject(exchange, reason: rejection.reason)
             return
         }
-        restoreStreamLimitAfterSuccess()
+        restoreStreamLimitAfterSuccess(exchange.streamID)
         // Broadcast answers always carry `apns-unique-id`, in both environments (§10).
         let uniqueID = makeUniqueID()
         let accepted = AcceptedBroadcast(
@@ -76,7 +76,7 @@ extension APNsConnectionHandler {
             reject(exchange, reason: rejection.reason)
             return
         }
-        restoreStreamLimitAfterSuccess()
+        restoreStreamLimitAfterSuccess(exchange.streamID)
         record(.succeeded(status: answer.status), kind: .management)
         for frame in APNsAnswer.succeeded(
             exchange.streamID, status: answer.status, id: exchange.id,

@@ -8,6 +8,8 @@ import NIOSSL
 extension APNsConnectionHandler {
     /// Sends SETTINGS MAX_CONCURRENT_STREAMS.
     func advertise(maxConcurrentStreams: Int) {
+        guard context != nil, !closed else { return }
+        unacknowledgedStreamLimits.append(maxConcurrentStreams)
         emit(
             HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([.init(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
         )

@@ -88,7 +88,7 @@ extension APNsConnectionHandler {
             reject(exchange, reason: rejection.reason, deviceToken: request.deviceToken)
             return
         }
-        restoreStreamLimitAfterSuccess()
+        restoreStreamLimitAfterSuccess(exchange.streamID)
         let accepted = AcceptedRequest(
             deviceToken: request.deviceToken,
             topic: request.topic,
@@ -126,10 +126,13 @@ extension APNsConnectionHandler {
         return nil
     }
 
-    /// A request succeeded: a limit dropped to 1 after a rejection (`dropStreamLimitAfterRejection`) returns.
-    func restoreStreamLimitAfterSuccess() {
-        if streamLimitDropped {
+    /// A request succeeded: a limit dropped to 1 after a rejection (`dropStreamLimitAfterRejection`) returns,
+    /// once a push the client sent under that limit succeeds (a stream opened after it acknowledged the drop).
+    /// Successes of streams opened before the drop do not count: the client has not run under the limit yet.
+    func restoreStreamLimitAfterSuccess(_ streamID: HTTP2StreamID) {
+        if streamLimitDropped, let boundary = streamLimitDropBoundary, streamID > boundary {
             streamLimitDropped = false
+            streamLimitDropBoundary = nil
             advertise(maxConcurrentStreams: server.maxConcurrentStreams)
         }
     }
@@ -155,6 +158,7 @@ extension APNsConnectionHandler {
         if dropLimitAfterRejection, streamLimitRaised, !streamLimitDropped, case .token = authentication.mode {
             streamLimitDropped = true
             advertise(maxConcurrentStreams: 1)
+            acknowledgementsUntilDrop = unacknowledgedStreamLimits.count
         }
         records.append(.rejected(status: status, reason: reason), deviceToken: deviceToken, kind: exchange.kind)
         let answer = APNsAnswer.rejected(

@@ -70,6 +70,16 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var dropLimitAfterRejection = false
     /// The limit was dropped to 1 after a rejection (dropStreamLimitAfterRejection).
     var streamLimitDropped = false
+    /// MAX_CONCURRENT_STREAMS values sent in SETTINGS and not yet acknowledged, oldest first: the client
+    /// acknowledges SETTINGS frames in the order they were sent, NIOHTTP2Handler's initial one first.
+    var unacknowledgedStreamLimits: [Int]
+    /// The limit the client acknowledged last and what it did under it (published to the observations).
+    var acknowledgedLimit: AcknowledgedStreamLimit?
+    var acknowledgedLimitChanged = false
+    /// SETTINGS acknowledgements still to come before the client has acknowledged a drop to 1 after a
+    /// rejection; then the highest stream it had opened by then (a success above it was sent under the drop).
+    var acknowledgementsUntilDrop: Int?
+    var streamLimitDropBoundary: HTTP2StreamID?
 
     /// Certificate connection whose peer certificate has not been read yet.
     private var certificatePending: Bool
@@ -79,8 +89,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         role: ListenerRole = .push,
         server: MockServerContext,
         authentication: ConnectionAuthentication,
-        certificateMode: Bool
+        certificateMode: Bool,
+        initialStreamLimit: Int
     ) {
+        self.unacknowledgedStreamLimits = [initialStreamLimit]
         self.connectionID = connectionID
         self.role = role
         self.certificatePending = certificateMode
@@ -98,6 +110,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        publishAcknowledgedLimit()
         closed = true
         server.connectionClosed(connectionID)
         context.fireChannelInactive()
@@ -107,6 +120,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         // NIOHTTP2Handler answers protocol errors itself (RST_STREAM for stream errors, GOAWAY and close for
         // connection errors), so those need nothing here; TLS and I/O errors end the connection.
         server.logger.debug("connection \(connectionID): \(error)")
+        if let streamError = error as? NIOHTTP2Errors.StreamError, streamError.baseError is NIOHTTP2Errors.MaxStreamsViolation {
+            acknowledgedLimit?.refused += 1
+            acknowledgedLimitChanged = true
+            return
+        }
         if error is any NIOHTTP2Error { return }
         context.close(promise: nil)
     }
@@ -134,6 +152,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                     let (id, peak) = (connectionID, peakOpenStreams)
                     server.observations.update { $0.peakConcurrentStreamsByConnection[id] = peak }
                 }
+                if acknowledgedLimit != nil {
+                    acknowledgedLimit!.opened += 1
+                    acknowledgedLimit!.peak = max(acknowledgedLimit!.peak, streams.count + answeredSinceFlush)
+                    acknowledgedLimitChanged = true
+                }
             }
             if headers.endStream { complete(streamID) }
         case .data(let payload):
@@ -158,6 +181,18 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .rstStream:
             streams.removeValue(forKey: streamID)
             closeIfDrained()
+        case .settings(.ack):
+            // A limit binds from its acknowledgement: start counting what the client does under it.
+            guard !unacknowledgedStreamLimits.isEmpty else { return }
+            publishAcknowledgedLimit()
+            let limit = AcknowledgedStreamLimit(limit: unacknowledgedStreamLimits.removeFirst())
+            acknowledgedLimit = limit
+            let id = connectionID
+            server.observations.update { $0.acknowledgedStreamLimitsByConnection[id, default: []].append(limit) }
+            if let remaining = acknowledgementsUntilDrop {
+                acknowledgementsUntilDrop = remaining > 1 ? remaining - 1 : nil
+                if remaining <= 1 { streamLimitDropBoundary = highestStreamID }
+            }
         default:
             // SETTINGS, PING, WINDOW_UPDATE and PRIORITY are handled by NIOHTTP2Handler; GOAWAY from a client
             // needs nothing from the mock.
@@ -199,7 +234,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     /// Records this batch's outcomes; runs before any flush (see `WriteCoalescingHandler.beforeFlush`).
+    /// Publishes what the client did under the limit in force since it was last published.
+    func publishAcknowledgedLimit() {
+        guard acknowledgedLimitChanged, let current = acknowledgedLimit else { return }
+        acknowledgedLimitChanged = false
+        let id = connectionID
+        server.observations.update { statistics in
+            guard var limits = statistics.acknowledgedStreamLimitsByConnection[id], !limits.isEmpty else { return }
+            limits[limits.count - 1] = current
+            statistics.acknowledgedStreamLimitsByConnection[id] = limits
+        }
+    }
+
     func commitRecords() {
+        publishAcknowledgedLimit()
         guard !records.isEmpty else { return }
         server.observations.record(records, connectionID: connectionID)
         records.removeAll()

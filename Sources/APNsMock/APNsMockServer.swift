@@ -294,7 +294,7 @@ package final class APNsMockServer: Sendable {
             authentication = ConnectionAuthentication(mode: .token)
         }
         let handler = APNsConnectionHandler(connectionID: id, role: role, server: context, authentication: authentication,
-                                            certificateMode: certificateMode)
+                                            certificateMode: certificateMode, initialStreamLimit: certificateMode ? maxStreams : 1)
         try sync.addHandler(handler)
         // Unowned: both handlers live in this channel's pipeline and are removed together.
         coalescer.beforeFlush = { [unowned handler] in handler.commitRecords() }

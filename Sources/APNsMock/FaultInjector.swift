@@ -117,7 +117,8 @@ package final class FaultInjector: Sendable {
     }
 
     /// APNs behaviour seen in the wild: after a rejected notification a token connection's
-    /// MAX_CONCURRENT_STREAMS drops to 1, and returns to the configured value after the next accepted one.
+    /// MAX_CONCURRENT_STREAMS drops to 1, and returns to the configured value after the next accepted one
+    /// sent under the lowered limit (a stream the client opened after it acknowledged the drop).
     package var dropStreamLimitAfterRejection: Bool {
         get { plan.withLock { $0.dropStreamLimitAfterRejection } }
         set { plan.withLock { $0.dropStreamLimitAfterRejection = newValue } }

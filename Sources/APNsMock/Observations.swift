@@ -88,12 +88,35 @@ package struct MockStatistics: Sendable, Hashable {
     package var connectionsOpened = 0
     /// Highest number of requests open at once on one connection, per connection id.
     package var peakConcurrentStreamsByConnection: [Int: Int] = [:]
+    /// Per connection id, every MAX_CONCURRENT_STREAMS its client acknowledged, in order, and how the client
+    /// kept to each: a lifetime peak cannot tell whether a lowered limit was kept, these can.
+    package var acknowledgedStreamLimitsByConnection: [Int: [AcknowledgedStreamLimit]] = [:]
 
     /// Answers counted for a reason (any status).
     package func count(_ reason: APNsReason) -> Int {
         guard let status = reason.status else { return 0 }
         return responses["\(status) \(reason.rawValue)"] ?? 0
     }
+}
+
+/// One MAX_CONCURRENT_STREAMS a connection's client acknowledged (SETTINGS ACK) and what it did under it. The
+/// limit binds from the acknowledgement on (RFC 9113 §6.5.3): streams the client opened before it may
+/// still be open, and count, since a client must not open a new stream beside them either.
+package struct AcknowledgedStreamLimit: Sendable, Hashable {
+    /// The limit in force.
+    package var limit: Int
+    /// Streams the client opened under it.
+    package var opened = 0
+    /// The most streams open at once when one of those was opened.
+    package var peak = 0
+    /// Streams the client opened beyond it, which NIOHTTP2Handler refused (REFUSED_STREAM) before the mock
+    /// saw them.
+    package var refused = 0
+
+    package init(limit: Int) { self.limit = limit }
+
+    /// Whether the client kept to the limit under it.
+    package var kept: Bool { peak <= limit && refused == 0 }
 }
 
 /// What the mock answered for one device token.

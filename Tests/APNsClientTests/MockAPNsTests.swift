@@ -162,6 +162,17 @@ import Testing
         #expect(rejected == expectedRejected, "BadDeviceToken answers")
         #expect(delivered == requests - expectedRejected, "delivered")
         #expect(mock.server.statistics.accepted == delivered)
+        // The client ran under the limit of 1: each drop the client acknowledged, from a higher limit, is
+        // judged from the acknowledgement on (at most one stream open whenever it opened one, none refused),
+        // and the mock restores the limit only after a push sent under it, so a drop followed by more
+        // requests held one (the last drop of a connection may come when nothing is left to send).
+        let limits = mock.server.statistics.acknowledgedStreamLimitsByConnection
+        let drops = limits.values.flatMap { limits in
+            limits.indices.dropFirst().filter { limits[$0].limit == 1 && limits[$0 - 1].limit > 1 }.map { limits[$0] }
+        }
+        #expect(!drops.isEmpty, "the client acknowledged a drop of the limit to 1: \(limits)")
+        #expect(drops.contains { $0.opened > 0 }, "a drop held a request sent under it: \(drops)")
+        #expect(drops.allSatisfy { $0.kept }, "streams open at once under a limit of 1: \(drops)")
         await client.shutdown()
         await mock.stop()
     }

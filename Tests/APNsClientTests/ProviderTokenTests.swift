@@ -184,9 +184,12 @@ import Testing
         clock.advance(by: .milliseconds(1_199_200))  // the next epoch's token exists (epochStart + 1800)
         let early = try await client.send(try MockFixture.notification(1), timeout: hangGuard)
         #expect(early.status == 200, "answered \(early.status) \(early.reason?.rawValue ?? ""): the token changed 1,199.2 s after APNs first saw it")
+        // A 200 alone cannot tell a kept token from a changed one: the mock counts the changes it accepted.
+        #expect(mock.server.acceptedConnectionTokenUpdates == 0, "the connection kept its first token at 1,199.2 s")
         clock.advance(by: .seconds(61))  // 1,260.2 s: past APNs' 20 minutes and the margin
         let later = try await client.send(try MockFixture.notification(2), timeout: hangGuard)
         #expect(later.status == 200, "answered \(later.status) \(later.reason?.rawValue ?? "")")
+        #expect(mock.server.acceptedConnectionTokenUpdates == 1, "the connection changed to the next epoch's token at 1,260.2 s, and APNs accepted it")
         #expect(client.connectionCount(for: .production) == 1, "one connection throughout")
         await client.shutdown()
         await mock.stop()

@@ -18,7 +18,10 @@ struct CrashSafetyTests {
             // The bound below follows from these: few events in flight against a fixed APNs answer time keep
             // the work a kill can redo well under what a relay that never committed would redo (every event
             // finished before each kill, about 1,800 here).
-            let bound = DuplicateBound(maxInFlight: 50, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(100))
+            // The input is produced before the first relay starts, so the whole of it may be waiting at a kill:
+            // the capacity cap decides (50 + 150 + 150 = 350 per kill).
+            let bound = DuplicateBound(
+                maxInFlight: 50, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(100), feed: .upFront(count))
             sandbox.apns.faults.latency = .init(rtt: bound.apnsLatency)
             let events = (0..<count).map { n in (key: "k\(n)", value: SampleEvents.event(id: "e\(n)", deviceToken: SampleEvents.token(n))) }
             try await sandbox.produce(events)
@@ -53,6 +56,9 @@ struct CrashSafetyTests {
             }
             let status = await relay.terminate(timeout: .seconds(30))
             #expect(status == 0, "SIGTERM ends the relay cleanly; log:\n\(relay.log.suffix(2000))")
+            // Seeing every key ends the wait, not the count: the relay has stopped, so the results are read on
+            // to their end offsets, and a duplicate written after the last new key is counted too.
+            collected += try await reader.readToEnd(of: results, timeout: .seconds(60))
             await reader.close()
 
             let keys = collected.filter { $0.topic == results }.map(\.keyString)

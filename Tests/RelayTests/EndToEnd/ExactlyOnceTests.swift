@@ -15,8 +15,13 @@ struct ExactlyOnceTests {
 
     /// 6k events (20k in `make faults`), the relay SIGKILLed at 5 moments and restarted with the same transactional id and group
     /// instance id. A `read_uncommitted` reader of the same topic shows what at least once would have
-    /// published (the records of the transactions the kills left open, aborted by the restart).
+    /// published (the records of the transactions the kills left open, aborted by the restart): it must
+    /// find more results than events, or no kill landed while a transaction held records and the
+    /// `read_committed` count proves nothing. The kill points come from the fault suite's seed
+    /// (`APNS_RELAY_FAULTS_SEED=<seed>` replays them).
     @Test func sigkillsLeaveExactlyOneCommittedResultPerEvent() async throws {
+        let seed = FaultSize.seed()
+        print("exactly once: seed \(seed) (replay with APNS_RELAY_FAULTS_SEED=\(seed))")
         try await onNoida { sandbox in
             // 20k with `make faults` (APNS_RELAY_FAULTS=full, about 4.5 minutes); 6k in `make test`.
             let count = FaultSize.pick(reduced: 6_000, full: 20_000)
@@ -36,11 +41,14 @@ struct ExactlyOnceTests {
                 seen.formUnion(new.map(\.keyString))
             }
             let kills = 5
-            var random = SystemRandomNumberGenerator()
+            var random = SeededGenerator(seed: seed)
+            var killPoints: [Int] = []
             for round in 1...kills {
                 let relay = try RelayProcess(environment: environment)
                 // Kill it at a random point of its progress in this round.
-                let target = seen.count + Int.random(in: count / 20...count / 8, using: &random)
+                let step = Int.random(in: count / 20...count / 8, using: &random)
+                killPoints.append(step)
+                let target = seen.count + step
                 do {
                     progress(try await uncommitted.collect(timeout: .seconds(120)) { new in
                         seen.union(new.lazy.filter { $0.topic == topics.results }.map(\.keyString)).count >= target
@@ -73,6 +81,13 @@ struct ExactlyOnceTests {
             }
             await committed.close()
 
+            print("exactly once: kill points +\(killPoints.map(String.init).joined(separator: " +")) results (seed \(seed))")
+            // The control: at least once would have published every record the read_uncommitted reader saw.
+            // More of them than events means some kill left an open transaction with results in it, which the
+            // restart aborted; without that the exactly-once count below would hold for any relay.
+            #expect(
+                uncommittedResults > count,
+                "read_uncommitted found \(uncommittedResults) results for \(count) events: no kill (at +\(killPoints) results, seed \(seed)) left a transaction open with results in it")
             let committedKeys = committedRecords.filter { $0.topic == topics.results }.map(\.keyString)
             #expect(Set(committedKeys) == Set(events.map(\.key)), "every event has a committed result")
             #expect(committedKeys.count == count, "exactly one committed result per event: \(committedKeys.count - Set(committedKeys).count) duplicates")

@@ -6,8 +6,8 @@ import Testing
 /// Fault-injection runs: each drives the real pipeline (mock Kafka → relay → mock APNs → result topics)
 /// through one kind of trouble, then checks the at-least-once invariant — every input event has at least
 /// one terminal result — and that duplicates stay within the bound the run's configuration allows
-/// (`DuplicateBound`: in-flight limit, APNs answer time, commit and heartbeat intervals, members), never one
-/// derived from what the run measured.
+/// (`DuplicateBound`: in-flight limit, APNs answer time, commit and heartbeat intervals, members, and what
+/// the run feeds), never one derived from what the run measured.
 ///
 /// `make test` runs the reduced form (a few minutes in total); `make faults` sets `APNS_RELAY_FAULTS=full`.
 /// Each run prints one line: `fault <name>: events N, kills K, faults F, lost L, duplicates D (bound B)`.

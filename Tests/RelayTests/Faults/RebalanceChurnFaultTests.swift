@@ -18,8 +18,23 @@ extension FaultTests {
         // Members hear of a rebalance in their next heartbeat's answer; until then they keep finishing work
         // whose commits the mock coordinator refuses (see the bound below). librdkafka's 3 s default would let
         // a change redo up to 3 s of the group's work; 300 ms keeps it short. APNs answers in a fixed 100 ms.
+        //
+        // The input streams in small batches, 100 ms apart (all of it over the run's 16 s, as before: 3,000
+        // bulk events in 160 batches of at most 19, their tenth as urgent ones in batches of at most 2), so
+        // that what a change can redo follows from the feed: at most 21 events per 100 ms. What is waiting
+        // when a change's span begins: one batch, plus what piles up while the group does not consume, from
+        // the moment a member is revoked until its partitions are reassigned (each member hears within the
+        // 300 ms notice, drains what it has in flight within the 200 ms in-flight span, and joins again in a
+        // hand-off of 100 ms): 21 + 21 × 6 = 147. Between changes, 2 s or more apart, the group's capacity
+        // (2,000 events/s per relay) empties such a pile-up about ten times faster than the feed refills it.
+        // So a change redoes at most 147 + 21 × 8 (the 800 ms of its window and in-flight span) = 315 events,
+        // whatever the size of the group — where the relays' capacity alone allowed 2,200 per member.
+        // (The full form's 12,000 events in 520 batches make that 27 per 100 ms, 189 waiting, 405 per change.)
+        let batches = (steps + 2) * 20
+        let perBatch = (count + batches - 1) / batches + (count / 10 + batches - 1) / batches
         let bound = DuplicateBound(
-            maxInFlight: 200, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(200), rebalanceNotice: .milliseconds(300))
+            maxInFlight: 200, apnsLatency: .milliseconds(100), commitInterval: .milliseconds(200), rebalanceNotice: .milliseconds(300),
+            feed: .init(events: perBatch, per: .milliseconds(100), backlog: perBatch * (1 + 6)))
         var options = RelaySandbox.Options()
         options.partitions = 8
         options.topics.urgent = [faultUrgentTopic]
@@ -44,8 +59,8 @@ extension FaultTests {
             // Members in the group at each change (every one of them is revoked and drains).
             var membersPerChange = [1]
             var badExits: [String] = []
-            async let producing: Void = produceSpread(sandbox, events, batches: steps + 2, spacing: .seconds(2))
-            async let producingUrgent: Void = produceSpread(sandbox, urgent, batches: steps + 2, spacing: .seconds(2), to: faultUrgentTopic)
+            async let producing: Void = produceSpread(sandbox, events, batches: batches, spacing: bound.feed.per)
+            async let producingUrgent: Void = produceSpread(sandbox, urgent, batches: batches, spacing: bound.feed.per, to: faultUrgentTopic)
             for _ in 0..<steps {
                 // Membership changes this often; the point is to change it while the group is busy.
                 try await Task.sleep(for: .milliseconds(Int.random(in: 2000...4000, using: &random)))
@@ -69,6 +84,8 @@ extension FaultTests {
                 let status = await relay.terminate(timeout: .seconds(30))
                 if status != 0 { badExits.append("exit \(status.map(String.init) ?? "none (killed)"): \(relay.log.suffix(1500))") }
             }
+            // Every relay has stopped: the results read to their end, so a duplicate written late counts too.
+            tally.add(try await reader.readToEnd(of: sandbox.options.topics.results, timeout: .seconds(60)))
             await reader.close()
             #expect(badExits.isEmpty, "every leaving relay exits 0 after SIGTERM: \(badExits)")
             print("fault rebalance-churn: \(joins) joins, \(leaves) leaves")

@@ -39,7 +39,7 @@ struct SoakPlan: Sendable, CustomStringConvertible {
     /// The mock APNs' answer time outside the slow-answers fault.
     let apnsRoundTrip: Duration = .milliseconds(40)
     /// How long after a fault ends the relay has to be back at its baseline: threads and file descriptors as
-    /// before the first fault, p99 consume → result back in its pre-fault histogram bucket. Long enough for
+    /// before the first fault, and results for every event produced by the fault's end. Long enough for
     /// librdkafka to reconnect (its backoff grows to 10 s), for a consumer group to settle after a member
     /// comes or goes (`kafka.sessionTimeoutMs`: 45 s by default, 6 s in the short form) and for the backlog of
     /// an outage to drain; in the short form, which shares two cores with the rest of `make test`, 45 s (a CI
@@ -88,7 +88,7 @@ struct SoakPlan: Sendable, CustomStringConvertible {
             "log.level": "warning",
             "relay.maxInFlightEvents": String(maxInFlight),
             "kafka.autoCommitIntervalMs": String(commitInterval.milliseconds),
-            "kafka.sessionTimeoutMs": full ? "45000" : "6000",
+            "kafka.sessionTimeoutMs": String(sessionTimeout.milliseconds),
             "kafka.statisticsIntervalMs": full ? "15000" : "2000",
         ]
         if !full {
@@ -112,12 +112,32 @@ struct SoakPlan: Sendable, CustomStringConvertible {
     let maxInFlight = 500
     let commitInterval: Duration = .seconds(1)
 
-    /// The duplicates the run's disruptions can explain, from the settings above (the fault suite's bound):
-    /// the kill (one relay), the join and the leave (two relays revoked each), and the restarted relay's
-    /// rejoin, the Kafka outage and the broker outage (one relay's uncommitted work each).
+    /// `kafka.sessionTimeoutMs`.
+    var sessionTimeout: Duration { full ? .seconds(45) : .seconds(6) }
+
+    /// What the soak feeds: `rate / 10` bulk events every 100 ms and an urgent one every 500 ms, at most
+    /// `rate + 2` per second, with one batch of each (`rate / 10 + 1`) waiting at any moment the relay keeps up.
+    var feed: DuplicateBound.Feed { .init(events: rate + 2, per: .seconds(1), backlog: rate / 10 + 1) }
+
+    /// The duplicates the run's disruptions can explain, from the settings and the feed above (the fault
+    /// suite's bound). Each disruption redoes at most what the relays were fed within its window and
+    /// in-flight span (`DuplicateBound.fed`: 11 + ⌈102 × 4.24⌉ = 444 at 3 s heartbeats, 1 s commits and 40 ms
+    /// answers), plus what the schedule let pile up before it:
+    /// - the kill (one relay), the join and the leave (two relays revoked each): nothing piled up;
+    /// - the restarted relay's rejoin, once the killed member's session has expired: that member's
+    ///   partitions were consumed by nobody for up to `sessionTimeout`;
+    /// - the Kafka outage: everything produced during it (the test's producer holds it until the brokers
+    ///   are back); the broker outage: everything produced during it, as if all of it were on that broker.
+    /// The relays' capacity (55,000 per relay per disruption, 440,000 for the run) is far above both.
     var duplicateBound: (bound: DuplicateBound, total: Int) {
-        let bound = DuplicateBound(maxInFlight: maxInFlight, apnsLatency: apnsRoundTrip, commitInterval: commitInterval, rebalanceNotice: .seconds(3))
-        return (bound, bound.kills(1) + bound.changes(membersPerChange: [2, 2, 1, 1, 1]))
+        let bound = DuplicateBound(
+            maxInFlight: maxInFlight, apnsLatency: apnsRoundTrip, commitInterval: commitInterval, rebalanceNotice: .seconds(3), feed: feed)
+        func length(_ fault: Fault) -> Duration { schedule.first { $0.fault == fault }?.length ?? .zero }
+        let total = bound.kills(1) + bound.changes(membersPerChange: [2, 2])
+            + bound.perDisruption(members: 1, piledUp: feed.produced(within: sessionTimeout))
+            + bound.perDisruption(members: 1, piledUp: feed.produced(within: length(.kafkaUnreachable)))
+            + bound.perDisruption(members: 1, piledUp: feed.produced(within: length(.brokerDown)))
+        return (bound, total)
     }
 
     var description: String {

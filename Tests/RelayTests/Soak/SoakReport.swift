@@ -9,6 +9,9 @@ struct SoakReport {
         var fault: SoakPlan.Fault
         var start: Double
         var end: Double
+        /// What showed that the fault happened, seen from outside the command that caused it (a new pid, a
+        /// refused /readyz, counters of the mock that moved); nil if it did not show.
+        var effect: String?
     }
 
     struct Recovery {
@@ -16,10 +19,14 @@ struct SoakReport {
         /// Seconds after the fault's end until the relay's resources were back at the baseline (`isBack`);
         /// nil: not within the allowance.
         var resourcesBackAfter: Double?
-        /// The highest p99 from the fault's start until it was back, ms.
+        /// Events produced by the fault's end (the last sample at or before it).
+        var producedByEnd: Int?
+        /// Seconds after the fault's end until the results reached `producedByEnd`: the relay made up what
+        /// the fault held back. nil: not within the allowance.
+        var caughtUpAfter: Double?
+        /// The highest p99 from the fault's start until it caught up (or the allowance ended), ms: reported,
+        /// not judged (a latency measures the machine as much as the relay).
         var p99Peak: Double?
-        /// Seconds after the fault's end until p99 was back under `p99Ceiling`; nil: not within the allowance.
-        var p99BackAfter: Double?
     }
 
     struct Baseline {
@@ -38,11 +45,6 @@ struct SoakReport {
     let samples: [SoakSample]
     let faults: [FaultRecord]
     let baseline: Baseline?
-    /// What "p99 back" means: under the top of the histogram bucket that holds the baseline's p99 (its
-    /// resolution). The short form shares two cores with the rest of `make test`, whose load comes and goes:
-    /// there, two buckets higher and at least 1 s, which a relay stuck after a fault (no results, or seconds
-    /// each) still fails.
-    let p99Ceiling: Double?
     let recoveries: [Recovery]
     /// The second half's memory: least-squares slopes, MiB per hour, and growth, MiB (the median of its last
     /// quarter less that of its first, which a burst of work at either end does not move).
@@ -50,8 +52,6 @@ struct SoakReport {
     let heapSlope: Double?
     let rssGrowth: Double?
     let heapGrowth: Double?
-    /// The latency histogram's bucket bounds, seconds (swift-prometheus's defaults).
-    static let latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     init(plan: SoakPlan, samples: [SoakSample], faults: [FaultRecord]) {
         self.plan = plan
@@ -66,12 +66,6 @@ struct SoakReport {
             baseline = Baseline(ownThreads: threads, otherFds: fds, rssMiB: rss, heapMiB: heap, p99: p99)
         }
         self.baseline = baseline
-        let buckets = Self.latencyBuckets.map { $0 * 1000 }
-        let ceiling = baseline.map { baseline in
-            let index = buckets.firstIndex { $0 >= baseline.p99 } ?? buckets.count - 1
-            return plan.full ? buckets[index] : max(1000, buckets[min(buckets.count - 1, index + 2)])
-        }
-        p99Ceiling = ceiling
         let allowance = plan.recoveryAllowance.seconds
         recoveries = faults.map { record in
             var recovery = Recovery(record: record)
@@ -79,11 +73,12 @@ struct SoakReport {
             if let baseline {
                 recovery.resourcesBackAfter = after.first { Self.isBack($0, baseline: baseline, plan: plan) }.map { $0.seconds - record.end }
             }
-            if let ceiling {
-                recovery.p99BackAfter = after.first { ($0.p99Milliseconds ?? .infinity) <= ceiling }.map { $0.seconds - record.end }
-                let until = record.end + (recovery.p99BackAfter ?? allowance)
-                recovery.p99Peak = samples.filter { $0.seconds >= record.start && $0.seconds <= until }.compactMap(\.p99Milliseconds).max()
+            if let produced = samples.last(where: { $0.seconds <= record.end })?.produced {
+                recovery.producedByEnd = produced
+                recovery.caughtUpAfter = after.first { $0.results >= produced }.map { $0.seconds - record.end }
             }
+            let until = record.end + (recovery.caughtUpAfter ?? allowance)
+            recovery.p99Peak = samples.filter { $0.seconds >= record.start && $0.seconds <= until }.compactMap(\.p99Milliseconds).max()
             return recovery
         }
         let secondHalf = samples.filter { $0.seconds >= plan.duration.seconds / 2 && $0.seconds <= plan.duration.seconds }
@@ -148,13 +143,13 @@ struct SoakReport {
         func ms(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "–" }
         func s(_ value: Double?) -> String { value.map { String(format: "%.0f s", $0) } ?? "not within \(Int(plan.recoveryAllowance.seconds)) s" }
         var rows = [
-            "| fault | at | for | threads and descriptors back after | peak p99 (ms) | p99 back under \(ms(p99Ceiling)) ms after |",
-            "|---|---|---|---|---|---|",
+            "| fault | at | for | seen | threads and descriptors back after | results caught up after | peak p99 (ms) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for recovery in recoveries {
             let record = recovery.record
             rows.append(
-                "| \(record.fault.rawValue) | \(String(format: "%.0f s", record.start)) | \(String(format: "%.0f s", record.end - record.start)) | \(s(recovery.resourcesBackAfter)) | \(ms(recovery.p99Peak)) | \(s(recovery.p99BackAfter)) |")
+                "| \(record.fault.rawValue) | \(String(format: "%.0f s", record.start)) | \(String(format: "%.0f s", record.end - record.start)) | \(record.effect ?? "not seen") | \(s(recovery.resourcesBackAfter)) | \(s(recovery.caughtUpAfter)) | \(ms(recovery.p99Peak)) |")
         }
         return rows.joined(separator: "\n")
     }

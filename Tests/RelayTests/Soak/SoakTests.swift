@@ -14,8 +14,8 @@ import Testing
 /// change on a connection within 20 minutes, none older than an hour), a paced production-like stream
 /// (`SoakTraffic`), and a fault schedule through the run (`SoakPlan`). A leak watch samples the relay every
 /// period (`LeakWatch`); the end checks that nothing was lost, duplicates stay within the fault suite's bound,
-/// APNs refused no provider token, threads and descriptors came back after every fault, p99 came back, and
-/// memory is flat in the second half. It writes a table and a picture (`SoakReport`, Tests/soak/plot.py)
+/// APNs refused no provider token, every fault showed its effect, threads and descriptors came back and the
+/// results caught up after every fault (p99 is reported, not judged), and memory is flat in the second half. It writes a table and a picture (`SoakReport`, Tests/soak/plot.py)
 /// into `APNS_RELAY_SOAK_OUTPUT` (`make soak`: bench-results/soak), else .build/soak.
 @Suite(.serialized, .timeLimit(.minutes(600)))
 struct SoakTests {
@@ -100,62 +100,112 @@ struct SoakTests {
             }
 
             var records: [SoakReport.FaultRecord] = []
-            var second: RelayProcess?
+            var second: (relay: RelayProcess, adminPort: Int)?
             let brokers: [Int32] = [1, 2, 3]
+            let allPartitions = options.partitions * sandbox.options.topics.inputs.count
+            /// The relay's `apns_relay_assigned_partitions`, from its admin port.
+            func assignedPartitions(adminPort: Int) -> Double? {
+                (try? http("http://127.0.0.1:\(adminPort)/metrics")).flatMap { metric($0.body, "apns_relay_assigned_partitions") }
+            }
+            /// Waits for `condition`, the visible effect of a fault; its description, or nil if it did not show.
+            func seen(_ what: String, within timeout: Duration = .seconds(60), _ condition: () async throws -> Bool) async -> String? {
+                do {
+                    try await eventually(what, within: timeout, every: .milliseconds(200), condition)
+                    return what
+                } catch {
+                    return nil
+                }
+            }
             for step in plan.schedule {
                 // The schedule's own clock: faults come at set times, whatever the relay is doing.
                 try await Task.sleep(until: start + step.at)
                 let began = (ContinuousClock.now - start).seconds
+                let faultStart = ContinuousClock.now
+                let before = apns.statistics
+                // What shows the fault happened, seen from outside the test's own command; nil if it did not show.
+                let effect: String?
                 switch step.fault {
                 case .relayKilled:
-                    relay.kill()
+                    let killed = relay
+                    killed.kill()
                     port = try freeLocalPort()
                     relay = try await startRelay(adminPort: port)
                     logs.append(("relay-\(logs.count + 1)", relay))
                     target.withLock { $0 = (relay.process.processIdentifier, port) }
+                    let (old, new) = (killed.process.processIdentifier, relay.process.processIdentifier)
+                    effect = !killed.process.isRunning && killed.process.terminationReason == .uncaughtSignal && old != new
+                        ? "pid \(old) ended by signal \(killed.process.terminationStatus), pid \(new) answers on its admin port" : nil
                 case .kafkaUnreachable:
                     for broker in brokers { try sandbox.cluster.setBrokerDown(broker) }
-                    try await Task.sleep(for: step.length)  // the fault's length
+                    let adminPort = port
+                    effect = await seen("/readyz refused while every broker is down") {
+                        (try? http("http://127.0.0.1:\(adminPort)/readyz"))?.status == 503
+                    }
+                    try await Task.sleep(until: faultStart + step.length)  // the fault's length
                     for broker in brokers { try sandbox.cluster.setBrokerUp(broker) }
                 case .brokerDown:
+                    // No outside view of one broker's absence beyond the cluster taking the command (the relay
+                    // stays ready with two of three); recovery and the duplicate bound judge what it did.
                     try sandbox.cluster.setBrokerDown(2)
                     try await Task.sleep(for: step.length)  // the fault's length
                     try sandbox.cluster.setBrokerUp(2)
+                    effect = "broker 2 down and up (taken by the mock cluster)"
                 case .leaderMove:
                     for topic in sandbox.options.topics.inputs + sandbox.options.topics.outputs {
                         for partition in 0..<Int32(options.partitions) {
                             try sandbox.cluster.setPartitionLeader(topic: topic, partition: partition, brokerID: (partition + 1) % 3 + 1)
                         }
                     }
+                    effect = "leaders moved (taken by the mock cluster)"
                 case .relayJoins:
-                    let joining = try await startRelay(adminPort: try freeLocalPort())
+                    let joiningPort = try freeLocalPort()
+                    let joining = try await startRelay(adminPort: joiningPort)
                     logs.append(("second-relay", joining))
-                    second = joining
+                    second = (joining, joiningPort)
+                    effect = await seen("the second relay was assigned partitions") { (assignedPartitions(adminPort: joiningPort) ?? 0) > 0 }
                 case .relayLeaves:
-                    let status = await second?.terminate(timeout: .seconds(60))
+                    let status = await second?.relay.terminate(timeout: .seconds(60))
                     #expect(status == 0, "the second relay left with status \(String(describing: status))")
                     second = nil
+                    let remainingPort = port
+                    if status == 0 {
+                        effect = await seen("the remaining relay holds all \(allPartitions) partitions again") {
+                            assignedPartitions(adminPort: remainingPort) == Double(allPartitions)
+                        }
+                    } else {
+                        effect = nil
+                    }
                 case .apnsGoAway:
                     apns.faults.goAwayAfterStreams = 300
                     await apns.goAway()
                     try await Task.sleep(for: step.length)  // the fault's length
                     apns.faults.goAwayAfterStreams = nil
+                    let sent = apns.statistics.goAwaysSent - before.goAwaysSent
+                    effect = sent > 0 ? "\(sent) GOAWAYs sent" : nil
                 case .apnsStorm:
                     for reason in [APNsReason.tooManyRequests, .internalServerError, .serviceUnavailable] { apns.faults.setFailureRate(0.15, for: reason) }
                     try await Task.sleep(for: step.length)  // the fault's length
                     for reason in [APNsReason.tooManyRequests, .internalServerError, .serviceUnavailable] { apns.faults.setFailureRate(0, for: reason) }
+                    let after = apns.statistics
+                    let answered = [APNsReason.tooManyRequests, .internalServerError, .serviceUnavailable].map { after.count($0) - before.count($0) }
+                    effect = answered.allSatisfy { $0 > 0 } ? "429, 500, 503 answered \(answered) times" : nil
                 case .connectionResets:
                     await apns.closeAllConnections()
                     apns.faults.dropConnectionOnNext(10)
                     try await Task.sleep(for: step.length / 2)  // half the fault's length
                     await apns.closeAllConnections()
                     try await Task.sleep(for: step.length / 2)  // the rest of it
+                    let dropped = apns.statistics.droppedConnections - before.droppedConnections
+                    effect = dropped > 0 ? "\(dropped) connections dropped" : nil
                 case .slowAnswers:
                     apns.faults.latency = FaultInjector.Latency(rtt: .seconds(1), jitter: .milliseconds(200))
                     try await Task.sleep(for: step.length)  // the fault's length
                     apns.faults.latency = baseLatency
+                    // Every answer of the window was held a second or so: the requests that came in it.
+                    let slowed = apns.statistics.requests - before.requests
+                    effect = slowed > 0 ? "\(slowed) requests answered after 1 s or so" : nil
                 }
-                records.append(SoakReport.FaultRecord(fault: step.fault, start: began, end: (ContinuousClock.now - start).seconds))
+                records.append(SoakReport.FaultRecord(fault: step.fault, start: began, end: (ContinuousClock.now - start).seconds, effect: effect))
             }
             // The quiet end of the run, where memory must be flat.
             try await Task.sleep(until: start + plan.duration)
@@ -226,12 +276,17 @@ struct SoakTests {
             if plan.duration >= .seconds(61 * 60) {
                 #expect(tokens.count >= 3, "two token rotations need three tokens in a run over an hour: \(tokens)")
             }
-            #expect(records.map(\.fault) == plan.schedule.map(\.fault), "every fault happened")
+            #expect(records.map(\.fault) == plan.schedule.map(\.fault), "the schedule ran to its end")
+            for record in records {
+                #expect(record.effect != nil, "\(record.fault.rawValue) at \(Int(record.start)) s: its effect did not show")
+            }
             let settled = try #require(baseline, "no baseline: the warm-up's samples lack a value")
+            // Recovery is progress, which no machine's speed decides: after each fault the results reach what
+            // was produced by its end. p99 is reported in the table, not judged: it measures the machine too.
             for recovery in report.recoveries {
                 let name = recovery.record.fault.rawValue
                 #expect(recovery.resourcesBackAfter != nil, "\(name): threads and descriptors not back at the baseline within \(plan.recoveryAllowance)")
-                #expect(recovery.p99BackAfter != nil, "\(name): p99 not back under \(f(report.p99Ceiling)) ms within \(plan.recoveryAllowance)")
+                #expect(recovery.caughtUpAfter != nil, "\(name): the results did not reach the \(i(recovery.producedByEnd)) events produced by the fault's end within \(plan.recoveryAllowance)")
             }
             let end = try #require(last)
             #expect(SoakReport.isBack(end, baseline: settled, plan: plan), "at the end: threads other than libdispatch's \(i(end.ownThreads)), libdispatch's \(i(end.dispatchThreads)) (at most \(plan.dispatchThreadBound)), descriptors \(i(end.otherFds)), Kafka connections \(i(end.kafkaSockets)), APNs sockets \(i(end.apnsSockets)) for \(f(end.connections)) connections; baseline threads \(settled.ownThreads), descriptors \(settled.otherFds)")
