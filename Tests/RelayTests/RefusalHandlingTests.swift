@@ -103,7 +103,7 @@ import Testing
         #expect(accepted == [true, true, true, false, false], "three wait; the fourth and fifth are answered at once")
         #expect(explanations.backlog == 3)
         queue.resume()
-        try await eventually("the three queued events are answered", within: .seconds(10)) { answers.withLock { $0.count } == 3 }
+        try await eventually("the three queued events are answered", within: .seconds(60)) { answers.withLock { $0.count } == 3 }
         let got = answers.withLock { $0 }
         #expect(got.map(\.0) == ["e0", "e1", "e2"], "each echoed once, in order")
         #expect(got.map(\.2) == [.none, .none, .tooLarge])

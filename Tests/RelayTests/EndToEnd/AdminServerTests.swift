@@ -32,7 +32,7 @@ struct AdminServerTests {
             environment["APNS_RELAY_LOG_FORMAT"] = "text"
             let relay = try RelayProcess(environment: environment)
             try await eventually("/healthz answers 200", within: .seconds(30)) {
-                try http("http://127.0.0.1:\(port)/healthz").status == 200
+                try await http("http://127.0.0.1:\(port)/healthz").status == 200
             }
             try await body(relay, port)
             _ = await relay.terminate(timeout: .seconds(30))
@@ -64,13 +64,13 @@ struct AdminServerTests {
             let rounds = 10
             for round in 1...rounds {
                 held += try hold(8, port: port)
-                let probe = try http("http://127.0.0.1:\(port)/healthz")
+                let probe = try await http("http://127.0.0.1:\(port)/healthz")
                 #expect(
                     probe.status == 200,
                     "round \(round) with \(held.count) connections held: /healthz answered \(probe.status); log:\n\(relay.log.suffix(2000))"
                 )
             }
-            let metrics = try http("http://127.0.0.1:\(port)/metrics")
+            let metrics = try await http("http://127.0.0.1:\(port)/metrics")
             #expect(metrics.status == 200)
             let open = try #require(
                 metric(metrics.body, "apns_relay_admin_connections"), "the open-connections gauge is exported")
@@ -94,7 +94,7 @@ struct AdminServerTests {
             try limitDescriptors(ofProcess: relay.process.processIdentifier, headroom: Self.spareDescriptors)
             let held = try hold(Self.cap + 2 * Self.spareDescriptors, port: port)
             for attempt in 1...3 {
-                let probe = try http("http://127.0.0.1:\(port)/healthz")
+                let probe = try await http("http://127.0.0.1:\(port)/healthz")
                 #expect(
                     probe.status != 200,
                     "attempt \(attempt): /healthz answered although \(held.count) connections hold every descriptor")
@@ -144,7 +144,7 @@ struct AdminServerTests {
             let garbage = try await exchange("HELLO\r\n\r\n")
             #expect(garbage.hasPrefix("HTTP/1.1 400 "), "not HTTP: \(garbage.prefix(200))")
 
-            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            let metrics = try await http("http://127.0.0.1:\(port)/metrics").body
             #expect(metric(metrics, #"apns_relay_admin_connections_refused_total{reason="malformed"}"#) == 1)
             #expect(
                 metric(metrics, #"apns_relay_admin_connections_refused_total{reason="too_large"}"#) == 4,
@@ -183,7 +183,7 @@ struct AdminServerTests {
                     end.received.isEmpty,
                     "the \(name) connection was closed without an answer: \(end.received.prefix(200))")
             }
-            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            let metrics = try await http("http://127.0.0.1:\(port)/metrics").body
             #expect(
                 metric(metrics, #"apns_relay_admin_connections_refused_total{reason="malformed"}"#) == 0,
                 "a head cut short by the close is not a malformed request")

@@ -66,7 +66,7 @@ struct AlertsEndToEndTests {
             var exported: Set<String> = []
             // The transaction series come from the exactly-once relay below.
             try? await eventually("the relay exports every metric the rules read", within: .seconds(30), every: .milliseconds(200)) {
-                let body = try http("http://127.0.0.1:\(port)/metrics").body
+                let body = try await http("http://127.0.0.1:\(port)/metrics").body
                 exported = Set(body.split(separator: "\n").compactMap { line -> String? in
                     guard !line.hasPrefix("#") else { return nil }
                     return line.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)
@@ -79,7 +79,7 @@ struct AlertsEndToEndTests {
             let transactional = try freeLocalPort()
             let exactlyOnce = try relay(sandbox, adminPort: transactional, extra: ["APNS_RELAY_KAFKA_EXACTLY_ONCE": "true"])
             try? await eventually("the exactly-once relay exports every metric the rules read", within: .seconds(30), every: .milliseconds(200)) {
-                let body = try http("http://127.0.0.1:\(transactional)/metrics").body
+                let body = try await http("http://127.0.0.1:\(transactional)/metrics").body
                 exported.formUnion(body.split(separator: "\n").compactMap { line -> String? in
                     guard !line.hasPrefix("#") else { return nil }
                     return line.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)

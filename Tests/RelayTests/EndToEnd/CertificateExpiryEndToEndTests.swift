@@ -42,7 +42,7 @@ struct CertificateExpiryEndToEndTests {
             let relay = try RelayProcess(environment: environment)
             var metrics = ""
             try await eventually("the relay's /metrics", within: .seconds(30), every: .milliseconds(100)) {
-                metrics = try http("http://127.0.0.1:\(port)/metrics").body
+                metrics = try await http("http://127.0.0.1:\(port)/metrics").body
                 return metrics.contains("apns_client_certificate_expiry_timestamp_seconds")
             }
             let line = metrics.split(separator: "\n").first { $0.hasPrefix("apns_client_certificate_expiry_timestamp_seconds{") }

@@ -166,8 +166,8 @@ struct CredentialEnvironmentEndToEndTests {
                 let records = try await reader.collect(timeout: .seconds(60)) { records in
                     records.filter { $0.topic == topics.results }.count >= 20
                 }
-                let metrics = try http("http://127.0.0.1:\(port)/metrics").body
-                let ready = try http("http://127.0.0.1:\(port)/readyz")
+                let metrics = try await http("http://127.0.0.1:\(port)/metrics").body
+                let ready = try await http("http://127.0.0.1:\(port)/readyz")
                 #expect(await relay.terminate(timeout: .seconds(30)) == 0)
                 await reader.close()
 

@@ -132,7 +132,7 @@ struct DashboardEndToEndTests {
         let checker = {
             var exported: Set<String> = []
             for target in [port, eosPort] {
-                exported.formUnion(Self.metricNames(exposition: try http("http://127.0.0.1:\(target)/metrics").body))
+                exported.formUnion(Self.metricNames(exposition: try await http("http://127.0.0.1:\(target)/metrics").body))
             }
             return DashboardCheck(prometheus: prometheus, exported: exported)
         }
@@ -141,7 +141,7 @@ struct DashboardEndToEndTests {
         // samples of them: the queries are evaluated until all answer, at most 30 s.
         var problems = [DashboardCheck.Problem(panel: "(none)", message: "the check never ran: Prometheus or a relay did not answer")]
         try? await eventually("every panel answers", within: .seconds(30), every: .seconds(1)) {
-            problems = try checker().problems(dashboard)
+            problems = try await checker().problems(dashboard)
             return problems.isEmpty
         }
         if !problems.isEmpty {
@@ -153,7 +153,7 @@ struct DashboardEndToEndTests {
         let slip = try dashboard.editing(panel: "Dead letters") {
             $0.replacingOccurrences(of: "apns_relay_dead_letters_total", with: "apns_relay_dead_letter_total")
         }.editing(panel: "Threads") { "sum(rate(" + $0 }
-        let caught = try checker().problems(slip)
+        let caught = try await checker().problems(slip)
         #expect(Set(caught.map(\.panel)) == ["Dead letters", "Threads"], "\(caught)")
         #expect(caught.contains { $0.panel == "Dead letters" && $0.message.contains("apns_relay_dead_letter_total, which no relay exports") }, "\(caught)")
         #expect(caught.contains { $0.panel == "Dead letters" && $0.message.contains("answers nothing") }, "\(caught)")

@@ -93,17 +93,17 @@ struct RelayProcessTests {
             let port = env["APNS_RELAY_ADMIN_PORT"]!
             let relay = try RelayProcess(environment: env)
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            try await eventually("/healthz answers 200", within: .seconds(30)) { try http("http://127.0.0.1:\(port)/healthz").status == 200 }
-            try await eventually("/readyz answers 200 once the relay runs", within: .seconds(30)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await eventually("/healthz answers 200", within: .seconds(30)) { try await http("http://127.0.0.1:\(port)/healthz").status == 200 }
+            try await eventually("/readyz answers 200 once the relay runs", within: .seconds(30)) { try await http("http://127.0.0.1:\(port)/readyz").status == 200 }
             try await sandbox.produce(events)
             _ = try await reader.results(count: count, timeout: .seconds(90))
             // A result is counted when the relay's producer gets its delivery report, which can come after a
             // consumer (the reader) already sees the record: wait for the count, don't assume it.
             let delivered = #"apns_relay_results_total{outcome="delivered",reason=""}"#
             try await eventually("the relay counted every delivered result", within: .seconds(30)) {
-                metric(try http("http://127.0.0.1:\(port)/metrics").body, delivered) == Double(count)
+                metric(try await http("http://127.0.0.1:\(port)/metrics").body, delivered) == Double(count)
             }
-            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            let metrics = try await http("http://127.0.0.1:\(port)/metrics").body
             #expect(metric(metrics, "apns_relay_events_consumed_total") == Double(count), "\(metrics.prefix(3000))")
             #expect(metric(metrics, delivered) == Double(count))
             #expect(metrics.contains("apns_relay_event_latency_seconds_bucket"), "latency histogram")
@@ -121,10 +121,10 @@ struct RelayProcessTests {
             sandbox.apns.faults.withholdAllReplies = true
             try await sandbox.produce([(key: "held", value: SampleEvents.event(id: "held", deviceToken: SampleEvents.token(9999)))])
             try await eventually("the held event is in flight", within: .seconds(30)) {
-                metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == 1
+                metric(try await http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == 1
             }
             relay.process.terminate()
-            try await eventually("/readyz answers 503 while draining", within: .seconds(10)) { try http("http://127.0.0.1:\(port)/readyz").status == 503 }
+            try await eventually("/readyz answers 503 while draining", within: .seconds(10)) { try await http("http://127.0.0.1:\(port)/readyz").status == 503 }
             sandbox.apns.faults.withholdAllReplies = false
             // SIGTERM was sent above: wait for the drain to finish (a second SIGTERM would end it at once).
             let status = await relay.exit(within: .seconds(20))
@@ -151,16 +151,11 @@ func metric(_ text: String, _ series: String) -> Double? {
     return nil
 }
 
-/// GET with curl (an independent HTTP client).
-func http(_ url: String) throws -> (status: Int, body: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-m", "5", "-w", "\n%{http_code}", url]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try startProcess(process)
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+/// GET with curl (an independent HTTP client), waited for off Swift's cooperative threads: read blocking
+/// there, as it once was, several tests polling every 50 ms held both of a 2-core machine's pool threads, and
+/// the rest of the parallel suite starved past its deadlines.
+func http(_ url: String) async throws -> (status: Int, body: String) {
+    let output = try await runProcess("/usr/bin/curl", ["-s", "-m", "5", "-w", "\n%{http_code}", url], timeout: .seconds(30)).stdout
     let status = Int(output.split(separator: "\n").last ?? "") ?? 0
     let body = output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().joined(separator: "\n")
     return (status, body)

@@ -51,11 +51,11 @@ struct ShutdownTests {
                 "APNS_RELAY_RELAY_DRAIN_TIMEOUT_MS": "2000", "APNS_RELAY_RELAY_REQUEST_TIMEOUT_MS": "1000",
             ])
             let relay = try RelayProcess(environment: environment)
-            try await eventually("/readyz answers 200", within: .seconds(60)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await eventually("/readyz answers 200", within: .seconds(60)) { try await http("http://127.0.0.1:\(port)/readyz").status == 200 }
             sandbox.apns.faults.withholdAllReplies = true
             try await sandbox.produce(events)
             try await eventually("every event is in flight", within: .seconds(30)) {
-                metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == Double(count)
+                metric(try await http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") == Double(count)
             }
             for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerDown(Int32(broker)) }
             // APNs answers the retries (after the 1 s request timeout); their results cannot reach Kafka.
@@ -99,16 +99,16 @@ struct ShutdownTests {
             // One connection, 10 streams, 300 ms per answer: ~33 pushes a second, the rest waits in the pool.
             sandbox.apns.faults.latency = FaultInjector.Latency(rtt: .milliseconds(300))
             let relay = try RelayProcess(environment: environment)
-            try await eventually("/readyz answers 200", within: .seconds(60)) { try http("http://127.0.0.1:\(port)/readyz").status == 200 }
+            try await eventually("/readyz answers 200", within: .seconds(60)) { try await http("http://127.0.0.1:\(port)/readyz").status == 200 }
             try await sandbox.produce(events)
             // Most events wait in the pool (answers end some of them meanwhile, so not all are in flight at once).
             try await eventually("most events are in flight", within: .seconds(60)) {
-                (metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") ?? 0) >= Double(count * 2 / 3)
+                (metric(try await http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_events_in_flight") ?? 0) >= Double(count * 2 / 3)
             }
             try await eventually("pushes flow", within: .seconds(60)) { sandbox.apns.statistics.requests >= 30 }
             for broker in 1...sandbox.cluster.brokerCount { try sandbox.cluster.setBrokerDown(Int32(broker)) }
             try await eventually("the relay sees Kafka unreachable", within: .seconds(30)) {
-                try http("http://127.0.0.1:\(port)/readyz").body.contains("Kafka unreachable")
+                try await http("http://127.0.0.1:\(port)/readyz").body.contains("Kafka unreachable")
             }
             let sentBeforeStop = sandbox.apns.statistics.requests
             relay.process.terminate()

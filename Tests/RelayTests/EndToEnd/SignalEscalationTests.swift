@@ -32,10 +32,13 @@ struct SignalEscalationTests {
 
             let second = ContinuousClock.now
             kill(relay.process.processIdentifier, SIGTERM)
-            let status = await relay.exit(within: .seconds(10))
+            // At once: not after the drain's 600 s. The status and the log line say which way it went; the
+            // time is printed, and bounded only far from what a busy machine's scheduling adds.
+            let status = await relay.exit(within: .seconds(60))
             let took = ContinuousClock.now - second
             #expect(status == 128 + SIGTERM, "log:\n\(relay.log.suffix(3000))")
-            #expect(took < .seconds(3), "exited \(took) after the second SIGTERM")
+            #expect(took < .seconds(60), "exited \(took) after the second SIGTERM")
+            print("second SIGTERM: exited \(took) after it")
             #expect(relay.log.contains("SIGTERM received while shutting down: exiting at once with status 143"), "\(relay.log.suffix(3000))")
         }
     }

@@ -53,10 +53,10 @@ struct TokenRemovalGuardEndToEndTests {
             let metricsURL = "http://127.0.0.1:\(port)/metrics"
             let withheldSeries = #"apns_relay_removed_tokens_suppressed_total{credential="default",environment="development"}"#
             try await eventually("published and withheld removals add up to \(bad + gone)", within: .seconds(30)) {
-                let text = try http(metricsURL).body
+                let text = try await http(metricsURL).body
                 return (metric(text, "apns_relay_removed_tokens_total") ?? 0) + (series(text, withheldSeries) ?? 0) == Double(bad + gone)
             }
-            let text = try http(metricsURL).body
+            let text = try await http(metricsURL).body
             let published = Int(metric(text, "apns_relay_removed_tokens_total") ?? -1)
             let withheld = Int(series(text, withheldSeries) ?? -1)
             #expect(series(text, #"apns_relay_token_removal_guard_tripped{credential="default",environment="development"}"#) == 1, "\(text.prefix(4000))")

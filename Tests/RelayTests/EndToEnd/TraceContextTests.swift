@@ -224,10 +224,10 @@ struct TraceContextTests {
                 // (`results` returns the records read during the call.)
                 _ = try await reader.results(count: batch.count, timeout: .seconds(60))
                 try await eventually("an export failed", within: .seconds(30)) {
-                    (metric(try http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_trace_exports_failed_total") ?? 0) >= Double(index + 1)
+                    (metric(try await http("http://127.0.0.1:\(port)/metrics").body, "apns_relay_trace_exports_failed_total") ?? 0) >= Double(index + 1)
                 }
             }
-            let metrics = try http("http://127.0.0.1:\(port)/metrics").body
+            let metrics = try await http("http://127.0.0.1:\(port)/metrics").body
             #expect(metric(metrics, "apns_relay_trace_context_malformed_total") == 20, "\(metrics.split(separator: "\n").filter { $0.contains("trace") })")
             #expect(await relay.terminate(timeout: .seconds(30)) == 0)
             await reader.close()

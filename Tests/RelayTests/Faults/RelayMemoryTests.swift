@@ -28,8 +28,8 @@ struct RelayMemoryTests {
             let reader = try OutputReader(sandbox: sandbox, logger: logger)
             var tally = ResultTally(resultsTopic: sandbox.options.topics.results)
             let relay = try RelayProcess(environment: environment)
-            func sample() throws -> (rss: Double, heap: Double, free: Double) {
-                let body = try http("http://127.0.0.1:\(port)/metrics").body
+            func sample() async throws -> (rss: Double, heap: Double, free: Double) {
+                let body = try await http("http://127.0.0.1:\(port)/metrics").body
                 let rss = try #require(metric(body, "process_resident_memory_bytes"), "no resident memory in /metrics")
                 let heap = try #require(metric(body, "apns_relay_heap_in_use_bytes"), "no heap in use in /metrics")
                 let free = try #require(metric(body, "apns_relay_heap_free_bytes"), "no heap free in /metrics")
@@ -40,12 +40,12 @@ struct RelayMemoryTests {
             let warmUp = faultEvents(0..<4000, prefix: "w")
             try await sandbox.produce(warmUp)
             try await tally.collect(from: reader, expected: Set(warmUp.map(\.key)), timeout: .seconds(120))
-            let before = try sample()
+            let before = try await sample()
 
             let events = faultEvents(0..<20_000, prefix: "m")
             try await sandbox.produce(events)
             try await tally.collect(from: reader, expected: Set(events.map(\.key)), timeout: .seconds(180))
-            let after = try sample()
+            let after = try await sample()
             #expect(await relay.terminate(timeout: .seconds(30)) == 0)
             await reader.close()
 

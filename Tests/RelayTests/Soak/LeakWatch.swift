@@ -78,7 +78,7 @@ struct LeakWatch: Sendable {
                 sample.apnsSockets = remotePorts.filter { apnsPorts.contains($0) }.count
                 sample.kafkaSockets = remotePorts.filter { kafkaPorts.contains($0) }.count
             }
-            if let body = try? http("http://127.0.0.1:\(port)/metrics").body, !body.isEmpty {
+            if let body = try? await http("http://127.0.0.1:\(port)/metrics").body, !body.isEmpty {
                 let metrics = MetricsText(body)
                 sample.heapMiB = metrics.sum("apns_relay_heap_in_use_bytes").map { $0 / 1_048_576 }
                 sample.lag = metrics.sum("apns_relay_consumer_lag")

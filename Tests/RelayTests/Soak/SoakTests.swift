@@ -70,7 +70,7 @@ struct SoakTests {
                 let relay = try RelayProcess(environment: environment(adminPort: adminPort))
                 do {
                     try await eventually("the relay answers on its admin port", within: .seconds(60), every: .milliseconds(200)) {
-                        try http("http://127.0.0.1:\(adminPort)/metrics").status == 200
+                        try await http("http://127.0.0.1:\(adminPort)/metrics").status == 200
                     }
                 } catch {
                     throw TestFailure("\(error); its log: \(relay.log.suffix(2000))")
@@ -104,8 +104,8 @@ struct SoakTests {
             let brokers: [Int32] = [1, 2, 3]
             let allPartitions = options.partitions * sandbox.options.topics.inputs.count
             /// The relay's `apns_relay_assigned_partitions`, from its admin port.
-            func assignedPartitions(adminPort: Int) -> Double? {
-                (try? http("http://127.0.0.1:\(adminPort)/metrics")).flatMap { metric($0.body, "apns_relay_assigned_partitions") }
+            func assignedPartitions(adminPort: Int) async -> Double? {
+                (try? await http("http://127.0.0.1:\(adminPort)/metrics")).flatMap { metric($0.body, "apns_relay_assigned_partitions") }
             }
             /// Waits for `condition`, the visible effect of a fault; its description, or nil if it did not show.
             func seen(_ what: String, within timeout: Duration = .seconds(60), _ condition: () async throws -> Bool) async -> String? {
@@ -139,7 +139,7 @@ struct SoakTests {
                     for broker in brokers { try sandbox.cluster.setBrokerDown(broker) }
                     let adminPort = port
                     effect = await seen("/readyz refused while every broker is down") {
-                        (try? http("http://127.0.0.1:\(adminPort)/readyz"))?.status == 503
+                        (try? await http("http://127.0.0.1:\(adminPort)/readyz"))?.status == 503
                     }
                     try await Task.sleep(until: faultStart + step.length)  // the fault's length
                     for broker in brokers { try sandbox.cluster.setBrokerUp(broker) }
@@ -162,7 +162,7 @@ struct SoakTests {
                     let joining = try await startRelay(adminPort: joiningPort)
                     logs.append(("second-relay", joining))
                     second = (joining, joiningPort)
-                    effect = await seen("the second relay was assigned partitions") { (assignedPartitions(adminPort: joiningPort) ?? 0) > 0 }
+                    effect = await seen("the second relay was assigned partitions") { (await assignedPartitions(adminPort: joiningPort) ?? 0) > 0 }
                 case .relayLeaves:
                     let status = await second?.relay.terminate(timeout: .seconds(60))
                     #expect(status == 0, "the second relay left with status \(String(describing: status))")
@@ -170,7 +170,7 @@ struct SoakTests {
                     let remainingPort = port
                     if status == 0 {
                         effect = await seen("the remaining relay holds all \(allPartitions) partitions again") {
-                            assignedPartitions(adminPort: remainingPort) == Double(allPartitions)
+                            await assignedPartitions(adminPort: remainingPort) == Double(allPartitions)
                         }
                     } else {
                         effect = nil
