@@ -7,9 +7,9 @@ import Synchronization
 /// commits them every `interval` in one Kafka transaction with the offsets they complete, so that a
 /// `read_committed` reader sees each event's records once, whatever crashes in between.
 ///
-/// One transaction at a time, from `run()` (the calls block, each on a dedicated thread): begin; produce
-/// the batch; send the offsets with the consumer's group metadata (KIP-447: the group refuses them from a
-/// member of an older generation); commit. An error that calls for an abort aborts, and the same batch goes
+/// One transaction at a time, from `run()` (the calls that block run on the producer's one transaction
+/// thread): begin; produce the batch; send the offsets with the consumer's group metadata (KIP-447: the
+/// group refuses them from a member of an older generation); commit. An error that calls for an abort aborts, and the same batch goes
 /// into the next transaction (its records are still held: nothing is redone, and nothing of it was
 /// visible). A record Kafka refuses for good is replaced by its smaller form for that next transaction. A
 /// fatal error — this producer was fenced by a newer one with the same transactional id, i.e. another
