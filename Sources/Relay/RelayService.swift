@@ -316,7 +316,9 @@ package final class RelayService: Service, Sendable {
                 watch.addTask { [failure] in await self.actOnRefusedCredentials(refused, failure: failure) }
             }
             watch.addTask { [failure] in _ = await failure.wait() }
-            _ = await watch.next()
+            // A watcher can end without a failure (a refusal of credentials that had worked is only logged):
+            // the relay stops only once one is set, or when the pipeline ends and cancels this.
+            while await watch.next() != nil, failure.value == nil {}
             watch.cancelAll()
         }
     }

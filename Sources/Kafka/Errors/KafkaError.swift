@@ -75,13 +75,18 @@ package struct KafkaError: Error, Sendable, CustomStringConvertible {
     /// with the same secret cannot help.
     package var refusesCredentials: Bool {
         guard let responseCode else { return false }
-        if responseCode == .authentication || responseCode == .ssl || responseCode == .saslAuthenticationFailed { return true }
+        if responseCode == .ssl || responseCode == .saslAuthenticationFailed { return true }
+        // librdkafka 2.x reports a connection lost during the SASL handshake as `_AUTHENTICATION` too ("SASL
+        // SCRAM-SHA-256 mechanism handshake failed: Local: Broker transport failure"): the broker judged nothing.
+        if responseCode == .authentication { return !Self.transportFailures.contains { message.contains($0) } }
         // With TLS 1.3 the client's handshake is over before the broker has judged its certificate: the
         // broker's refusal arrives as a TLS alert on the first read, which librdkafka reports as a transport
         // failure ("Receive failed: …: tlsv13 alert certificate required"). OpenSSL names the alert.
         return responseCode == .brokerTransport && Self.certificateAlerts.contains { message.contains($0) }
     }
 
+    /// librdkafka's texts (`rd_kafka_err2str`) of the local failures a SASL handshake can end with before any verdict.
+    private static let transportFailures = ["Local: Broker transport failure", "Local: Timed out", "Local: Broker handle destroyed"]
     /// OpenSSL's texts of the TLS alerts a server sends when it refuses a client's certificate (or its lack).
     private static let certificateAlerts = [
         "alert certificate required", "alert bad certificate", "alert unknown ca", "alert certificate expired",

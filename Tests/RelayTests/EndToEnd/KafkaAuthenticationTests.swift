@@ -178,7 +178,7 @@ struct KafkaAuthenticationTests {
             let relay = try RelayProcess(environment: Self.environment(sandbox, gateway, settings))
             defer { relay.kill() }
             try await sandbox.produce([(key: "before", value: SampleEvents.event(id: "before", deviceToken: SampleEvents.token(1)))])
-            _ = try await reader.results(count: 1, timeout: .seconds(90))
+            _ = try await Self.results(reader, count: 1, relay, gateway)
 
             let rotated = "R0tated-" + Self.wrong
             for file in [gatewayPassword, relayPassword] { try (rotated + "\n").write(toFile: file, atomically: true, encoding: .utf8) }
@@ -188,13 +188,56 @@ struct KafkaAuthenticationTests {
             let before = gateway.authenticated
             gateway.dropConnections()
             try await sandbox.produce([(key: "after", value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(2)))])
-            let after = try await reader.results(count: 1, timeout: .seconds(90))
+            let after = try await Self.results(reader, count: 1, relay, gateway)
             #expect(after.map(\.keyString) == ["after"] && after.first?.json?["outcome"] as? String == "delivered")
             #expect(gateway.authenticated > before, "the relay authenticated again after the drop: \(gateway.log)")
             #expect(gateway.refused == 0, "never with the old password: \(gateway.log)")
             #expect(await relay.terminate(timeout: .seconds(30)) == 0)
             await reader.close()
             #expect(!relay.log.contains(rotated) && !relay.log.contains(Self.secret))
+        }
+    }
+
+    /// The broker may take a rotated password before the relay's Secret has it (Kubernetes updates each node's
+    /// copy on its own schedule): reconnections are refused meanwhile. That refusal of a credential that had
+    /// worked is retried, not a reason to stop, and once the relay's file has the new password it delivers.
+    @Test func aRefusalAfterJoiningIsRetriedUntilTheRelaysPasswordCatchesUp() async throws {
+        try await withSandbox(logger: logger) { sandbox in
+            let gatewayPassword = try Self.file(Self.secret)
+            let gateway = try await KafkaGateway(upstream: sandbox.bootstrapServers, ["--mechanism", "SCRAM-SHA-256", "--user", "relay", "--password-file", gatewayPassword])
+            defer { gateway.stop() }
+            let relayPassword = try Self.file(Self.secret)
+            let settings = ["kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": "relay", "kafka.sasl.passwordFile": relayPassword,
+                            "kafka.sasl.reloadIntervalMs": "200"]
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let relay = try RelayProcess(environment: Self.environment(sandbox, gateway, settings))
+            defer { relay.kill() }
+            try await sandbox.produce([(key: "before", value: SampleEvents.event(id: "before", deviceToken: SampleEvents.token(1)))])
+            _ = try await Self.results(reader, count: 1, relay, gateway)
+
+            let rotated = "R0tated-" + Self.wrong
+            try (rotated + "\n").write(toFile: gatewayPassword, atomically: true, encoding: .utf8)
+            gateway.dropConnections()
+            try await eventually("the gateway refuses the old password", within: .seconds(60)) { gateway.refused > 0 }
+            try await eventually("the relay says it retries", within: .seconds(30)) {
+                relay.log.contains("Kafka refused the relay's credentials after they had worked; retrying")
+            }
+            try await sandbox.produce([(key: "after", value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(2)))])
+            try (rotated + "\n").write(toFile: relayPassword, atomically: true, encoding: .utf8)
+            let after = try await Self.results(reader, count: 1, relay, gateway)
+            #expect(after.map(\.keyString) == ["after"] && after.first?.json?["outcome"] as? String == "delivered")
+            #expect(await relay.terminate(timeout: .seconds(30)) == 0)
+            await reader.close()
+            #expect(!relay.log.contains(rotated) && !relay.log.contains(Self.secret))
+        }
+    }
+
+    /// The next `count` results; on a time-out the relay's and the gateway's logs are part of the failure.
+    private static func results(_ reader: OutputReader, count: Int, _ relay: RelayProcess, _ gateway: KafkaGateway) async throws -> [OutputReader.Record] {
+        do {
+            return try await reader.results(count: count, timeout: .seconds(90))
+        } catch {
+            throw TestFailure("\(error)\nrelay log:\n\(relay.log)\ngateway log:\n\(gateway.log)")
         }
     }
 }
