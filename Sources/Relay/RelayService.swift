@@ -193,6 +193,8 @@ package final class RelayService: Service, Sendable {
             try consumer.start()
         } catch {
             phase.withLock { $0 = .failed }
+            // The clients' threads stop before the error ends the process (the producer's already polls).
+            await close()
             throw error
         }
         logger.info("relay started", metadata: ["topics": "\(configuration.topics.input)", "urgentTopics": "\(configuration.topics.urgent)"])
