@@ -1,4 +1,5 @@
 import APNsCore
+import Kafka
 
 /// What the relay pipeline needs to know; the CLI builds it from file, environment and flags.
 package struct RelayConfiguration: Sendable {
@@ -54,6 +55,17 @@ package struct RelayConfiguration: Sendable {
     /// Bounds on events in flight (and the urgent lane's share of them); intake is held above them and
     /// resumes below half.
     package var inFlight = InFlightGate.Limits()
+
+    /// How much of an event's headers the consumer copies: at most 128 headers, and no more of their bytes
+    /// than an event may have in all (`maxEventBytes`). An event with more is refused as too large, from what
+    /// was counted, and its headers stay out of its dead letter: thousands of tiny headers would otherwise
+    /// cost far more memory than their bytes, each an object or two.
+    package var headerLimits: KafkaConsumerConfiguration.HeaderLimits {
+        var limits = KafkaConsumerConfiguration.HeaderLimits()
+        limits.count = 128
+        limits.bytes = min(maxEventBytes, EventDecoder.maxEventBytes)
+        return limits
+    }
 
     /// The gate's limits as applied: without urgent topics nothing is reserved for them.
     package var effectiveInFlight: InFlightGate.Limits {

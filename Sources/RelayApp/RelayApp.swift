@@ -114,6 +114,18 @@ package struct RelayApp: Sendable {
         return (budget - response, response)
     }
 
+    /// `queued.min.messages`: as many events of the largest legal size as the queue's budget holds, between
+    /// 64 (a refill per few records would cost more than it saves) and librdkafka's 10,000 the relay used to set.
+    package static func prefetchRecords(queued: Int, maxEventBytes: Int) -> Int {
+        min(10_000, max(64, queued / max(1, maxEventBytes)))
+    }
+
+    /// Each lane's consumer buffer, in bytes (`KafkaConsumerConfiguration.bufferBytes`): a quarter of the
+    /// in-flight budget, at least 1 MiB.
+    package static func laneBufferBytes(_ inFlightBytes: Int) -> Int {
+        max(1 << 20, inFlightBytes / 4)
+    }
+
     /// The producer's settings: the relay's keys, then `kafka.properties` and `kafka.producerProperties`
     /// (which may repeat a key's value but not contradict it).
     ///
@@ -163,15 +175,22 @@ package struct RelayApp: Sendable {
         //   so the response is what the peak holds beyond the queue: a third of the budget, at most 2 MiB
         //   (1M events on 128 partitions peaked at 128 MiB RSS with 8 MiB responses, 107 MiB with 2 MiB,
         //   at the same throughput; Benchmarks/README.md, issue #39). The rest of the budget is the queue.
+        //   `queued.max.messages.kbytes` counts keys and values only, not headers: records whose headers are
+        //   most of their bytes would fill the queue far past the budget (60 KiB of headers on a 1 KiB value:
+        //   5,500 records, 340 MiB). So the count bounds it too: the budget holds that many events of the
+        //   largest legal size (`relay.maxEventBytes`); see `prefetchRecords`.
         let (queued, response) = prefetchSplit(configuration.kafka.prefetchBytes)
         let prefetch = [
             "queued.max.messages.kbytes": String(queued / 1024),
-            "queued.min.messages": "10000",
+            "queued.min.messages": String(prefetchRecords(queued: queued, maxEventBytes: configuration.relay.maxEventBytes)),
             "fetch.max.bytes": String(response),
             // librdkafka has one fetch out per broker: one that waits on partitions with nothing new (an idle
             // urgent topic) holds back the refill of a drained one for that long (librdkafka's default: 500).
             "fetch.wait.max.ms": "100",
         ]
+        // The consumer's own buffer, per lane, in bytes as well as records: a quarter of the in-flight budget.
+        consumerConfiguration.bufferBytes = laneBufferBytes(configuration.relay.inFlight.maxBytes)
+        consumerConfiguration.headerLimits = configuration.relay.headerLimits
         consumerConfiguration.additionalProperties = prefetch
             .merging(connection) { $1 }
             .merging(configuration.kafka.properties) { $1 }

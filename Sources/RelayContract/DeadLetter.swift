@@ -89,8 +89,10 @@ package struct DeadLetter: Sendable, Hashable {
     package var value: [UInt8]?
     package var headers: [RecordHeader]
 
+    /// - Parameter headersLeftOut: how many more headers the event had than `originalHeaders` (the consumer
+    ///   copies a bounded prefix): the dead letter then keeps none of them, and says how many there were.
     package init(
-        originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [RecordHeader],
+        originalKey: [UInt8]?, originalValue: [UInt8]?, originalHeaders: [RecordHeader], headersLeftOut: Int = 0,
         source: SourcePosition, stage: Stage, errorCode: String, message: String, limits: Limits
     ) {
         // Renamed before anything else reads them: the size checks below count the names as written.
@@ -112,9 +114,9 @@ package struct DeadLetter: Sendable, Hashable {
         } else {
             key = originalKey
         }
-        if RecordLimits.bytes(of: originalHeaders) > limits.maxOriginalHeaderBytes {
+        if headersLeftOut > 0 || RecordLimits.bytes(of: originalHeaders) > limits.maxOriginalHeaderBytes {
             headers = []
-            notes.append(RecordHeader(name: Header.originalHeadersDropped, value: Array(String(originalHeaders.count).utf8)))
+            notes.append(RecordHeader(name: Header.originalHeadersDropped, value: Array(String(originalHeaders.count + headersLeftOut).utf8)))
         }
         // What the value may take: the budget less the key, the headers and the notes about the cut.
         let cutNotes = 64

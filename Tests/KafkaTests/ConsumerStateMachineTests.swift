@@ -42,6 +42,28 @@ struct ConsumerStateMachineTests {
         #expect(room3)
     }
 
+    /// Large records fill a lane by their bytes long before its count: header-heavy ones held hundreds of
+    /// megabytes in a buffer bounded by count alone. Down to half its bytes, the lane wakes the poller.
+    @Test func aLaneIsFullByBytesAndWakesThePollerAtHalfItsBytes() {
+        let big = KafkaConsumerMessage(topic: p0.topic, partition: p0.partition, offset: 0, key: nil, value: [UInt8](repeating: 0, count: 1000))
+        var machine = KafkaConsumerStateMachine(capacity: 100, byteCapacity: 4 * big.footprint)
+        _ = machine.partitionsAssigned([p0])
+        _ = machine.next()
+        for offset in 0..<4 {
+            var record = big
+            record.offset = Int64(offset)
+            _ = machine.received(record)
+        }
+        #expect(machine.bufferedBytes(.bulk) == 4 * big.footprint)
+        let room = machine.hasRoom()
+        #expect(!room, "4 records of 100 fill the lane by bytes")
+        guard case .event(_, let first) = machine.next() else { Issue.record("expected a message"); return }
+        #expect(!first, "three quarters of the bytes left")
+        guard case .event(_, let second) = machine.next() else { Issue.record("expected a message"); return }
+        #expect(second, "woken at half the bytes")
+        #expect(machine.bufferedBytes(.bulk) == 2 * big.footprint)
+    }
+
     @Test func aPollerThatFoundRoomIsNotWoken() {
         var machine = KafkaConsumerStateMachine(capacity: 4)
         _ = machine.partitionsAssigned([p0])

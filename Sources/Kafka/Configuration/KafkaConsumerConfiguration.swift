@@ -50,6 +50,19 @@ package struct KafkaConsumerConfiguration: Sendable {
     /// `queued.max.messages.kbytes`, holds them) and it takes more once the application has consumed half.
     /// A soft bound: it may be passed by one poll batch (512 records).
     package var bufferCapacity: Int = 2_048
+    /// How many bytes of records (their ``KafkaConsumerMessage/footprint``) each lane's buffer may hold: with
+    /// large records (header-heavy ones) the count alone would let the buffer hold hundreds of megabytes. A
+    /// soft bound like `bufferCapacity`: it may be passed by one poll batch.
+    package var bufferBytes: Int = 16 * 1024 * 1024
+    /// How many headers of a record are copied, and how many of their bytes; the rest are counted, not copied
+    /// (``KafkaConsumerMessage/headersLeftOut``).
+    package var headerLimits = HeaderLimits()
+
+    package struct HeaderLimits: Sendable, Hashable {
+        package var count = 128
+        package var bytes = 64 * 1024
+        package init() {}
+    }
     /// Topics read in the urgent lane (``KafkaConsumerLane``): their partitions' records are fetched into a
     /// queue of their own, buffered apart (up to `bufferCapacity` more) and handed out before any other
     /// record, so a backlog in the other topics never delays them. Subscribe to them like any other topic.
@@ -78,8 +91,8 @@ package struct KafkaConsumerConfiguration: Sendable {
     /// The librdkafka properties this configuration stands for, after checking for contradictions.
     func librdkafkaProperties() throws(KafkaError) -> [String: String] {
         try partitionAssignmentStrategy.validate()
-        if bufferCapacity < 1 {
-            throw KafkaError(code: .configuration, message: "bufferCapacity must be at least 1")
+        if bufferCapacity < 1 || bufferBytes < 1 {
+            throw KafkaError(code: .configuration, message: "bufferCapacity and bufferBytes must be at least 1")
         }
         if maxPollInterval < sessionTimeout {
             throw KafkaError(code: .configuration,

@@ -46,6 +46,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
     private let recordQueues = BlockingMutex(RecordQueues())
     /// Topics whose records go to the urgent lane.
     let urgentTopics: Set<String>
+    /// How much of a record's headers is copied (``KafkaConsumerConfiguration/headerLimits``).
+    let headerLimits: KafkaConsumerConfiguration.HeaderLimits
     /// A topic queue's limits and state, copied per queue by the poll thread (see `FetchNudger`).
     private let fetchQueue: FetchQueueWatch
     /// Whether the poll thread nudges drained queues' fetchers (librdkafka before 2.3).
@@ -64,7 +66,8 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
         self.pollTimeoutMilliseconds = Int32(clamping: configuration.pollTimeout.kafkaMilliseconds)
         self.errorHandler = configuration.errorHandler
         self.urgentTopics = configuration.urgentTopics
-        self.state = BlockingMutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity))
+        self.headerLimits = configuration.headerLimits
+        self.state = BlockingMutex(KafkaConsumerStateMachine(capacity: configuration.bufferCapacity, byteCapacity: configuration.bufferBytes))
         var fds: [Int32] = [-1, -1]
         // A socket pair rather than pipe2 (not visible to Swift without _GNU_SOURCE): created non-blocking
         // and close-on-exec in one call.
@@ -281,7 +284,7 @@ final class KafkaConsumerShared: KafkaRebalanceHandling {
                 return
             }
             // Moved into the batch (captured as it is, it would be copied).
-            var received = Optional(KafkaConsumerMessage(copying: message, lane: lane, topicName: topicName))
+            var received = Optional(KafkaConsumerMessage(copying: message, lane: lane, headerLimits: headerLimits, topicName: topicName))
             polledBatch.withLock { $0.append(received.take()!) }
         }
         if wakesFetcher {

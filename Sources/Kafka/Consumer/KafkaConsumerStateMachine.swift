@@ -5,7 +5,7 @@ import ServiceSupport
 /// and performs the returned actions outside the lock.
 ///
 /// Rebalance events (few, never dropped, always first), then two lanes of messages, urgent before bulk
-/// (``KafkaConsumerLane``), each bounded by `capacity`. While a lane is full the poll thread stops taking
+/// (``KafkaConsumerLane``), each bounded by `capacity` messages and `byteCapacity` bytes of their footprint. While a lane is full the poll thread stops taking
 /// that lane's records out of librdkafka (``hasRoom(_:)`` says no), so they wait in librdkafka's own
 /// prefetch, which stops fetching at `queued.min.messages` / `queued.max.messages.kbytes`; the other lane
 /// and rebalance events keep flowing. When the application has taken a lane down to half, the machine asks
@@ -50,6 +50,8 @@ struct KafkaConsumerStateMachine {
 
     /// Messages per lane (each bounded by `capacity`).
     let capacity: Int
+    /// Bytes per lane (their ``KafkaConsumerMessage/footprint``), each bounded by this too.
+    let byteCapacity: Int
     private(set) var isFinished = false
     private(set) var assigned: Set<KafkaTopicPartition> = []
     private var control: [KafkaConsumerEvent] = []
@@ -63,13 +65,17 @@ struct KafkaConsumerStateMachine {
     /// Someone waiting for rebalance events only (``KafkaConsumerEvents/nextRebalanceEvents()``).
     private var controlWaiter: DeadlineWaiter<Bool>?
 
-    init(capacity: Int) {
+    init(capacity: Int, byteCapacity: Int = .max) {
         self.capacity = capacity
+        self.byteCapacity = byteCapacity
     }
 
     var bufferedMessageCount: Int { lanes[0].messages.count + lanes[1].messages.count }
 
     func bufferedMessageCount(_ lane: KafkaConsumerLane) -> Int { lanes[lane.rawValue].messages.count }
+
+    /// The footprint of `lane`'s buffered messages.
+    func bufferedBytes(_ lane: KafkaConsumerLane) -> Int { lanes[lane.rawValue].messages.bytes }
 
     func isHeld(_ lane: KafkaConsumerLane) -> Bool { lanes[lane.rawValue].isHeld }
 
@@ -116,7 +122,8 @@ struct KafkaConsumerStateMachine {
     /// Asked by the poll thread before it takes `lane`'s records out of librdkafka: whether that lane has
     /// room. When it has none, the application's taking it down to half wakes the poll thread.
     mutating func hasRoom(_ lane: KafkaConsumerLane = .bulk) -> Bool {
-        if lanes[lane.rawValue].messages.count < capacity { return true }
+        let messages = lanes[lane.rawValue].messages
+        if messages.count < capacity && messages.bytes < byteCapacity { return true }
         lanes[lane.rawValue].pollerWaitsForRoom = true
         return false
     }
@@ -292,7 +299,8 @@ struct KafkaConsumerStateMachine {
     /// Whether to wake a poll thread that waits for room in a lane: once that lane is down to half (not at
     /// the first free slot, so that it takes a batch per wake-up).
     private mutating func wakePollerIfDrained(_ lane: Int) -> Bool {
-        guard lanes[lane].pollerWaitsForRoom, lanes[lane].messages.count <= capacity / 2 else { return false }
+        guard lanes[lane].pollerWaitsForRoom, lanes[lane].messages.count <= capacity / 2,
+              lanes[lane].messages.bytes <= byteCapacity / 2 else { return false }
         lanes[lane].pollerWaitsForRoom = false
         return true
     }
@@ -305,16 +313,34 @@ struct KafkaConsumerStateMachine {
     }
 }
 
-/// FIFO of messages (a `Deque`: popping moves a record out, O(1)).
+/// FIFO of messages (a `Deque`: popping moves a record out, O(1)), with their footprint's sum.
 struct MessageQueue {
     private var storage = Deque<KafkaConsumerMessage>()
+    /// The sum of the messages' ``KafkaConsumerMessage/footprint``.
+    private(set) var bytes = 0
 
     var count: Int { storage.count }
     var isEmpty: Bool { storage.isEmpty }
     var first: KafkaConsumerMessage? { storage.first }
 
-    mutating func append(_ message: consuming KafkaConsumerMessage) { storage.append(message) }
-    mutating func prepend(_ message: consuming KafkaConsumerMessage) { storage.prepend(message) }
-    mutating func popFirst() -> KafkaConsumerMessage? { storage.popFirst() }
-    mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) { storage.removeAll(where: shouldRemove) }
+    mutating func append(_ message: consuming KafkaConsumerMessage) {
+        bytes += message.footprint
+        storage.append(message)
+    }
+
+    mutating func prepend(_ message: consuming KafkaConsumerMessage) {
+        bytes += message.footprint
+        storage.prepend(message)
+    }
+
+    mutating func popFirst() -> KafkaConsumerMessage? {
+        guard let message = storage.popFirst() else { return nil }
+        bytes -= message.footprint
+        return message
+    }
+
+    mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) {
+        storage.removeAll(where: shouldRemove)
+        bytes = storage.reduce(0) { $0 + $1.footprint }
+    }
 }

@@ -56,7 +56,13 @@ struct EventTriage {
         // Key and headers count too: they travel with the event into its dead letter and result.
         let limit = min(configuration.maxEventBytes, EventDecoder.maxEventBytes)
         let keyBytes = message.key?.count ?? 0
-        let headerBytes = RecordLimits.bytes(of: message.headers)
+        let headerBytes = RecordLimits.bytes(of: message.headers) + message.headersLeftOut.bytes
+        if message.headersLeftOut.count > 0 {
+            let count = message.headers.count + message.headersLeftOut.count
+            return invalid(
+                .size, code: "event_too_large",
+                message: "event has \(count) headers of \(headerBytes) bytes; the relay reads at most \(configuration.headerLimits.count) headers of at most \(configuration.headerLimits.bytes) bytes (relay.maxEventBytes)")
+        }
         if value.count + keyBytes + headerBytes > limit {
             let parts = keyBytes + headerBytes == 0 ? "" : " (key \(keyBytes) + value \(value.count) + headers \(headerBytes))"
             return invalid(

@@ -26,7 +26,9 @@ final class InFlightEvent: PublishedEvent, @unchecked Sendable {
     let message: KafkaConsumerMessage
     /// Topic, partition and offset, as the result and the dead letter name them.
     let source: SourcePosition
-    /// What the event holds of the in-flight byte budget (`relay.inFlight.maxBytes`): its value's size.
+    /// What the event holds of the in-flight byte budget (`relay.maxInFlightBytes`): its record's footprint
+    /// (key, value and headers, which it keeps for its dead letter, and their objects), not only its value:
+    /// events whose headers dwarf their value would otherwise fit the budget many times over.
     let bytes: Int
     /// When the relay took the event (Unix milliseconds): the result's `receivedAt`, and where the
     /// latency histogram starts.
@@ -46,7 +48,7 @@ final class InFlightEvent: PublishedEvent, @unchecked Sendable {
     /// Takes `message` over (the consumer's copy moves in; its buffers are not retained again).
     init(_ message: consuming KafkaConsumerMessage, receivedAt: Int64) {
         self.source = SourcePosition(topic: message.topic, partition: message.partition, offset: message.offset)
-        self.bytes = message.value?.count ?? 0
+        self.bytes = message.footprint
         self.receivedAt = receivedAt
         self.lane = DeliveryLane(message.lane)
         self.message = consume message

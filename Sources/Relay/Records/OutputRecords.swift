@@ -24,7 +24,7 @@ struct OutputRecords: Sendable {
         @Sendable func make(_ limits: DeadLetter.Limits) -> DeadLetter {
             DeadLetter(
                 originalKey: message.key.map(Array.init), originalValue: message.value.map(Array.init), originalHeaders: message.headers.map(RecordHeader.init),
-                source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
+                headersLeftOut: message.headersLeftOut.count, source: source, stage: refusal.stage, errorCode: refusal.code, message: refusal.message, limits: limits)
         }
         let letter = make(DeadLetter.Limits(maxBytes: maxDeadLetterBytes))
         return OutgoingRecord(

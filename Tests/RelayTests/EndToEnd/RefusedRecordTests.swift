@@ -77,6 +77,36 @@ struct RefusedRecordTests {
         }
     }
 
+    /// Thousands of tiny headers are few bytes but an object or two each: the consumer copies at most 128, the
+    /// event is refused as too large from what was counted, and its dead letter keeps none of them.
+    @Test func tooManyHeadersAreCountedNotCopied() async throws {
+        var options = RelaySandbox.Options()
+        options.partitions = 1
+        try await withSandbox(options, logger: logger) { sandbox in
+            let reader = try OutputReader(sandbox: sandbox, logger: logger)
+            let topics = sandbox.options.topics
+            let headers = (0..<3_000).map { KafkaHeader(name: "t", value: [UInt8(truncatingIfNeeded: $0)]) }
+            let event = SampleEvents.event(id: "many", deviceToken: SampleEvents.token(5))
+            let records = try await withRelay(sandbox, logger: logger) { _ in
+                try await sandbox.produce(records: [.init(key: Array("many".utf8), value: event, headers: headers)])
+                try await sandbox.produce(records: [.init(key: Array("after".utf8), value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(3)))])
+                return try await reader.collect(timeout: .seconds(60)) { records in
+                    records.filter { $0.topic == topics.results }.count >= 2 && records.contains { $0.topic == topics.deadLetters }
+                }
+            }
+            await reader.close()
+            let results = Dictionary(records.filter { $0.topic == topics.results }.map { ($0.keyString, $0.json ?? [:]) }) { a, _ in a }
+            #expect(results["many"]?["outcome"] as? String == "invalid", "\(results["many"] ?? [:])")
+            #expect(results["many"]?["reason"] as? String == "event_too_large")
+            #expect((results["many"]?["message"] as? String)?.contains("event has 3000 headers") == true, "\(results["many"] ?? [:])")
+            #expect(results["after"]?["outcome"] as? String == "delivered")
+            let letter = try #require(records.first { $0.topic == topics.deadLetters })
+            #expect(letter.header("apns-relay.original.headers.dropped") == "3000")
+            #expect(letter.header("t") == nil)
+            #expect(letter.value == event)
+        }
+    }
+
     /// A fatal producer error (the idempotent producer lost its guarantees): the relay stops taking events,
     /// fails /healthz and its run ends with an error within seconds, storing no unfinished offset; a new relay
     /// then answers every event.
