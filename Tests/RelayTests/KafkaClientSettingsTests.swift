@@ -20,8 +20,15 @@ private func relayConfiguration(_ overrides: [String: String]) async throws -> R
         let properties = try await consumerProperties([:])
         #expect(properties["queued.max.messages.kbytes"] == "6144", "8 MiB less the response")
         #expect(properties["fetch.max.bytes"] == "2097152", "a third of 8 MiB, at most 2 MiB")
-        #expect(properties["queued.min.messages"] == "10000")
+        #expect(properties["queued.min.messages"] == "96", "6 MiB holds 96 events of 64 KiB: librdkafka's byte bound counts no headers")
         #expect(properties["fetch.wait.max.ms"] == "100", "a fetch waiting on idle partitions holds a refill back no longer")
+    }
+
+    /// The record bound follows the largest legal event, between 64 and 10,000 records.
+    @Test func theRecordBoundFollowsTheLargestLegalEvent() async throws {
+        #expect(try await consumerProperties(["relay.maxEventBytes": "4096"])["queued.min.messages"] == "1536")
+        #expect(try await consumerProperties(["relay.maxEventBytes": "100"])["queued.min.messages"] == "10000")
+        #expect(try await consumerProperties(["kafka.prefetchBytes": "4194304"])["queued.min.messages"] == "64", "42 would be a refill per few records")
     }
 
     @Test func theBudgetFollowsItsKeyAndEachPropertyCanStillBeSet() async throws {
