@@ -15,7 +15,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(6)))
 struct MemoryBoundTests {
     let logger = Logger.quiet("memory-bound")
-    static let events = 2_000
+    static let events = 2_400
     static let inFlightBytes = 8 << 20
     /// Each header-heavy event: a 1 KiB value and 56 headers of 1 KiB, 58 KiB in all (under the 64 KiB limit).
     static let headers = 56
@@ -81,12 +81,13 @@ struct MemoryBoundTests {
         let heavy = try await peakRSS(Self.records(headers: Self.headers))
         // What the bounds let header-heavy events add over plain ones: the in-flight budget, the bulk lane's
         // consumer buffer, librdkafka's prefetch of the input topic (its records, the largest legal size each,
-        // and a fetch response), and as much again for what the bounds leave out (a poll batch over the lane
-        // bound, the records' dead-letter-sized copies on their way out, allocator slack).
+        // and a fetch response), and twice as much again for what the bounds leave out: a poll batch over the
+        // lane bound, and the allocator's arenas and fragmentation, which grow with how the threads interleave
+        // (measured: 27 MiB over plain on a quiet machine, 39 MiB beside the whole suite; the formula says 18).
         let lane = RelayApp.laneBufferBytes(Self.inFlightBytes)
         let queued = RelayApp.prefetchSplit(8 << 20)
         let prefetch = RelayApp.prefetchRecords(queued: queued.queued, maxEventBytes: 64 * 1024) * 64 * 1024 + queued.response
-        let allowance = 2 * (Self.inFlightBytes + lane + prefetch)
+        let allowance = 3 * (Self.inFlightBytes + lane + prefetch)
         let fed = Self.events * (Self.headers + 1) * 1024
         print("memory bound: peak RSS \(plain >> 20) MiB plain, \(heavy >> 20) MiB header-heavy; allowance \(allowance >> 20) MiB over plain; \(fed >> 20) MiB fed")
         // The premise: what was fed is well over the allowance, so a relay that held every event would fail.
