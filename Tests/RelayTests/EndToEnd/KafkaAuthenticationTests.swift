@@ -163,10 +163,35 @@ struct KafkaAuthenticationTests {
         }
     }
 
-    /// A password rotated in its file is presented on the next connections: the gateway drops every connection
-    /// after both sides changed it, and events produced then are delivered. Without the re-read the relay's
-    /// reconnections would present the old password, be refused, and nothing more would be delivered.
-    @Test func aRotatedPasswordFileIsUsedWithoutARestart() async throws {
+    /// What a rotation test works with: a SCRAM gateway and a relay, each reading its password from a file of
+    /// its own, the relay re-reading it every 200 ms, and one event already delivered through the gateway.
+    private struct Rotation {
+        let sandbox: RelaySandbox
+        let gateway: KafkaGateway
+        let relay: RelayProcess
+        let reader: OutputReader
+        let gatewayPassword: String
+        let relayPassword: String
+        let rotated = "R0tated-" + KafkaAuthenticationTests.wrong
+
+        func rotate(_ file: String) throws { try (rotated + "\n").write(toFile: file, atomically: true, encoding: .utf8) }
+
+        /// Produces an event after the rotation and expects it delivered, the relay to stop cleanly, and no
+        /// password in its log.
+        func deliversAfterwards() async throws {
+            try await sandbox.produce([(key: "after", value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(2)))])
+            let after = try await KafkaAuthenticationTests.results(reader, count: 1, relay, gateway)
+            #expect(after.map(\.keyString) == ["after"] && after.first?.json?["outcome"] as? String == "delivered")
+        }
+
+        func finish() async {
+            #expect(await relay.terminate(timeout: .seconds(30)) == 0)
+            await reader.close()
+            #expect(!relay.log.contains(rotated) && !relay.log.contains(KafkaAuthenticationTests.secret))
+        }
+    }
+
+    private func withRotation(_ body: (Rotation) async throws -> Void) async throws {
         try await withSandbox(logger: logger) { sandbox in
             let gatewayPassword = try Self.file(Self.secret)
             let gateway = try await KafkaGateway(upstream: sandbox.bootstrapServers, ["--mechanism", "SCRAM-SHA-256", "--user", "relay", "--password-file", gatewayPassword])
@@ -179,22 +204,27 @@ struct KafkaAuthenticationTests {
             defer { relay.kill() }
             try await sandbox.produce([(key: "before", value: SampleEvents.event(id: "before", deviceToken: SampleEvents.token(1)))])
             _ = try await Self.results(reader, count: 1, relay, gateway)
+            try await body(Rotation(sandbox: sandbox, gateway: gateway, relay: relay, reader: reader,
+                                    gatewayPassword: gatewayPassword, relayPassword: relayPassword))
+        }
+    }
 
-            let rotated = "R0tated-" + Self.wrong
-            for file in [gatewayPassword, relayPassword] { try (rotated + "\n").write(toFile: file, atomically: true, encoding: .utf8) }
+    /// A password rotated in its file is presented on the next connections: the gateway drops every connection
+    /// after both sides changed it, and events produced then are delivered. Without the re-read the relay's
+    /// reconnections would present the old password, be refused, and nothing more would be delivered.
+    @Test func aRotatedPasswordFileIsUsedWithoutARestart() async throws {
+        try await withRotation { rotation in
+            let (gateway, relay) = (rotation.gateway, rotation.relay)
+            for file in [rotation.gatewayPassword, rotation.relayPassword] { try rotation.rotate(file) }
             try await eventually("the relay logs the new password file", within: .seconds(30)) {
-                relay.log.contains("Kafka SASL password changed in '\(relayPassword)'")
+                relay.log.contains("Kafka SASL password changed in '\(rotation.relayPassword)'")
             }
             let before = gateway.authenticated
             gateway.dropConnections()
-            try await sandbox.produce([(key: "after", value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(2)))])
-            let after = try await Self.results(reader, count: 1, relay, gateway)
-            #expect(after.map(\.keyString) == ["after"] && after.first?.json?["outcome"] as? String == "delivered")
+            try await rotation.deliversAfterwards()
             #expect(gateway.authenticated > before, "the relay authenticated again after the drop: \(gateway.log)")
             #expect(gateway.refused == 0, "never with the old password: \(gateway.log)")
-            #expect(await relay.terminate(timeout: .seconds(30)) == 0)
-            await reader.close()
-            #expect(!relay.log.contains(rotated) && !relay.log.contains(Self.secret))
+            await rotation.finish()
         }
     }
 
@@ -202,38 +232,22 @@ struct KafkaAuthenticationTests {
     /// copy on its own schedule): reconnections are refused meanwhile. That refusal of a credential that had
     /// worked is retried, not a reason to stop, and once the relay's file has the new password it delivers.
     @Test func aRefusalAfterJoiningIsRetriedUntilTheRelaysPasswordCatchesUp() async throws {
-        try await withSandbox(logger: logger) { sandbox in
-            let gatewayPassword = try Self.file(Self.secret)
-            let gateway = try await KafkaGateway(upstream: sandbox.bootstrapServers, ["--mechanism", "SCRAM-SHA-256", "--user", "relay", "--password-file", gatewayPassword])
-            defer { gateway.stop() }
-            let relayPassword = try Self.file(Self.secret)
-            let settings = ["kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": "relay", "kafka.sasl.passwordFile": relayPassword,
-                            "kafka.sasl.reloadIntervalMs": "200"]
-            let reader = try OutputReader(sandbox: sandbox, logger: logger)
-            let relay = try RelayProcess(environment: Self.environment(sandbox, gateway, settings))
-            defer { relay.kill() }
-            try await sandbox.produce([(key: "before", value: SampleEvents.event(id: "before", deviceToken: SampleEvents.token(1)))])
-            _ = try await Self.results(reader, count: 1, relay, gateway)
-
-            let rotated = "R0tated-" + Self.wrong
-            try (rotated + "\n").write(toFile: gatewayPassword, atomically: true, encoding: .utf8)
+        try await withRotation { rotation in
+            let (gateway, relay) = (rotation.gateway, rotation.relay)
+            try rotation.rotate(rotation.gatewayPassword)
             gateway.dropConnections()
             try await eventually("the gateway refuses the old password", within: .seconds(60)) { gateway.refused > 0 }
             try await eventually("the relay says it retries", within: .seconds(30)) {
                 relay.log.contains("Kafka refused the relay's credentials after they had worked; retrying")
             }
-            try await sandbox.produce([(key: "after", value: SampleEvents.event(id: "after", deviceToken: SampleEvents.token(2)))])
-            try (rotated + "\n").write(toFile: relayPassword, atomically: true, encoding: .utf8)
-            let after = try await Self.results(reader, count: 1, relay, gateway)
-            #expect(after.map(\.keyString) == ["after"] && after.first?.json?["outcome"] as? String == "delivered")
-            #expect(await relay.terminate(timeout: .seconds(30)) == 0)
-            await reader.close()
-            #expect(!relay.log.contains(rotated) && !relay.log.contains(Self.secret))
+            try rotation.rotate(rotation.relayPassword)
+            try await rotation.deliversAfterwards()
+            await rotation.finish()
         }
     }
 
     /// The next `count` results; on a time-out the relay's and the gateway's logs are part of the failure.
-    private static func results(_ reader: OutputReader, count: Int, _ relay: RelayProcess, _ gateway: KafkaGateway) async throws -> [OutputReader.Record] {
+    fileprivate static func results(_ reader: OutputReader, count: Int, _ relay: RelayProcess, _ gateway: KafkaGateway) async throws -> [OutputReader.Record] {
         do {
             return try await reader.results(count: count, timeout: .seconds(90))
         } catch {
